@@ -1,0 +1,85 @@
+"""The memory model: what is stored and what a search returns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any, Union
+
+MetadataValue = Union[str, int, float, bool]
+"""Flat metadata values that Chroma can store and filter on."""
+
+DEFAULT_NAMESPACE = "default"
+RESERVED_PREFIX = "norax_"
+"""Metadata keys starting with this prefix belong to Norax and are rejected from users."""
+
+SIGNALS: tuple[str, ...] = ("bm25", "dense", "temporal", "graph")
+"""The four signals, in the order used by weights, JSON output and tables."""
+
+
+class Kind(str, Enum):
+    """Built-in memory kinds. Any other string is accepted as a custom kind."""
+
+    EPISODIC = "episodic"
+    SEMANTIC = "semantic"
+    PROCEDURAL = "procedural"
+    SCRATCHPAD = "scratchpad"
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One stored memory.
+
+    Attributes:
+        id: Stable identifier, given by the caller or generated.
+        text: The memory's text.
+        kind: ``episodic``, ``semantic``, ``procedural``, ``scratchpad`` or a custom string.
+        created_at: Timezone-aware creation time (UTC).
+        namespace: The user, agent or conversation the memory belongs to.
+        metadata: Flat user metadata.
+        entities: Normalised entities found in the text (filled by the entity extractor).
+    """
+
+    id: str
+    text: str
+    kind: str
+    created_at: datetime
+    namespace: str
+    metadata: Mapping[str, MetadataValue] = field(default_factory=dict)
+    entities: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SearchResult(Memory):
+    """A memory returned by a search, with the reason it ranks where it does.
+
+    Attributes:
+        score: The fused score; higher is better.
+        signals: Each signal's normalised score in [0, 1], keyed by signal name.
+        matched_entities: Query entities (or their community peers) that this memory shares.
+    """
+
+    score: float = 0.0
+    signals: Mapping[str, float] = field(default_factory=dict)
+    matched_entities: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready representation (the CLI's ``--json`` result shape)."""
+        return {
+            "id": self.id,
+            "text": self.text,
+            "score": self.score,
+            "signals": dict(self.signals),
+            "kind": self.kind,
+            "created_at": self.created_at.isoformat(),
+            "namespace": self.namespace,
+            "metadata": dict(self.metadata),
+            "matched_entities": list(self.matched_entities),
+        }
+
+
+def utc_from_timestamp(ts: float) -> datetime:
+    """Turn epoch seconds into an aware UTC datetime."""
+    return datetime.fromtimestamp(ts, tz=timezone.utc)
