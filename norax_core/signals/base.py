@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -22,6 +22,8 @@ class Query:
         tokens: The query's BM25 tokens (same tokenizer as the index).
         embedding: The query embedding (L2-normalised), or ``None`` when dense is off.
         entities: The query's normalised entities.
+        where: The user's Chroma metadata filter (already reflected in ``allowed``); the
+            dense signal hands it to Chroma directly.
     """
 
     text: str
@@ -31,6 +33,7 @@ class Query:
     tokens: tuple[str, ...] = ()
     embedding: np.ndarray | None = None
     entities: tuple[str, ...] = ()
+    where: Mapping[str, Any] | None = None
 
 
 @runtime_checkable

@@ -1,0 +1,81 @@
+"""Typed engine configuration: decay rates per kind, BM25 parameters, candidate pooling."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from norax_core.errors import InvalidInputError
+
+DEFAULT_DECAY_DAYS: Mapping[str, float] = MappingProxyType(
+    {"procedural": 365.0, "semantic": 180.0, "episodic": 30.0, "scratchpad": 1.0}
+)
+"""Temporal decay constant tau (days) per built-in kind: ``exp(-age_days / tau)``."""
+
+
+def _positive(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise InvalidInputError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class NoraxConfig:
+    """How the engine scores and pools candidates.
+
+    Attributes:
+        decay_days: tau in days per memory kind for the temporal signal.
+        default_decay_days: tau for custom kinds not listed in ``decay_days``.
+        bm25_k1: BM25 term-frequency saturation.
+        bm25_b: BM25 length normalisation.
+        stem: Snowball-stem BM25 tokens.
+        stopwords: Stop-word list name for BM25 (``"english"``) or ``None``.
+        pool_min: Each signal proposes at least this many candidates.
+        pool_factor: ... and at least ``pool_factor * k``.
+        recency_candidates: The temporal signal proposes this many most recent memories
+            (0 turns temporal candidates off; it still scores every candidate).
+    """
+
+    decay_days: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_DECAY_DAYS))
+    default_decay_days: float = 30.0
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.75
+    stem: bool = True
+    stopwords: str | None = "english"
+    pool_min: int = 50
+    pool_factor: int = 3
+    recency_candidates: int = 5
+
+    def __post_init__(self) -> None:
+        for kind, tau in self.decay_days.items():
+            _positive(f"decay_days[{kind!r}]", tau)
+        _positive("default_decay_days", self.default_decay_days)
+        _positive("bm25_k1", self.bm25_k1)
+        if not (0.0 <= self.bm25_b <= 1.0):
+            raise InvalidInputError(f"bm25_b must be in [0, 1], got {self.bm25_b!r}")
+        if self.pool_min < 1 or self.pool_factor < 1 or self.recency_candidates < 0:
+            raise InvalidInputError("pool_min and pool_factor must be >= 1, recency_candidates >= 0")
+        object.__setattr__(self, "decay_days", MappingProxyType(dict(self.decay_days)))
+
+    def tau_days(self, kind: str) -> float:
+        """Decay constant (days) for ``kind``."""
+        return float(self.decay_days.get(kind, self.default_decay_days))
+
+    def pool_size(self, k: int) -> int:
+        """How many candidates each signal proposes for a top-``k`` search."""
+        return max(self.pool_min, self.pool_factor * k)
+
+    def with_params(self, params: Mapping[str, Any]) -> NoraxConfig:
+        """Return a copy with learned parameters (from a weights file) applied."""
+        known = {f for f in self.__dataclass_fields__}
+        unknown = set(params) - known
+        if unknown:
+            raise InvalidInputError(
+                f"unknown config parameters {sorted(unknown)}; valid: {sorted(known)}"
+            )
+        merged = dict(params)
+        if "decay_days" in merged:
+            merged["decay_days"] = {**self.decay_days, **merged["decay_days"]}
+        return replace(self, **merged)

@@ -1,0 +1,496 @@
+"""``NoraxMemory``: the public entry point, a four-signal memory store over Chroma."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import chromadb
+import numpy as np
+
+from norax_core import validation as check
+from norax_core.config import NoraxConfig
+from norax_core.embedders import Embedder, resolve_embedder
+from norax_core.entities import load_extractor
+from norax_core.errors import (
+    DimensionMismatchError,
+    DuplicateIdError,
+    InvalidInputError,
+    NoraxError,
+)
+from norax_core.fusion import fuse, rank
+from norax_core.indexes import DerivedIndexes
+from norax_core.locking import StoreLock
+from norax_core.models import (
+    DEFAULT_NAMESPACE,
+    RESERVED_PREFIX,
+    SIGNALS,
+    Memory,
+    MetadataValue,
+    SearchResult,
+    utc_from_timestamp,
+)
+from norax_core.presets import get_preset
+from norax_core.sidecar import IndexRow, Sidecar
+from norax_core.signals.base import Query, Signal
+from norax_core.signals.dense import NAMESPACE_KEY, DenseSignal, chroma_where
+from norax_core.weights import Weights
+
+logger = logging.getLogger("norax")
+
+KIND_KEY = "norax_kind"
+CREATED_KEY = "norax_created_at"
+ENTITIES_KEY = "norax_entities"
+SIDECAR_FILE = "norax_index.sqlite3"
+DEFAULT_COLLECTION = "norax"
+CHROMA_BATCH = 4_000
+
+WeightsLike = Weights | str | Mapping[str, float] | None
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A validated batch, ready to write."""
+
+    ids: list[str]
+    texts: list[str]
+    embeddings: np.ndarray
+    metadatas: list[dict[str, Any]]
+    rows: list[IndexRow]
+
+
+class NoraxMemory:
+    """An agent memory that ranks by keywords, meaning, recency and shared entities.
+
+    Args:
+        path: Folder of an embedded persistent store (Chroma ``PersistentClient`` plus the
+            derived-index sidecar). ``None`` keeps everything in memory.
+        client: Any Chroma client instead of ``path`` (for example ``chromadb.HttpClient``
+            for a Chroma server). The derived indexes are then rebuilt from Chroma at open,
+            unless ``index_path`` names a sidecar file to persist them in.
+        collection: Chroma collection name.
+        embedder: An :class:`~norax_core.embedders.Embedder`, a callable, ``"openai"`` or
+            ``None`` for the local all-MiniLM-L6-v2 model.
+        extractor: An entity extractor, a spaCy model name or path, ``None`` to find one
+            (``NORAX_SPACY_MODEL``, then ``en_core_web_sm``, else rules), or ``False`` to
+            switch entity extraction off.
+        config: Engine configuration.
+        weights: Default fusion weights: a :class:`Weights`, a preset name or a mapping.
+        index_path: Sidecar file location when ``client`` is given.
+        lock: Take an exclusive lock on an embedded ``path`` (see :mod:`norax_core.locking`).
+
+    Raises:
+        DimensionMismatchError: The store was built with an embedder of another dimension.
+        StoreLockedError: Another process has the embedded store open.
+    """
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        client: Any = None,
+        collection: str = DEFAULT_COLLECTION,
+        embedder: Any = None,
+        extractor: Any = None,
+        config: NoraxConfig | None = None,
+        weights: WeightsLike = "default",
+        index_path: str | Path | None = None,
+        lock: bool = True,
+    ) -> None:
+        if path is not None and client is not None:
+            raise InvalidInputError("give either path or client, not both")
+        self.config = config or NoraxConfig()
+        self.weights = resolve_weights(weights)
+        self.embedder: Embedder = resolve_embedder(embedder)
+        self.extractor = None if extractor is False else load_extractor(extractor)
+        self._lock = threading.RLock()
+        self._store_lock: StoreLock | None = None
+        self.path = Path(path) if path is not None else None
+
+        if self.path is not None:
+            self.path.mkdir(parents=True, exist_ok=True)
+            if lock:
+                self._store_lock = StoreLock(self.path / "norax.lock")
+            self._client = chromadb.PersistentClient(path=str(self.path))
+            sidecar_path: Path | None = self.path / SIDECAR_FILE
+        elif client is not None:
+            self._client = client
+            sidecar_path = Path(index_path) if index_path is not None else None
+        else:
+            # EphemeralClients in one process share state: a unique collection keeps this
+            # memory independent of every other one, and is dropped when it is closed.
+            self._client = chromadb.EphemeralClient()
+            collection = f"norax-{uuid.uuid4().hex[:16]}"
+            sidecar_path = None
+        self.collection_name = collection
+        self._collection = self._open_collection(collection)
+        if client is None and path is None:
+            self._finalizer = weakref.finalize(
+                self, _drop_collection, self._client, collection
+            )
+
+        self._indexes = DerivedIndexes(Sidecar(sidecar_path), self.config)
+        self._dense = DenseSignal(self._collection)
+        self._indexes.load()
+        self._indexes.reconcile(self._collection, self._row_from_record)
+
+    # -- opening ------------------------------------------------------------------------
+
+    def _open_collection(self, name: str) -> Any:
+        meta = {"norax_embedder": self.embedder.name, "norax_dim": self.embedder.dim}
+        try:
+            col = self._client.get_or_create_collection(
+                name,
+                embedding_function=None,
+                configuration={"hnsw": {"space": "cosine"}},
+                metadata=meta,
+            )
+        except Exception as exc:  # Chroma raises several types for bad names
+            raise InvalidInputError(f"cannot open Chroma collection {name!r}: {exc}") from exc
+        stored = dict(col.metadata or {})
+        dim = stored.get("norax_dim")
+        if dim is not None and int(dim) != self.embedder.dim:
+            raise DimensionMismatchError(
+                f"collection {name!r} holds {dim}-dimensional embeddings from "
+                f"{stored.get('norax_embedder')!r}, but the embedder {self.embedder.name!r} "
+                f"makes {self.embedder.dim}-dimensional ones; open it with the same embedder "
+                "or use another collection"
+            )
+        if stored.get("norax_embedder") not in (None, self.embedder.name):
+            logger.warning(
+                "norax: collection %r was built with %r, now queried with %r",
+                name,
+                stored.get("norax_embedder"),
+                self.embedder.name,
+            )
+        return col
+
+    def close(self) -> None:
+        """Release the store lock and the sidecar; an in-memory store is dropped."""
+        with self._lock:
+            self._indexes.sidecar.close()
+            if self._store_lock is not None:
+                self._store_lock.release()
+                self._store_lock = None
+            fin = getattr(self, "_finalizer", None)
+            if fin is not None:
+                fin()
+
+    def __enter__(self) -> NoraxMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writes -------------------------------------------------------------------------
+
+    def add(
+        self,
+        texts: str | Sequence[str],
+        *,
+        ids: str | Sequence[str] | None = None,
+        kind: str | Sequence[str] = "episodic",
+        created_at: Any = None,
+        namespace: str | Sequence[str] | None = None,
+        metadata: Mapping[str, MetadataValue] | Sequence[Mapping[str, MetadataValue]] | None = None,
+    ) -> list[str]:
+        """Add one memory or a batch; returns their ids.
+
+        Every argument but ``texts`` may be one value for the whole batch or a list with one
+        value per text. ``created_at`` defaults to now; naive datetimes are read as UTC.
+
+        Raises:
+            InvalidInputError: Bad text, id, kind, time, namespace or metadata. Nothing is
+                written.
+            DuplicateIdError: An id repeats within the batch or is already stored.
+        """
+        prepared = self._prepare(texts, ids, kind, created_at, namespace, metadata)
+        with self._lock:
+            existing = [i for i in prepared.ids if i in self._indexes.namespace_of]
+            if existing:
+                raise DuplicateIdError(
+                    f"{len(existing)} id(s) already stored, e.g. {existing[0]!r}; use upsert()"
+                )
+            self._write(prepared, upsert=False)
+        return prepared.ids
+
+    def upsert(
+        self,
+        texts: str | Sequence[str],
+        *,
+        ids: str | Sequence[str],
+        kind: str | Sequence[str] = "episodic",
+        created_at: Any = None,
+        namespace: str | Sequence[str] | None = None,
+        metadata: Mapping[str, MetadataValue] | Sequence[Mapping[str, MetadataValue]] | None = None,
+    ) -> list[str]:
+        """Add memories, replacing any stored under the same ids."""
+        if ids is None:
+            raise InvalidInputError("upsert needs ids")
+        prepared = self._prepare(texts, ids, kind, created_at, namespace, metadata)
+        with self._lock:
+            self._write(prepared, upsert=True)
+        return prepared.ids
+
+    async def aadd(self, texts: str | Sequence[str], **kwargs: Any) -> list[str]:
+        """Async :meth:`add`; the work runs in a thread, the event loop stays free."""
+        return await asyncio.to_thread(self.add, texts, **kwargs)
+
+    def _prepare(
+        self,
+        texts: Any,
+        ids: Any,
+        kind: Any,
+        created_at: Any,
+        namespace: Any,
+        metadata: Any,
+    ) -> _Prepared:
+        items = check.texts(texts)
+        n = len(items)
+        id_list = check.ids(ids, n)
+        kinds = [check.name(k, "kind") for k in check.as_list(kind, n, "kind", str)]
+        now = time.time()
+        times = [
+            now if t is None else check.timestamp(t)
+            for t in check.as_list(created_at, n, "created_at", float)
+        ]
+        spaces = [check.namespace(s) for s in check.as_list(namespace, n, "namespace", str)]
+        metas = [check.metadata(m) for m in check.as_list(metadata, n, "metadata", dict)]
+
+        tokens = [tuple(self._indexes.tokenizer(t)) for t in items]
+        entities = (
+            [tuple(e) for e in self.extractor.extract(items)] if self.extractor else [()] * n
+        )
+        embeddings = self.embedder.embed(items)
+        if embeddings.shape != (n, self.embedder.dim) or not np.isfinite(embeddings).all():
+            raise NoraxError(f"embedder {self.embedder.name!r} returned invalid embeddings")
+        chroma_metas = []
+        for ns, kd, ts, meta, ents in zip(spaces, kinds, times, metas, entities):
+            m: dict[str, Any] = {**meta, NAMESPACE_KEY: ns, KIND_KEY: kd, CREATED_KEY: ts}
+            if ents:
+                m[ENTITIES_KEY] = list(ents)
+            chroma_metas.append(m)
+        rows = [
+            IndexRow(i, ns, kd, ts, tok, ents)
+            for i, ns, kd, ts, tok, ents in zip(id_list, spaces, kinds, times, tokens, entities)
+        ]
+        return _Prepared(id_list, items, embeddings, chroma_metas, rows)
+
+    def _write(self, p: _Prepared, *, upsert: bool) -> None:
+        """Chroma first (the truth), then the derived indexes; undo Chroma on failure."""
+        op = self._collection.upsert if upsert else self._collection.add
+        done: list[str] = []
+        try:
+            for s in range(0, len(p.ids), CHROMA_BATCH):
+                e = s + CHROMA_BATCH
+                op(
+                    ids=p.ids[s:e],
+                    documents=p.texts[s:e],
+                    embeddings=p.embeddings[s:e],
+                    metadatas=p.metadatas[s:e],
+                )
+                done.extend(p.ids[s:e])
+            self._indexes.apply(p.rows)
+        except Exception as exc:
+            if done and not upsert:
+                self._collection.delete(ids=done)
+            if upsert:  # re-derive from whatever Chroma now holds
+                self._indexes.reconcile(self._collection, self._row_from_record)
+            if isinstance(exc, NoraxError):
+                raise
+            raise InvalidInputError(f"Chroma rejected the batch: {exc}") from exc
+
+    def delete(self, ids: str | Sequence[str]) -> int:
+        """Delete memories by id; returns how many existed. Unknown ids are ignored."""
+        id_list = [check.memory_id(i) for i in ([ids] if isinstance(ids, str) else ids)]
+        with self._lock:
+            known = [i for i in dict.fromkeys(id_list) if i in self._indexes.namespace_of]
+            if known:
+                self._collection.delete(ids=known)
+                self._indexes.remove(known)
+        return len(known)
+
+    def refresh(self) -> tuple[int, int]:
+        """Re-sync the derived indexes with Chroma (writes by other processes).
+
+        Returns:
+            ``(added, removed)`` counts.
+        """
+        with self._lock:
+            return self._indexes.reconcile(self._collection, self._row_from_record)
+
+    # -- reads --------------------------------------------------------------------------
+
+    def count(self, namespace: str | None = None) -> int:
+        """Number of memories, in one namespace or (``None``) in all."""
+        with self._lock:
+            if namespace is None:
+                return len(self._indexes.namespace_of)
+            return len(self._indexes.temporal.ids(check.namespace(namespace)))
+
+    def namespaces(self) -> list[str]:
+        """Namespaces that hold at least one memory."""
+        with self._lock:
+            return sorted(set(self._indexes.namespace_of.values()))
+
+    def get(self, ids: str | Sequence[str]) -> list[Memory]:
+        """The memories found for ``ids``, in the order asked; unknown ids are skipped."""
+        id_list = [check.memory_id(i) for i in ([ids] if isinstance(ids, str) else ids)]
+        if not id_list:
+            return []
+        got = self._collection.get(ids=list(dict.fromkeys(id_list)), include=["documents", "metadatas"])
+        by_id = {
+            mid: _memory_from_record(mid, doc, dict(meta or {}))
+            for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"])
+        }
+        return [by_id[i] for i in id_list if i in by_id]
+
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        namespace: str | None = None,
+        where: Mapping[str, Any] | None = None,
+        now: Any = None,
+        weights: WeightsLike = None,
+    ) -> list[SearchResult]:
+        """Rank the namespace's memories for ``query``, best first.
+
+        Candidates are the union of each signal's own top hits (so a keyword-only or
+        graph-only hit can surface); every candidate then gets all four signals' scores,
+        which are fused with ``weights`` (default: the store's).
+
+        Args:
+            query: The query text.
+            k: How many results (fewer if the namespace holds fewer).
+            namespace: Namespace to search (default ``"default"``).
+            where: Chroma metadata filter on user metadata, applied before ranking.
+            now: The clock for recency (datetime, ISO string or epoch seconds; default now).
+            weights: A :class:`Weights`, preset name or mapping for this search.
+        """
+        text = check.query(query)
+        k = check.k(k)
+        ns = check.namespace(namespace)
+        flt = check.where(where)
+        now_ts = time.time() if now is None else check.timestamp(now, "now")
+        w = self.weights if weights is None else resolve_weights(weights)
+        cfg = self.config.with_params(w.params) if w.params else self.config
+
+        embedding = self.embedder.embed([text])[0]
+        entities = tuple(self.extractor.extract_query(text)) if self.extractor else ()
+        with self._lock:
+            allowed = self._allowed(ns, flt)
+            q = Query(
+                text=text,
+                namespace=ns,
+                now=now_ts,
+                allowed=allowed,
+                tokens=tuple(self._indexes.tokenizer(text)),
+                embedding=embedding,
+                entities=entities,
+                where=flt,
+            )
+            signals: dict[str, Signal] = {
+                "bm25": self._indexes.bm25_signal,
+                "dense": self._dense,
+                "temporal": self._indexes.temporal.with_decay(cfg.tau_days),
+                "graph": self._indexes.graph_signal,
+            }
+            size = self.count(ns) if allowed is None else len(allowed)
+            k = min(k, size)
+            if k == 0:
+                return []
+            pool = cfg.pool_size(k)
+            weight = w.as_dict()
+            candidates: dict[str, None] = {}
+            for name, sig in signals.items():
+                n = cfg.recency_candidates if name == "temporal" else pool
+                if weight[name] > 0:
+                    candidates.update(dict.fromkeys(sig.top(q, min(n, size))))
+            cand = list(candidates)
+            scores = {name: sig.score(q, cand) for name, sig in signals.items()}
+            matched = self._indexes.graph_signal.explain(q, cand)
+        fused = fuse(scores, cand, w)
+        best = rank(fused, k)
+        records = {m.id: m for m in self.get(best)}
+        return [
+            SearchResult(
+                **vars(records[mid]),
+                score=fused[mid],
+                signals={s: scores[s].get(mid, 0.0) for s in SIGNALS},
+                matched_entities=tuple(matched.get(mid, ())),
+            )
+            for mid in best
+            if mid in records
+        ]
+
+    async def asearch(self, query: str, k: int = 10, **kwargs: Any) -> list[SearchResult]:
+        """Async :meth:`search`; the work runs in a thread, the event loop stays free."""
+        return await asyncio.to_thread(self.search, query, k, **kwargs)
+
+    def _allowed(self, ns: str, flt: dict[str, Any] | None) -> frozenset[str] | None:
+        if flt is None:
+            return None
+        try:
+            got = self._collection.get(where=chroma_where(ns, flt), include=[])
+        except Exception as exc:
+            raise InvalidInputError(f"invalid where filter {flt!r}: {exc}") from exc
+        return frozenset(got["ids"])
+
+    def _row_from_record(self, mid: str, doc: str, meta: dict[str, Any]) -> IndexRow:
+        mem = _memory_from_record(mid, doc, meta)
+        return IndexRow(
+            mid,
+            mem.namespace,
+            mem.kind,
+            mem.created_at.timestamp(),
+            tuple(self._indexes.tokenizer(doc)),
+            mem.entities,
+        )
+
+    def __repr__(self) -> str:
+        where = str(self.path) if self.path else "memory"
+        return f"NoraxMemory({where!r}, collection={self.collection_name!r}, n={self.count()})"
+
+
+def resolve_weights(value: WeightsLike) -> Weights:
+    """A :class:`Weights` from weights, a preset name, or a mapping of signal -> weight."""
+    if value is None:
+        return get_preset("default")
+    if isinstance(value, Weights):
+        return value
+    if isinstance(value, str):
+        return get_preset(value)
+    if isinstance(value, Mapping):
+        return Weights.from_mapping(value)
+    raise InvalidInputError(f"weights must be Weights, a preset name or a mapping, got {value!r}")
+
+
+def _memory_from_record(mid: str, doc: str | None, meta: dict[str, Any]) -> Memory:
+    ents = meta.get(ENTITIES_KEY) or ()
+    return Memory(
+        id=mid,
+        text=doc or "",
+        kind=str(meta.get(KIND_KEY, "episodic")),
+        created_at=utc_from_timestamp(float(meta.get(CREATED_KEY, 0.0))),
+        namespace=str(meta.get(NAMESPACE_KEY, DEFAULT_NAMESPACE)),
+        metadata={k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX)},
+        entities=tuple(ents),
+    )
+
+
+def _drop_collection(client: Any, name: str) -> None:
+    try:
+        client.delete_collection(name)
+    except Exception:  # already gone, or the client is shutting down
+        logger.debug("norax: could not drop collection %s", name)
+
+

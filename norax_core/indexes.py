@@ -1,0 +1,126 @@
+"""The derived indexes (keyword, temporal, graph) kept in step with Chroma.
+
+Chroma holds the truth; :class:`DerivedIndexes` holds what can be rebuilt from it: the BM25
+index, the recency catalog and the entity graph, all partitioned by namespace, persisted
+through a :class:`~norax_core.sidecar.Sidecar`. Writes go to the sidecar first (one
+transaction) and then to memory, under the engine's lock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from norax_core.config import NoraxConfig
+from norax_core.sidecar import SCHEMA_VERSION, IndexRow, Sidecar
+from norax_core.signals.bm25 import BM25Index, BM25Signal
+from norax_core.signals.graph import EntityGraph, GraphSignal
+from norax_core.signals.temporal import TemporalSignal
+from norax_core.tokenize import Tokenizer
+
+logger = logging.getLogger("norax")
+
+CHROMA_PAGE = 5_000
+
+
+class DerivedIndexes:
+    """BM25, temporal and graph indexes plus their sidecar persistence."""
+
+    def __init__(self, sidecar: Sidecar, config: NoraxConfig) -> None:
+        self.sidecar = sidecar
+        self.config = config
+        self.tokenizer = Tokenizer(stem=config.stem, stopwords=config.stopwords)
+        self.bm25 = BM25Index(k1=config.bm25_k1, b=config.bm25_b)
+        self.temporal = TemporalSignal(config.tau_days)
+        self.graph = EntityGraph()
+        self.bm25_signal = BM25Signal(self.bm25, self.tokenizer)
+        self.graph_signal = GraphSignal(self.graph)
+        self.namespace_of: dict[str, str] = {}
+
+    # -- writes -------------------------------------------------------------------------
+
+    def apply(self, rows: Sequence[IndexRow]) -> None:
+        """Persist and index ``rows`` (replacing any with the same id)."""
+        self.sidecar.upsert(rows)
+        self._index(rows)
+
+    def _index(self, rows: Iterable[IndexRow]) -> None:
+        for r in rows:
+            old = self.namespace_of.get(r.id)
+            if old is not None and old != r.namespace:
+                self._unindex(r.id)
+            self.namespace_of[r.id] = r.namespace
+            self.bm25.add(r.namespace, r.id, r.tokens)
+            self.temporal.add(r.namespace, r.id, r.created_at, r.kind)
+            self.graph.add(r.namespace, r.id, r.entities)
+
+    def remove(self, ids: Iterable[str]) -> list[str]:
+        """Forget ``ids``; returns those that were known."""
+        known = [i for i in ids if i in self.namespace_of]
+        if known:
+            self.sidecar.delete(known)
+            for mid in known:
+                self._unindex(mid)
+        return known
+
+    def _unindex(self, mid: str) -> None:
+        ns = self.namespace_of.pop(mid)
+        self.bm25.remove(ns, mid)
+        self.temporal.remove(ns, mid)
+        self.graph.remove(ns, mid)
+
+    # -- load and reconcile -------------------------------------------------------------
+
+    def load(self) -> bool:
+        """Load the sidecar into memory; returns False when it must be rebuilt."""
+        tok = json.dumps(self.tokenizer.to_dict(), sort_keys=True)
+        if self.sidecar.get_meta("schema") != SCHEMA_VERSION or self.sidecar.get_meta("tokenizer") != tok:
+            self.sidecar.clear()
+            self.sidecar.set_meta({"schema": SCHEMA_VERSION, "tokenizer": tok})
+            return False
+        self._index(self.sidecar.rows())
+        return True
+
+    def reconcile(
+        self,
+        collection: Any,
+        row_from_record: Callable[[str, str, dict[str, Any]], IndexRow],
+        progress: Callable[[int], None] | None = None,
+    ) -> tuple[int, int]:
+        """Make the indexes hold exactly Chroma's ids: index what is missing, drop extras.
+
+        Returns ``(added, removed)``.
+        """
+        truth = chroma_ids(collection)
+        mine = set(self.namespace_of)
+        extra = mine - truth
+        if extra:
+            self.remove(extra)
+        missing = sorted(truth - mine)
+        for start in range(0, len(missing), CHROMA_PAGE):
+            chunk = missing[start : start + CHROMA_PAGE]
+            got = collection.get(ids=chunk, include=["documents", "metadatas"])
+            rows = [
+                row_from_record(mid, doc or "", dict(meta or {}))
+                for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"])
+            ]
+            self.apply(rows)
+            if progress:
+                progress(len(rows))
+        if extra or missing:
+            logger.info("norax: reconciled indexes with Chroma: +%d -%d", len(missing), len(extra))
+        return len(missing), len(extra)
+
+
+def chroma_ids(collection: Any) -> set[str]:
+    """Every id in a Chroma collection, paged."""
+    out: set[str] = set()
+    offset = 0
+    while True:
+        got = collection.get(include=[], limit=CHROMA_PAGE, offset=offset)
+        out.update(got["ids"])
+        if len(got["ids"]) < CHROMA_PAGE:
+            return out
+        offset += CHROMA_PAGE

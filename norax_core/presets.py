@@ -1,0 +1,54 @@
+"""Named fusion presets.
+
+- ``seed``: the reference formula, 0.25 BM25 + 0.35 dense + 0.20 temporal + 0.20 graph.
+- ``rrf``: reciprocal rank fusion of the four signals with equal weights.
+- ``default``: weights learned on the LoCoMo / BEAM dev data, shipped as package data.
+- Single-signal presets ``bm25``, ``dense``, ``temporal``, ``graph`` for ablations.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+from norax_core.errors import WeightsError
+from norax_core.models import SIGNALS
+from norax_core.weights import FusionMethod, Weights, weights_from_dict
+
+SEED = Weights(0.25, 0.35, 0.20, 0.20, name="seed")
+RRF = Weights(1.0, 1.0, 1.0, 1.0, method=FusionMethod.RRF, name="rrf")
+
+
+def _single(signal: str) -> Weights:
+    return Weights.from_mapping({signal: 1.0}, name=signal)
+
+
+def _packaged(name: str) -> Weights:
+    ref = resources.files("norax_core") / "data" / f"weights_{name}.json"
+    return weights_from_dict(json.loads(ref.read_text()), source=f"preset {name!r}")
+
+
+_BUILTIN: dict[str, Weights] = {"seed": SEED, "rrf": RRF, **{s: _single(s) for s in SIGNALS}}
+_PACKAGED = ("default",)
+
+
+def preset_names() -> list[str]:
+    """All preset names, packaged ones included."""
+    packaged = [
+        p.name.removeprefix("weights_").removesuffix(".json")
+        for p in (resources.files("norax_core") / "data").iterdir()
+        if p.name.startswith("weights_") and p.name.endswith(".json")
+    ]
+    return sorted(set(_BUILTIN) | set(packaged) | set(_PACKAGED))
+
+
+def get_preset(name: str) -> Weights:
+    """Return the named preset; an unknown name raises :class:`WeightsError` listing them."""
+    if name in _BUILTIN:
+        return _BUILTIN[name]
+    try:
+        return _packaged(name)
+    except FileNotFoundError:
+        if name == "default":  # no learned weights shipped yet: the seed formula
+            return Weights(**{**SEED.as_dict()}, name="default")
+        raise WeightsError(f"unknown preset {name!r}; valid: {preset_names()}") from None

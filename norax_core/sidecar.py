@@ -1,0 +1,140 @@
+"""The derived-index sidecar: what the keyword and graph indexes are rebuilt from.
+
+Chroma is the source of truth. Beside it, a small SQLite file keeps, per memory, the
+namespace, kind, creation time, BM25 tokens and entities, so that reopening a store rebuilds
+the in-memory indexes without re-tokenising or re-running spaCy. Every write is one SQLite
+transaction, proportional to the batch (never a rewrite of the whole index). The engine
+reconciles the sidecar with Chroma's ids on open and on :meth:`NoraxMemory.refresh`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """What the derived indexes know of one memory."""
+
+    id: str
+    namespace: str
+    kind: str
+    created_at: float
+    tokens: tuple[str, ...]
+    entities: tuple[str, ...]
+
+
+class Sidecar:
+    """SQLite persistence of :class:`IndexRow` plus a small key/value table.
+
+    ``path=None`` keeps it in memory (for in-memory stores and remote Chroma servers, where
+    the derived indexes are rebuilt from Chroma at open).
+    """
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._conn = sqlite3.connect(
+            str(path) if path is not None else ":memory:",
+            check_same_thread=False,
+            isolation_level=None,  # explicit BEGIN/COMMIT below
+        )
+        self._lock = threading.Lock()
+        with self._lock:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS memories (id TEXT PRIMARY KEY, namespace TEXT NOT NULL,"
+                " kind TEXT NOT NULL, created_at REAL NOT NULL, tokens TEXT NOT NULL,"
+                " entities TEXT NOT NULL)"
+            )
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+            )
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._conn.close()
+
+    def get_meta(self, key: str) -> str | None:
+        """A value of the key/value table, or ``None``."""
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, items: dict[str, str]) -> None:
+        """Set several key/value pairs in one transaction."""
+        with self._lock, self._tx():
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", list(items.items())
+            )
+
+    def _tx(self) -> _Transaction:
+        return _Transaction(self._conn)
+
+    def upsert(self, rows: Sequence[IndexRow]) -> None:
+        """Insert or replace rows in one transaction."""
+        with self._lock, self._tx():
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO memories VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        r.id,
+                        r.namespace,
+                        r.kind,
+                        r.created_at,
+                        json.dumps(r.tokens, ensure_ascii=False),
+                        json.dumps(r.entities, ensure_ascii=False),
+                    )
+                    for r in rows
+                ],
+            )
+
+    def delete(self, ids: Iterable[str]) -> None:
+        """Delete rows by id in one transaction."""
+        with self._lock, self._tx():
+            self._conn.executemany("DELETE FROM memories WHERE id = ?", [(i,) for i in ids])
+
+    def clear(self) -> None:
+        """Delete every row (before a full rebuild)."""
+        with self._lock, self._tx():
+            self._conn.execute("DELETE FROM memories")
+
+    def ids(self) -> set[str]:
+        """Every id the sidecar holds."""
+        with self._lock:
+            return {r[0] for r in self._conn.execute("SELECT id FROM memories")}
+
+    def rows(self, batch: int = 10_000) -> Iterator[IndexRow]:
+        """Every row, streamed in batches."""
+        last = ""
+        while True:
+            with self._lock:
+                chunk = self._conn.execute(
+                    "SELECT id, namespace, kind, created_at, tokens, entities FROM memories"
+                    " WHERE id > ? ORDER BY id LIMIT ?",
+                    (last, batch),
+                ).fetchall()
+            if not chunk:
+                return
+            for mid, ns, kind, ts, tok, ent in chunk:
+                yield IndexRow(mid, ns, kind, ts, tuple(json.loads(tok)), tuple(json.loads(ent)))
+            last = chunk[-1][0]
+
+
+class _Transaction:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self._conn.execute("COMMIT" if exc_type is None else "ROLLBACK")

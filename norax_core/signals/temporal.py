@@ -1,0 +1,159 @@
+"""Temporal decay: recent memories weigh more, at a rate set per memory kind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from norax_core.signals.base import Query
+
+SECONDS_PER_DAY = 86_400.0
+
+
+def decay(age_days: np.ndarray, tau_days: np.ndarray) -> np.ndarray:
+    """Exponential recency score.
+
+    Parameters
+    ----------
+    age_days : numpy.ndarray
+        Age of each memory in days; negative ages (future timestamps) are clamped to 0.
+    tau_days : numpy.ndarray
+        Decay constant per memory, in days: the age at which the score falls to ``1/e``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``exp(-max(age, 0) / tau)``, in (0, 1].
+
+    References
+    ----------
+    Park et al., "Generative Agents: Interactive Simulacra of Human Behavior", UIST 2023
+    (exponential recency decay over memory age).
+    """
+    return np.exp(-np.maximum(age_days, 0.0) / tau_days)
+
+
+class _Namespace:
+    """Append-only slots of (id, created_at, kind code) with tombstones."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.slot: dict[str, int] = {}
+        self.ts = np.empty(0, dtype=np.float64)
+        self.kind = np.empty(0, dtype=np.int32)
+        self.alive = np.empty(0, dtype=bool)
+        self.n = 0
+
+    def _grow(self) -> None:
+        cap = max(16, 2 * len(self.ts))
+        for name in ("ts", "kind", "alive"):
+            old = getattr(self, name)
+            new = np.zeros(cap, dtype=old.dtype)
+            new[: self.n] = old[: self.n]
+            setattr(self, name, new)
+
+    def add(self, mid: str, ts: float, kind: int) -> None:
+        if mid in self.slot:
+            i = self.slot[mid]
+        else:
+            if self.n == len(self.ts):
+                self._grow()
+            i = self.n
+            self.n += 1
+            self.ids.append(mid)
+            self.slot[mid] = i
+        self.ts[i], self.kind[i], self.alive[i] = ts, kind, True
+
+    def remove(self, mid: str) -> bool:
+        i = self.slot.pop(mid, None)
+        if i is None:
+            return False
+        self.alive[i] = False
+        if len(self.slot) * 2 < self.n and self.n > 64:
+            self._compact()
+        return True
+
+    def _compact(self) -> None:
+        keep = np.flatnonzero(self.alive[: self.n])
+        self.ids = [self.ids[i] for i in keep]
+        self.ts, self.kind = self.ts[keep].copy(), self.kind[keep].copy()
+        self.alive = np.ones(len(keep), dtype=bool)
+        self.n = len(keep)
+        self.slot = {mid: i for i, mid in enumerate(self.ids)}
+
+
+class TemporalSignal:
+    """Scores ``exp(-age_days / tau_kind)`` from an in-memory catalog of creation times.
+
+    The catalog is derived data the engine fills (``add``/``remove``); ``tau_for`` maps a
+    kind to its decay constant in days and is applied at query time, so
+    :meth:`with_decay` can score the same catalog with other (for example learned) rates.
+    Not thread-safe on its own: the engine serialises writes.
+    """
+
+    name = "temporal"
+
+    def __init__(self, tau_for: Callable[[str], float]) -> None:
+        self._tau_for = tau_for
+        self._ns: dict[str, _Namespace] = {}
+        self._kinds: dict[str, int] = {}
+
+    def with_decay(self, tau_for: Callable[[str], float]) -> TemporalSignal:
+        """A view of the same catalog that scores with other decay constants."""
+        view = TemporalSignal(tau_for)
+        view._ns, view._kinds = self._ns, self._kinds
+        return view
+
+    def add(self, namespace: str, memory_id: str, created_at: float, kind: str) -> None:
+        """Record (or replace) a memory's creation time (epoch seconds) and kind."""
+        code = self._kinds.setdefault(kind, len(self._kinds))
+        self._ns.setdefault(namespace, _Namespace()).add(memory_id, created_at, code)
+
+    def remove(self, namespace: str, memory_id: str) -> bool:
+        """Forget a memory; returns whether it was known."""
+        ns = self._ns.get(namespace)
+        return ns.remove(memory_id) if ns else False
+
+    def ids(self, namespace: str) -> set[str]:
+        """Ids known in ``namespace``."""
+        ns = self._ns.get(namespace)
+        return set(ns.slot) if ns else set()
+
+    def _scores(self, ns: _Namespace, now: float, idx: np.ndarray) -> np.ndarray:
+        taus = np.empty(max(len(self._kinds), 1), dtype=np.float64)
+        for kind, code in self._kinds.items():
+            taus[code] = self._tau_for(kind)
+        return decay((now - ns.ts[idx]) / SECONDS_PER_DAY, taus[ns.kind[idx]])
+
+    def top(self, query: Query, n: int) -> dict[str, float]:
+        """The ``n`` memories with the highest recency score (the most recent, per kind)."""
+        ns = self._ns.get(query.namespace)
+        if ns is None or n <= 0:
+            return {}
+        if query.allowed is None:
+            idx = np.flatnonzero(ns.alive[: ns.n])
+        else:
+            idx = np.array(sorted(ns.slot[m] for m in query.allowed if m in ns.slot), dtype=np.int64)
+        if idx.size == 0:
+            return {}
+        s = self._scores(ns, query.now, idx)
+        if idx.size > n:
+            part = np.argpartition(-s, n - 1)[:n]
+            idx, s = idx[part], s[part]
+        return {ns.ids[i]: float(v) for i, v in zip(idx.tolist(), s.tolist())}
+
+    def score(self, query: Query, ids: Sequence[str]) -> dict[str, float]:
+        """Recency score of each id (0.0 for ids not in the namespace or filter)."""
+        ns = self._ns.get(query.namespace)
+        out = dict.fromkeys(ids, 0.0)
+        if ns is None:
+            return out
+        known = [
+            m for m in ids if m in ns.slot and (query.allowed is None or m in query.allowed)
+        ]
+        if known:
+            idx = np.fromiter((ns.slot[m] for m in known), dtype=np.int64, count=len(known))
+            for mid, v in zip(known, self._scores(ns, query.now, idx).tolist()):
+                out[mid] = float(v)
+        return out

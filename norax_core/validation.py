@@ -1,0 +1,172 @@
+"""Input validation: every check runs before anything is written."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+from norax_core.errors import DuplicateIdError, InvalidInputError
+from norax_core.models import DEFAULT_NAMESPACE, RESERVED_PREFIX, MetadataValue
+
+T = TypeVar("T")
+MAX_ID_LEN = 512
+
+
+def as_list(value: T | Sequence[T] | None, n: int, name: str, scalar: type) -> list[Any]:
+    """Broadcast a scalar (or ``None``) to ``n`` items, or check a list has ``n`` items."""
+    if value is None or isinstance(value, (scalar, str, Mapping, datetime)):
+        return [value] * n
+    if not isinstance(value, Sequence):
+        raise InvalidInputError(f"{name} must be a {scalar.__name__} or a list of them")
+    if len(value) != n:
+        raise InvalidInputError(f"{name} has {len(value)} items but there are {n} texts")
+    return list(value)
+
+
+def texts(value: Any) -> list[str]:
+    """One text or a list of texts; each a non-blank string."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, Sequence) or isinstance(items, (bytes, bytearray)):
+        raise InvalidInputError("texts must be a string or a list of strings")
+    if not items:
+        raise InvalidInputError("no texts given")
+    for i, t in enumerate(items):
+        if not isinstance(t, str):
+            raise InvalidInputError(f"text #{i} is a {type(t).__name__}, not a string")
+        if not t.strip():
+            raise InvalidInputError(f"text #{i} is empty or whitespace only")
+    return list(items)
+
+
+def ids(value: Any, n: int) -> list[str]:
+    """Given ids (checked, unique within the batch) or ``n`` generated ones."""
+    if value is None:
+        return [uuid.uuid4().hex for _ in range(n)]
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, Sequence) or len(items) != n:
+        raise InvalidInputError(f"ids must be a list of {n} strings")
+    seen: set[str] = set()
+    for i in items:
+        memory_id(i)
+        if i in seen:
+            raise DuplicateIdError(f"id {i!r} appears more than once in the batch")
+        seen.add(i)
+    return list(items)
+
+
+def memory_id(value: Any) -> str:
+    """A single id: a non-blank string of at most 512 characters."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError(f"an id must be a non-empty string, got {value!r}")
+    if len(value) > MAX_ID_LEN or "\x00" in value:
+        raise InvalidInputError(f"id too long (> {MAX_ID_LEN} chars) or contains a NUL byte")
+    return value
+
+
+def name(value: Any, what: str, default: str | None = None) -> str:
+    """A namespace or kind: a non-blank string (``None`` takes ``default``)."""
+    if value is None and default is not None:
+        return default
+    if isinstance(value, str) and value.strip() and "\x00" not in value and len(value) <= 256:
+        return value
+    raise InvalidInputError(
+        f"{what} must be a non-empty string of at most 256 characters without NUL, got {value!r}"
+    )
+
+
+def namespace(value: Any) -> str:
+    """A namespace; ``None`` means the default namespace."""
+    return name(value, "namespace", DEFAULT_NAMESPACE)
+
+
+def timestamp(value: Any, what: str = "created_at") -> float:
+    """Epoch seconds from a datetime, an ISO 8601 string or a number.
+
+    Naive datetimes (and ISO strings without an offset) are read as UTC.
+    """
+    if isinstance(value, bool):
+        raise InvalidInputError(f"{what} must be a datetime, ISO 8601 string or number")
+    if isinstance(value, (int, float)):
+        ts = float(value)
+    elif isinstance(value, str):
+        try:
+            dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInputError(f"{what}: {value!r} is not an ISO 8601 time") from None
+        ts = _dt_ts(dt)
+    elif isinstance(value, datetime):
+        ts = _dt_ts(value)
+    else:
+        raise InvalidInputError(
+            f"{what} must be a datetime, ISO 8601 string or epoch seconds, got {type(value).__name__}"
+        )
+    if not math.isfinite(ts):
+        raise InvalidInputError(f"{what} must be finite, got {value!r}")
+    if not (-62_135_596_800.0 <= ts <= 253_402_300_799.0):  # years 1..9999
+        raise InvalidInputError(f"{what} {value!r} is outside the years 1-9999")
+    return ts
+
+
+def _dt_ts(dt: datetime) -> float:
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    try:
+        return dt.timestamp()
+    except (OverflowError, ValueError, OSError) as exc:
+        raise InvalidInputError(f"time {dt!r} cannot be represented: {exc}") from None
+
+
+def metadata(value: Any) -> dict[str, MetadataValue]:
+    """Flat metadata: string keys (not ``norax_``-prefixed), str/int/float/bool values."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"metadata must be a mapping, got {type(value).__name__}")
+    out: dict[str, MetadataValue] = {}
+    for key, val in value.items():
+        if not isinstance(key, str) or not key or "\x00" in key:
+            raise InvalidInputError(f"metadata keys must be non-empty strings, got {key!r}")
+        if key.startswith(RESERVED_PREFIX):
+            raise InvalidInputError(f"metadata key {key!r}: the prefix {RESERVED_PREFIX!r} is reserved")
+        if isinstance(val, float) and not math.isfinite(val):
+            raise InvalidInputError(f"metadata {key!r}: non-finite numbers cannot be stored")
+        if isinstance(val, int) and not isinstance(val, bool) and not -(2**63) <= val < 2**63:
+            raise InvalidInputError(f"metadata {key!r}: integer out of the 64-bit range")
+        if not isinstance(val, (str, int, float, bool)):
+            raise InvalidInputError(
+                f"metadata {key!r}: value of type {type(val).__name__} cannot be stored "
+                "(use str, int, float or bool)"
+            )
+        out[key] = val
+    return out
+
+
+def k(value: Any) -> int:
+    """A result count: an integer >= 1."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(f"k must be an integer >= 1, got {value!r}")
+    if value < 1:
+        raise InvalidInputError(f"k must be >= 1, got {value}")
+    return value
+
+
+def query(value: Any) -> str:
+    """A search query: a non-blank string."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError("the query must be a non-empty string")
+    return value
+
+
+def where(value: Any) -> dict[str, Any] | None:
+    """A Chroma metadata filter (validated further by Chroma itself)."""
+    if value is None or value == {}:
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"where must be a mapping (a Chroma filter), got {value!r}")
+    for key in value:
+        if isinstance(key, str) and key.startswith(RESERVED_PREFIX):
+            raise InvalidInputError(f"where key {key!r}: use the namespace argument instead")
+    return dict(value)
