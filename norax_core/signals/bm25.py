@@ -1,0 +1,470 @@
+"""The keyword signal: an incremental BM25 index, partitioned by namespace.
+
+Every namespace is its own corpus (its own N, average length and document frequencies), so
+nothing written to one namespace can move a score in another: namespaces are a security
+boundary. Scores reproduce ``rank_bm25.BM25Okapi`` over a namespace's live documents,
+including its idf floor, so the library can be swapped for this index without changing a
+single ranking.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import Counter
+from collections.abc import Collection, Iterable, Sequence
+
+import numpy as np
+
+from norax_core.errors import DuplicateIdError, InvalidInputError
+from norax_core.signals.base import Query
+from norax_core.tokenize import Tokenizer
+
+__all__ = ["BM25Index", "BM25Scores", "BM25Signal", "okapi_scores", "robertson_idf"]
+
+_COMPACT_RATIO = 0.3
+"""Rebuild a namespace once this share of its slots holds deleted documents."""
+
+
+def robertson_idf(n_docs: int, doc_freq: np.ndarray) -> np.ndarray:
+    """Return the Robertson-Sparck Jones idf, ``log(N - n + 0.5) - log(n + 0.5)``.
+
+    Negative for a term found in more than half of the documents; see :func:`okapi_scores`
+    for the floor rank_bm25 applies.
+    """
+    df = np.asarray(doc_freq, dtype=np.float64)
+    return np.log(n_docs - df + 0.5) - np.log(df + 0.5)
+
+
+def okapi_scores(
+    tf: np.ndarray, doc_len: np.ndarray, avgdl: float, idf: float, k1: float, b: float
+) -> np.ndarray:
+    r"""BM25 Okapi contribution of one query term to each document that contains it.
+
+    .. math::
+
+        \mathrm{idf}(t) \cdot \frac{tf \cdot (k_1 + 1)}
+        {tf + k_1 \left(1 - b + b \cdot \frac{|d|}{\mathrm{avgdl}}\right)}
+
+    A document's score is the sum over the query's tokens, a repeated token counting once
+    per occurrence. The idf is :func:`robertson_idf`, except that, as in rank_bm25, a
+    negative value is replaced by ``epsilon`` times the mean idf of the whole vocabulary.
+
+    Parameters
+    ----------
+    tf : numpy.ndarray
+        Frequency of the term in each document (at least 1).
+    doc_len : numpy.ndarray
+        Length :math:`|d|` of each document, in tokens, aligned with ``tf``.
+    avgdl : float
+        Mean document length of the corpus (positive).
+    idf : float
+        The term's idf, floor already applied.
+    k1 : float
+        Term frequency saturation (rank_bm25 default 1.5).
+    b : float
+        Length normalisation in [0, 1] (rank_bm25 default 0.75).
+
+    Returns
+    -------
+    numpy.ndarray
+        The term's score in each document, aligned with ``tf``.
+
+    Examples
+    --------
+    >>> okapi_scores(np.array([1.0, 2.0]), np.array([4.0, 4.0]), 4.0, 1.0, 1.5, 0.75)
+    array([1.        , 1.42857143])
+
+    References
+    ----------
+    .. [1] S. Robertson and H. Zaragoza, "The Probabilistic Relevance Framework: BM25 and
+       Beyond", Foundations and Trends in Information Retrieval 3(4), 2009.
+    .. [2] D. Brown, rank_bm25 0.2.2, ``BM25Okapi._calc_idf`` and ``get_scores``.
+    """  # noqa: D416 - NumPy sections on purpose: this is the formula docstring (STYLE.md)
+    return idf * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * doc_len / avgdl)))
+
+
+class _Partition:
+    """One namespace's corpus: postings with tombstones, lengths, document frequencies."""
+
+    def __init__(self) -> None:
+        self.slot_of: dict[str, int] = {}
+        self.id_at: list[str | None] = []
+        self.doc_terms: list[array[int] | None] = []  # per slot: term id, tf, term id, tf...
+        self.doc_len = np.zeros(16, dtype=np.float64)
+        self.alive = np.zeros(16, dtype=np.bool_)
+        self.total_len = 0
+        self.vocab: dict[str, int] = {}
+        self.terms: list[str] = []
+        self.df = np.zeros(16, dtype=np.int64)
+        self.post_slots: list[array[int]] = []
+        self.post_tfs: list[array[int]] = []
+        self._post_np: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._avg_idf: float | None = None
+
+    def __len__(self) -> int:
+        return len(self.slot_of)
+
+    @property
+    def dead(self) -> int:
+        return len(self.id_at) - len(self.slot_of)
+
+    @property
+    def needs_compaction(self) -> bool:
+        return self.dead > _COMPACT_RATIO * len(self.id_at)
+
+    def add(self, doc_id: str, tokens: Sequence[str]) -> None:
+        self._insert(doc_id, Counter(tokens).items(), len(tokens))
+
+    def _insert(self, doc_id: str, counts: Iterable[tuple[str, int]], length: int) -> None:
+        if doc_id in self.slot_of:
+            self.remove(doc_id)
+        slot = len(self.id_at)
+        if slot == self.doc_len.size:
+            self.doc_len = np.resize(self.doc_len, 2 * slot)
+            self.alive = np.resize(self.alive, 2 * slot)
+        packed: array[int] = array("q")
+        for term, tf in counts:
+            tid = self.vocab.get(term)
+            if tid is None:
+                tid = self._new_term(term)
+            self.df[tid] += 1
+            self.post_slots[tid].append(slot)
+            self.post_tfs[tid].append(tf)
+            self._post_np.pop(tid, None)
+            packed.extend((tid, tf))
+        self.slot_of[doc_id] = slot
+        self.id_at.append(doc_id)
+        self.doc_terms.append(packed)
+        self.doc_len[slot] = length
+        self.alive[slot] = True
+        self.total_len += length
+        self._avg_idf = None
+
+    def remove(self, doc_id: str) -> bool:
+        # The postings keep the slot; `alive` masks it until the next compaction.
+        slot = self.slot_of.pop(doc_id, None)
+        if slot is None:
+            return False
+        packed = self.doc_terms[slot]
+        if packed:
+            self.df[np.frombuffer(packed, dtype=np.int64)[0::2]] -= 1
+        self.doc_terms[slot] = None
+        self.id_at[slot] = None
+        self.alive[slot] = False
+        self.total_len -= int(self.doc_len[slot])
+        self._avg_idf = None
+        return True
+
+    def compacted(self) -> _Partition:
+        """Return a copy without tombstones: slots renumbered, unused terms dropped."""
+        fresh = _Partition()
+        terms = self.terms
+        for slot, (doc_id, packed) in enumerate(zip(self.id_at, self.doc_terms, strict=True)):
+            if doc_id is not None and packed is not None:
+                counts = [
+                    (terms[tid], tf) for tid, tf in zip(packed[0::2], packed[1::2], strict=True)
+                ]
+                fresh._insert(doc_id, counts, int(self.doc_len[slot]))
+        return fresh
+
+    def _new_term(self, term: str) -> int:
+        tid = len(self.terms)
+        self.vocab[term] = tid
+        self.terms.append(term)
+        self.post_slots.append(array("i"))
+        self.post_tfs.append(array("i"))
+        if tid == self.df.size:
+            self.df = np.resize(self.df, 2 * tid)
+            self.df[tid:] = 0
+        return tid
+
+    def average_idf(self) -> float:
+        if self._avg_idf is None:
+            df = self.df[: len(self.terms)]
+            idf = robertson_idf(len(self.slot_of), df[df > 0])
+            self._avg_idf = float(idf.mean()) if idf.size else 0.0
+        return self._avg_idf
+
+    def postings(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
+        cached = self._post_np.get(tid)
+        if cached is None:
+            slots = np.frombuffer(self.post_slots[tid], dtype=np.int32).astype(np.intp)
+            tfs = np.frombuffer(self.post_tfs[tid], dtype=np.int32).astype(np.float64)
+            cached = self._post_np[tid] = (slots, tfs)
+        return cached
+
+    def raw_scores(
+        self, query_tokens: Sequence[str], k1: float, b: float, epsilon: float
+    ) -> np.ndarray:
+        n_slots = len(self.id_at)
+        scores = np.zeros(n_slots, dtype=np.float64)
+        n_docs = len(self.slot_of)
+        if n_docs == 0 or self.total_len == 0:
+            return scores
+        avgdl = self.total_len / n_docs
+        for term, count in Counter(query_tokens).items():
+            tid = self.vocab.get(term)
+            if tid is None or self.df[tid] == 0:
+                continue  # rank_bm25: a term absent from the corpus adds 0
+            idf = float(robertson_idf(n_docs, self.df[tid]))
+            if idf < 0:
+                idf = epsilon * self.average_idf()
+            slots, tfs = self.postings(tid)
+            scores[slots] += count * okapi_scores(tfs, self.doc_len[slots], avgdl, idf, k1, b)
+        scores[~self.alive[:n_slots]] = 0.0
+        return scores
+
+
+class BM25Scores:
+    """Raw BM25 scores of one query over one namespace, restricted to allowed documents.
+
+    Built by :meth:`BM25Index.search`; valid until the index's next write.
+    """
+
+    def __init__(self, raw: np.ndarray, mask: np.ndarray, partition: _Partition | None) -> None:
+        self._raw = raw
+        self._mask = mask
+        self._part = partition
+        eligible = raw[mask]
+        self.best: float = float(eligible.max()) if eligible.size else 0.0
+        """The highest raw score among allowed documents (0.0 when there are none)."""
+
+    def top(self, n: int) -> list[tuple[str, float]]:
+        """Return up to ``n`` allowed documents with a positive score, best first.
+
+        Ties are broken by id so that equal scores always come out in the same order.
+        """
+        if n <= 0 or self._part is None:
+            return []
+        candidates = np.flatnonzero(self._mask & (self._raw > 0))
+        if candidates.size > n:
+            values = self._raw[candidates]
+            # Keep every tie of the n-th value so the id tie-break sees all of them.
+            threshold = np.partition(values, values.size - n)[values.size - n]
+            candidates = candidates[values >= threshold]
+        id_at = self._part.id_at
+        ranked = sorted((-float(self._raw[s]), str(id_at[s])) for s in candidates)
+        return [(doc_id, -neg) for neg, doc_id in ranked[:n]]
+
+    def get(self, ids: Iterable[str]) -> dict[str, float]:
+        """Return the raw score of each id; 0.0 for ids not live and allowed here."""
+        slot_of = self._part.slot_of if self._part is not None else {}
+        out: dict[str, float] = {}
+        for doc_id in ids:
+            slot = slot_of.get(doc_id)
+            out[doc_id] = float(self._raw[slot]) if slot is not None and self._mask[slot] else 0.0
+        return out
+
+
+class BM25Index:
+    """An in-memory BM25 Okapi index, updated one document at a time, one corpus per namespace.
+
+    Scores equal ``rank_bm25.BM25Okapi(docs, k1, b, epsilon).get_scores(query)`` over the
+    live documents of the queried namespace (up to float rounding), except that where
+    rank_bm25 would produce NaN (``b == 1`` with empty documents, ``k1 == 0``) a document
+    without the term scores 0.
+
+    Adding or removing a document costs time proportional to that document; deleted
+    documents are tombstoned and a namespace is compacted once they exceed 30 % of its slots.
+    Memory is postings plus per-document term lists: no dense document-term matrix.
+
+    Ids are unique across the whole index, as in the Chroma collection it mirrors.
+
+    Not thread-safe: the caller serialises writes, and reads against writes (the store
+    holds its lock around every call).
+
+    Args:
+        k1: Term frequency saturation.
+        b: Length normalisation, in [0, 1].
+        epsilon: Floor for negative idf values, as a fraction of the mean idf.
+    """
+
+    def __init__(self, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> None:
+        if not (isinstance(k1, (int, float)) and math.isfinite(k1) and k1 >= 0):
+            raise ValueError(f"k1 must be a finite number >= 0, got {k1!r}")
+        if not (isinstance(b, (int, float)) and 0 <= b <= 1):
+            raise ValueError(f"b must be in [0, 1], got {b!r}")
+        if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon)):
+            raise ValueError(f"epsilon must be a finite number, got {epsilon!r}")
+        self.k1 = float(k1)
+        self.b = float(b)
+        self.epsilon = float(epsilon)
+        self._parts: dict[str, _Partition] = {}
+        self._home: dict[str, str] = {}  # doc id -> namespace
+        self._version = 0
+
+    @property
+    def version(self) -> int:
+        """A counter bumped by every write, for callers that cache scores."""
+        return self._version
+
+    def __len__(self) -> int:
+        return len(self._home)
+
+    def count(self, namespace: str) -> int:
+        """Return the number of documents in ``namespace``."""
+        part = self._parts.get(namespace)
+        return len(part) if part is not None else 0
+
+    def ids(self, namespace: str) -> set[str]:
+        """Return the ids of the documents in ``namespace`` (a copy)."""
+        part = self._parts.get(namespace)
+        return set(part.slot_of) if part is not None else set()
+
+    def namespaces(self) -> set[str]:
+        """Return the namespaces that hold at least one document."""
+        return set(self._parts)
+
+    def add(self, namespace: str, doc_id: str, tokens: Sequence[str]) -> None:
+        """Index a document, replacing the one with the same id in ``namespace``.
+
+        Raises:
+            InvalidInputError: An argument has the wrong type.
+            DuplicateIdError: ``doc_id`` belongs to another namespace.
+        """
+        self.add_many(namespace, [(doc_id, tokens)])
+
+    def add_many(self, namespace: str, items: Iterable[tuple[str, Sequence[str]]]) -> None:
+        """Index several documents of one namespace; the batch is checked before any write.
+
+        Raises:
+            InvalidInputError: An argument has the wrong type.
+            DuplicateIdError: An id belongs to another namespace.
+        """
+        _check_str("namespace", namespace)
+        batch = list(items)
+        for doc_id, tokens in batch:
+            _check_str("doc_id", doc_id)
+            if isinstance(tokens, str) or not all(isinstance(t, str) for t in tokens):
+                raise InvalidInputError(f"tokens of {doc_id!r} must be a sequence of str")
+            home = self._home.get(doc_id)
+            if home is not None and home != namespace:
+                raise DuplicateIdError(f"id {doc_id!r} already exists in another namespace")
+        if not batch:
+            return
+        part = self._parts.setdefault(namespace, _Partition())
+        for doc_id, tokens in batch:
+            part.add(doc_id, tokens)
+            self._home[doc_id] = namespace
+        self._settle(namespace, part)
+
+    def remove(self, namespace: str, doc_id: str) -> bool:
+        """Remove a document; return whether ``namespace`` held it."""
+        part = self._parts.get(namespace)
+        if part is None or not part.remove(doc_id):
+            return False
+        del self._home[doc_id]
+        self._settle(namespace, part)
+        return True
+
+    def _settle(self, namespace: str, part: _Partition) -> None:
+        # After a write: drop an empty namespace, compact one that is mostly tombstones.
+        self._version += 1
+        if not len(part):
+            del self._parts[namespace]
+        elif part.needs_compaction:
+            self._parts[namespace] = part.compacted()
+
+    def remove_ids(self, ids: Iterable[str]) -> int:
+        """Remove documents by id from whichever namespace holds them; return how many."""
+        removed = 0
+        for doc_id in ids:
+            namespace = self._home.get(doc_id)
+            if namespace is not None:
+                removed += self.remove(namespace, doc_id)
+        return removed
+
+    def search(
+        self,
+        namespace: str,
+        query_tokens: Sequence[str],
+        allowed: Collection[str] | None = None,
+    ) -> BM25Scores:
+        """Score every document of ``namespace``, keeping those in ``allowed`` (all if None)."""
+        part = self._parts.get(namespace)
+        if part is None:
+            empty = np.zeros(0, dtype=np.float64)
+            return BM25Scores(empty, np.zeros(0, dtype=np.bool_), None)
+        raw = part.raw_scores(query_tokens, self.k1, self.b, self.epsilon)
+        if allowed is None:
+            mask = part.alive[: raw.size].copy()
+        else:
+            mask = np.zeros(raw.size, dtype=np.bool_)
+            slots = [s for s in map(part.slot_of.get, allowed) if s is not None]
+            mask[np.asarray(slots, dtype=np.intp)] = True
+        return BM25Scores(raw, mask, part)
+
+    def scores(
+        self, namespace: str, query_tokens: Sequence[str], ids: Iterable[str]
+    ) -> dict[str, float]:
+        """Return the raw score of each id in ``namespace`` (0.0 for ids it does not hold)."""
+        return self.search(namespace, query_tokens).get(ids)
+
+    def top(
+        self,
+        namespace: str,
+        query_tokens: Sequence[str],
+        n: int,
+        allowed: frozenset[str] | None = None,
+    ) -> list[tuple[str, float]]:
+        """Return up to ``n`` ``(id, raw score)`` pairs with a positive score, best first.
+
+        ``allowed`` is applied before the cut, so a filtered-out document never takes a slot.
+        Equal scores are ordered by id.
+        """
+        return self.search(namespace, query_tokens, allowed).top(n)
+
+
+class BM25Signal:
+    """The ``bm25`` signal: BM25 scores divided by the query's best allowed score.
+
+    Scores are in [0, 1]; the best allowed match of the namespace scores 1.0, and everything
+    scores 0.0 when no allowed document shares a term with the query. The last query's
+    scores are kept, so ``top`` then ``score`` for the same query scores once.
+
+    Args:
+        index: The index to read.
+        tokenizer: The tokenizer that built ``index``; used for ``query.text`` when
+            ``query.tokens`` is empty.
+    """
+
+    name = "bm25"
+
+    def __init__(self, index: BM25Index, tokenizer: Tokenizer) -> None:
+        self.index = index
+        self.tokenizer = tokenizer
+        self._last: tuple[tuple[object, ...], BM25Scores] | None = None
+
+    def _search(self, query: Query) -> BM25Scores:
+        tokens = query.tokens or tuple(self.tokenizer(query.text))
+        key = (query.namespace, tokens, query.allowed, self.index.version)
+        last = self._last
+        if last is not None and last[0] == key:
+            return last[1]
+        result = self.index.search(query.namespace, tokens, query.allowed)
+        self._last = (key, result)
+        return result
+
+    def top(self, query: Query, n: int) -> dict[str, float]:
+        """Return up to ``n`` best allowed memories of the namespace, scored in (0, 1]."""
+        result = self._search(query)
+        if result.best <= 0:
+            return {}
+        return {doc_id: raw / result.best for doc_id, raw in result.top(n)}
+
+    def score(self, query: Query, ids: Sequence[str]) -> dict[str, float]:
+        """Return a score in [0, 1] for each id; ids outside ``query.allowed`` are left out."""
+        if query.allowed is not None:
+            ids = [doc_id for doc_id in ids if doc_id in query.allowed]
+        result = self._search(query)
+        if result.best <= 0:
+            return dict.fromkeys(ids, 0.0)
+        return {
+            doc_id: min(max(raw / result.best, 0.0), 1.0) for doc_id, raw in result.get(ids).items()
+        }
+
+
+def _check_str(what: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{what} must be a str, got {type(value).__name__}")
