@@ -1,0 +1,585 @@
+"""Pluggable text embedders for the dense signal.
+
+Every embedder has a stable ``name`` that stores record, a fixed ``dim``, and returns float32
+matrices of shape ``(n, dim)`` with L2-normalised rows, so that a dot product is a cosine.
+
+* :class:`OnnxMiniLMEmbedder`: the local default, all-MiniLM-L6-v2 on onnxruntime.
+* :class:`OpenAIEmbedder`: the OpenAI embeddings API (or any compatible server).
+* :class:`CallableEmbedder`: wraps any function, e.g. a LangChain ``Embeddings``::
+
+      CallableEmbedder(
+          lc.embed_documents, afn=lc.aembed_documents, name=f"langchain:{type(lc).__name__}"
+      )
+
+  or a LlamaIndex ``BaseEmbedding``: ``CallableEmbedder(m.get_text_embedding_batch,
+  afn=m.aget_text_embedding_batch, name=f"llamaindex:{m.model_name}")``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from norax_core.errors import InvalidInputError, ModelNotFoundError, NoraxError
+
+if TYPE_CHECKING:
+    import onnxruntime
+    import openai
+    from tokenizers import Encoding, Tokenizer
+
+__all__ = [
+    "MODEL_DIR_ENV",
+    "CallableEmbedder",
+    "Embedder",
+    "OnnxMiniLMEmbedder",
+    "OpenAIEmbedder",
+    "default_embedder",
+    "resolve_embedder",
+]
+
+logger = logging.getLogger("norax")
+
+MODEL_DIR_ENV = "NORAX_EMBEDDING_MODEL_DIR"
+"""Environment variable naming a folder that holds ``onnx/model.onnx`` and its tokenizer."""
+
+_MINILM = "all-MiniLM-L6-v2"
+_MINILM_DIM = 384
+_REQUIRED_FILES = ("model.onnx", "tokenizer.json")
+_PROBE_TEXT = "dimension probe"
+_OPENAI_DIMS = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
+_VALID_NAMES = ("default", "onnx", f"onnx:{_MINILM}", "openai", "openai:<model>")
+
+Rows = Sequence[Sequence[float]]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors.
+
+    Attributes:
+        name: Stable identifier recorded by stores, e.g. ``"onnx:all-MiniLM-L6-v2"``.
+        dim: Length of every vector.
+    """
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeds texts into a float32 array of shape ``(len(texts), dim)``, rows of norm 1."""
+        ...
+
+    async def aembed(self, texts: Sequence[str]) -> np.ndarray:
+        """Same as :meth:`embed`, without blocking the event loop."""
+        ...
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise InvalidInputError("embed() takes a sequence of texts, not a single string")
+    out = list(texts)
+    for i, text in enumerate(out):
+        if not isinstance(text, str):
+            raise InvalidInputError(f"text #{i} is a {type(text).__name__}, not a str")
+    return out
+
+
+def _l2_normalise(matrix: np.ndarray) -> np.ndarray:
+    """Scales rows to unit norm; an all-zero row stays zero (it has no direction)."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.divide(matrix, np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+def _to_matrix(rows: object, n: int, dim: int | None, source: str) -> np.ndarray:
+    """Validates raw vectors from an external model; returns them as a float32 matrix."""
+    try:
+        matrix = np.asarray(rows, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise NoraxError(
+            f"{source} returned something that is not a list of equal-length numeric vectors"
+        ) from exc
+    if matrix.ndim != 2 or matrix.shape[0] != n:
+        got = f"{matrix.shape[0]} vectors" if matrix.ndim == 2 else f"shape {matrix.shape}"
+        raise NoraxError(f"{source} returned {got} for {n} texts; expected {n} vectors")
+    if dim is not None and matrix.shape[1] != dim:
+        raise NoraxError(
+            f"{source} returned vectors of dimension {matrix.shape[1]}, expected {dim}"
+        )
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        raise NoraxError(
+            f"{source} returned NaN or infinite values for text #{int(np.argmin(finite))}"
+        )
+    return matrix
+
+
+# --- local ONNX model ------------------------------------------------------------------------
+
+
+def _onnx_folder(path: Path) -> Path | None:
+    """Returns the folder holding the model files: ``path`` itself or ``path/onnx``."""
+    for candidate in (path, path / "onnx"):
+        if all((candidate / f).is_file() for f in _REQUIRED_FILES):
+            return candidate
+    return None
+
+
+def _chroma_cache_dir() -> Path:
+    """The folder where Chroma's ``ONNXMiniLM_L6_V2`` keeps the extracted model."""
+    return Path.home() / ".cache" / "chroma" / "onnx_models" / _MINILM / "onnx"
+
+
+def _locate_model(model_dir: str | Path | None) -> tuple[Path | None, list[str]]:
+    """Finds the model locally; ``None`` means "download it into Chroma's cache".
+
+    Returns the folder (or ``None``) and the places looked at, for error messages.
+    """
+    expected = "a folder holding onnx/model.onnx and onnx/tokenizer.json (or the onnx folder)"
+    if model_dir is not None:
+        found = _onnx_folder(Path(model_dir).expanduser())
+        if found is None:
+            raise ModelNotFoundError(f"model_dir={str(model_dir)!r} is not {expected}")
+        return found, [str(model_dir)]
+    env = os.environ.get(MODEL_DIR_ENV)
+    if env:
+        # An explicit setting that is wrong should fail loudly, not trigger a download.
+        found = _onnx_folder(Path(env).expanduser())
+        if found is None:
+            raise ModelNotFoundError(f"{MODEL_DIR_ENV}={env!r} is not {expected}")
+        return found, [env]
+    cache = _chroma_cache_dir()
+    return _onnx_folder(cache), [f"{MODEL_DIR_ENV} (not set)", str(cache)]
+
+
+def _download_with_chroma(target: Path) -> None:
+    """Lets Chroma fetch the model into ``target``, exactly as it does on first use."""
+    from chromadb.utils.embedding_functions.onnx_mini_lm_l6_v2 import ONNXMiniLM_L6_V2
+
+    ef = ONNXMiniLM_L6_V2()
+    ef.DOWNLOAD_PATH = target.parent
+    ef(["warm-up"])  # the public call downloads, verifies and extracts when needed
+
+
+def _hidden_size(folder: Path | None) -> int:
+    try:
+        config = json.loads((folder / "config.json").read_text()) if folder else {}
+    except (OSError, ValueError):
+        config = {}
+    return int(config.get("hidden_size", _MINILM_DIM))
+
+
+def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Average of the token vectors that the attention mask keeps (sentence-transformers)."""
+    weights = mask[:, :, None].astype(np.float32)
+    summed = (hidden * weights).sum(axis=1)
+    return summed / np.clip(weights.sum(axis=1), 1e-9, None)
+
+
+class OnnxMiniLMEmbedder:
+    """all-MiniLM-L6-v2 (384 dims) on onnxruntime, with dynamic padding.
+
+    Texts are tokenised, sorted by length and run in batches padded only to the longest text
+    of each batch; results come back in input order and match Chroma's
+    ``ONNXMiniLM_L6_V2`` (which pads everything to 256 tokens) several times faster.
+
+    Text longer than ``max_length`` word pieces is TRUNCATED: only its beginning is embedded.
+    The first truncation is logged as a warning on the ``norax`` logger (once per embedder);
+    split long texts into chunks to embed all of them.
+
+    The model is looked up in this order: ``model_dir``; the folder named by the environment
+    variable ``NORAX_EMBEDDING_MODEL_DIR``; Chroma's cache
+    ``~/.cache/chroma/onnx_models/all-MiniLM-L6-v2/onnx``; else Chroma's ``ONNXMiniLM_L6_V2``
+    downloads it into that cache on first use. A folder may hold ``onnx/model.onnx`` and the
+    tokenizer files, or be the ``onnx`` folder itself.
+
+    Args:
+        model_dir: Folder of the model; see the lookup order above.
+        batch_size: Texts per onnxruntime call.
+        max_length: Word pieces kept per text, special tokens included (model limit 512).
+        threads: onnxruntime intra-op threads; ``None`` lets onnxruntime decide.
+
+    Raises:
+        ModelNotFoundError: ``model_dir`` or the environment variable names a folder without
+            the model (at construction), or the download fails (on first use).
+
+    Safe to call from several threads at once.
+    """
+
+    name = f"onnx:{_MINILM}"
+
+    def __init__(
+        self,
+        model_dir: str | Path | None = None,
+        *,
+        batch_size: int = 32,
+        max_length: int = 256,
+        threads: int | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise InvalidInputError(f"batch_size must be at least 1, got {batch_size}")
+        if not 3 <= max_length <= 512:
+            raise InvalidInputError(f"max_length must be between 3 and 512, got {max_length}")
+        if threads is not None and threads < 1:
+            raise InvalidInputError(f"threads must be at least 1 or None, got {threads}")
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.threads = threads
+        self._folder, self._tried = _locate_model(model_dir)
+        self.dim: int = _hidden_size(self._folder)
+        self._load_lock = threading.Lock()
+        self._tokenize_lock = threading.Lock()
+        self._tokenizer: Tokenizer | None = None
+        self._session: onnxruntime.InferenceSession | None = None
+        self._warned = False
+
+    def __repr__(self) -> str:
+        where = self._folder or "Chroma cache (not downloaded yet)"
+        return f"OnnxMiniLMEmbedder(model_dir={str(where)!r}, batch_size={self.batch_size})"
+
+    def _load(self) -> tuple[Tokenizer, onnxruntime.InferenceSession]:
+        with self._load_lock:
+            if self._tokenizer is None or self._session is None:
+                folder = self._folder or self._download()
+                import onnxruntime
+                from tokenizers import Tokenizer
+
+                tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+                tokenizer.no_padding()  # tokenizer.json pads to 128; we pad per batch
+                tokenizer.enable_truncation(max_length=self.max_length)
+                options = onnxruntime.SessionOptions()
+                options.log_severity_level = 3
+                if self.threads is not None:
+                    options.intra_op_num_threads = self.threads
+                self._session = onnxruntime.InferenceSession(
+                    str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"]
+                )
+                self._tokenizer = tokenizer
+            return self._tokenizer, self._session
+
+    def _download(self) -> Path:
+        target = _chroma_cache_dir()
+        try:
+            _download_with_chroma(target)
+        except Exception as exc:  # any failure means the same thing to the user
+            raise ModelNotFoundError(
+                f"the {_MINILM} ONNX model was not found (looked at: "
+                f"{', '.join(self._tried)}) and Chroma could not download it ({exc}). "
+                f"Set {MODEL_DIR_ENV} or pass model_dir= to a folder holding "
+                "onnx/model.onnx and onnx/tokenizer.json."
+            ) from exc
+        found = _onnx_folder(target)
+        if found is None:
+            raise ModelNotFoundError(f"Chroma's download left no model in {target}")
+        self._folder = found
+        return found
+
+    def _warn_truncated(self, encodings: list[Encoding]) -> None:
+        if self._warned:
+            return
+        for i, encoding in enumerate(encodings):
+            if encoding.overflowing:
+                self._warned = True
+                logger.warning(
+                    "%s: text #%d of the batch is longer than max_length=%d word pieces and "
+                    "was truncated; only its beginning is embedded. Split long texts into "
+                    "chunks to embed all of them. (Logged once per embedder.)",
+                    self.name,
+                    i,
+                    self.max_length,
+                )
+                return
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeds texts; see the class docstring for truncation.
+
+        Args:
+            texts: The texts, in any order and of any length.
+
+        Returns:
+            float32 array of shape ``(len(texts), dim)``, rows L2-normalised, in input order.
+        """
+        batch = _check_texts(texts)
+        if not batch:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        tokenizer, session = self._load()
+        with self._tokenize_lock:
+            encodings = tokenizer.encode_batch(batch)
+        self._warn_truncated(encodings)
+        order = np.argsort([len(e.ids) for e in encodings], kind="stable")
+        out = np.empty((len(batch), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            width = max(len(encodings[i].ids) for i in rows)
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for r, i in enumerate(rows):
+                n = len(encodings[i].ids)
+                ids[r, :n] = encodings[i].ids
+                mask[r, :n] = encodings[i].attention_mask
+            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            (hidden,) = session.run(["last_hidden_state"], feeds)
+            out[rows] = _mean_pool(hidden, mask)
+        return _l2_normalise(out)
+
+    async def aembed(self, texts: Sequence[str]) -> np.ndarray:
+        """Runs :meth:`embed` in a worker thread."""
+        return await asyncio.to_thread(self.embed, texts)
+
+
+def default_embedder() -> Embedder:
+    """The local default: :class:`OnnxMiniLMEmbedder` with the usual model lookup."""
+    return OnnxMiniLMEmbedder()
+
+
+# --- OpenAI ----------------------------------------------------------------------------------
+
+
+def _import_openai() -> Any:
+    try:
+        import openai
+    except ImportError as exc:
+        raise ImportError(
+            'OpenAIEmbedder needs the openai package: pip install "norax[openai]"'
+        ) from exc
+    return openai
+
+
+class OpenAIEmbedder:
+    """The OpenAI embeddings API, or any server that speaks it (``base_url``).
+
+    Args:
+        model: Embedding model id.
+        client: An ``openai.OpenAI`` (or ``AzureOpenAI``) client; built from ``api_key``
+            and ``base_url`` when omitted.
+        async_client: An ``openai.AsyncOpenAI`` client for :meth:`aembed`. When omitted it is
+            built from ``api_key`` and ``base_url``, except when only ``client`` was given:
+            then :meth:`aembed` runs :meth:`embed` in a worker thread.
+        api_key: API key; the openai package falls back to ``OPENAI_API_KEY``.
+        base_url: API root, e.g. ``http://localhost:8000/v1``.
+        dimensions: Ask the model for shorter vectors (text-embedding-3 models).
+        batch_size: Texts per request.
+
+    Raises:
+        ImportError: The openai package is not installed.
+        NoraxError: The client cannot be built (no key) or, for a model whose dimension is
+            not known, the probe request that discovers it fails.
+
+    ``dim`` is ``dimensions`` when given, else known for OpenAI's models, else discovered by
+    embedding one probe text at construction.
+    """
+
+    def __init__(
+        self,
+        model: str = "text-embedding-3-small",
+        *,
+        client: openai.OpenAI | None = None,
+        async_client: openai.AsyncOpenAI | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        dimensions: int | None = None,
+        batch_size: int = 256,
+    ) -> None:
+        if not model:
+            raise InvalidInputError("model must be a non-empty string")
+        if batch_size < 1:
+            raise InvalidInputError(f"batch_size must be at least 1, got {batch_size}")
+        if dimensions is not None and dimensions < 1:
+            raise InvalidInputError(f"dimensions must be at least 1 or None, got {dimensions}")
+        self._openai = _import_openai()
+        self.model = model
+        self.name = f"openai:{model}"
+        self.batch_size = batch_size
+        self.dimensions = dimensions
+        self._api_key = api_key
+        self._base_url = base_url
+        self._client = client
+        self._async_client = async_client
+        self._async_via_thread = client is not None and async_client is None
+        if client is None and async_client is None:
+            self._sync_client()  # fail fast when there is no key
+        self.dim: int = (
+            dimensions or _OPENAI_DIMS.get(model) or self._request([_PROBE_TEXT]).shape[1]
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIEmbedder(model={self.model!r}, dim={self.dim})"
+
+    def _build(self, cls: Callable[..., Any]) -> Any:
+        try:
+            return cls(api_key=self._api_key, base_url=self._base_url)
+        except self._openai.OpenAIError as exc:
+            raise NoraxError(f"could not create the OpenAI client: {exc}") from exc
+
+    def _sync_client(self) -> Any:
+        if self._client is None:
+            self._client = self._build(self._openai.OpenAI)
+        return self._client
+
+    def _kwargs(self, batch: list[str]) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"model": self.model, "input": batch}
+        if self.dimensions is not None:
+            kwargs["dimensions"] = self.dimensions
+        return kwargs
+
+    def _parse(self, response: Any, n: int, dim: int | None) -> np.ndarray:
+        data = sorted(response.data, key=lambda item: item.index)
+        if [item.index for item in data] != list(range(n)):
+            raise NoraxError(f"{self.name} answered {len(data)} embeddings for {n} texts")
+        return _to_matrix([item.embedding for item in data], n, dim, self.name)
+
+    def _fail(self, exc: Exception, n: int) -> NoraxError:
+        return NoraxError(f"{self.name}: embedding request for {n} texts failed: {exc}")
+
+    def _request(self, batch: list[str], dim: int | None = None) -> np.ndarray:
+        try:
+            response = self._sync_client().embeddings.create(**self._kwargs(batch))
+        except self._openai.OpenAIError as exc:
+            raise self._fail(exc, len(batch)) from exc
+        return self._parse(response, len(batch), dim)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeds texts, ``batch_size`` per request; empty strings are rejected by the API.
+
+        Raises:
+            NoraxError: The API call failed or returned malformed vectors.
+        """
+        batch = _check_texts(texts)
+        parts = [
+            self._request(batch[i : i + self.batch_size], self.dim)
+            for i in range(0, len(batch), self.batch_size)
+        ]
+        return (
+            _l2_normalise(np.concatenate(parts)) if parts else np.zeros((0, self.dim), np.float32)
+        )
+
+    async def aembed(self, texts: Sequence[str]) -> np.ndarray:
+        """Async twin of :meth:`embed`, on ``openai.AsyncOpenAI``."""
+        if self._async_via_thread:
+            return await asyncio.to_thread(self.embed, texts)
+        if self._async_client is None:
+            self._async_client = self._build(self._openai.AsyncOpenAI)
+        batch = _check_texts(texts)
+        parts = []
+        for i in range(0, len(batch), self.batch_size):
+            chunk = batch[i : i + self.batch_size]
+            try:
+                response = await self._async_client.embeddings.create(**self._kwargs(chunk))
+            except self._openai.OpenAIError as exc:
+                raise self._fail(exc, len(chunk)) from exc
+            parts.append(self._parse(response, len(chunk), self.dim))
+        return (
+            _l2_normalise(np.concatenate(parts)) if parts else np.zeros((0, self.dim), np.float32)
+        )
+
+
+# --- any function ----------------------------------------------------------------------------
+
+
+class CallableEmbedder:
+    """Wraps a function ``list[str] -> vectors``; validates and L2-normalises its output.
+
+    Args:
+        fn: Embeds a list of texts, returning one vector per text.
+        name: Stable identifier recorded by stores, e.g. ``"langchain:OllamaEmbeddings"``.
+        dim: Vector length; when omitted, discovered by embedding one probe text now.
+        afn: Async twin of ``fn``, used by :meth:`aembed`; without it, :meth:`aembed` runs
+            ``fn`` in a worker thread.
+
+    Raises:
+        NoraxError: ``fn`` returned the wrong number of vectors, vectors of the wrong length,
+            or NaN / infinite values (at the probe or at any later call).
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[list[str]], Rows],
+        *,
+        name: str,
+        dim: int | None = None,
+        afn: Callable[[list[str]], Awaitable[Rows]] | None = None,
+    ) -> None:
+        if not callable(fn) or (afn is not None and not callable(afn)):
+            raise TypeError("fn and afn must be callables")
+        if not name:
+            raise InvalidInputError("name must be a non-empty string")
+        if dim is not None and dim < 1:
+            raise InvalidInputError(f"dim must be at least 1 or None, got {dim}")
+        self.name = name
+        self._fn = fn
+        self._afn = afn
+        self.dim: int = dim or _to_matrix(fn([_PROBE_TEXT]), 1, None, repr(name)).shape[1]
+
+    def __repr__(self) -> str:
+        return f"CallableEmbedder(name={self.name!r}, dim={self.dim})"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeds texts with ``fn``.
+
+        Raises:
+            NoraxError: ``fn``'s output has the wrong shape or non-finite values.
+        """
+        batch = _check_texts(texts)
+        if not batch:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return _l2_normalise(_to_matrix(self._fn(batch), len(batch), self.dim, repr(self.name)))
+
+    async def aembed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeds texts with ``afn``, or ``fn`` in a worker thread."""
+        if self._afn is None:
+            return await asyncio.to_thread(self.embed, texts)
+        batch = _check_texts(texts)
+        if not batch:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        rows = await self._afn(batch)
+        return _l2_normalise(_to_matrix(rows, len(batch), self.dim, repr(self.name)))
+
+
+def resolve_embedder(obj: Embedder | str | Callable[[list[str]], Rows] | None) -> Embedder:
+    """Turns what a user passed as ``embedder=`` into an :class:`Embedder`.
+
+    Args:
+        obj: An embedder (returned as is); ``None``, ``"default"``, ``"onnx"`` or
+            ``"onnx:all-MiniLM-L6-v2"`` for the local model; ``"openai"`` or
+            ``"openai:<model>"``; or a plain function ``list[str] -> vectors``.
+
+    Returns:
+        The embedder.
+
+    Raises:
+        ValueError: An unknown string; the message lists the valid ones.
+        TypeError: Anything else.
+    """
+    if isinstance(obj, (OnnxMiniLMEmbedder, OpenAIEmbedder, CallableEmbedder)):
+        return obj
+    if obj is None:
+        return default_embedder()
+    if isinstance(obj, str):
+        key = obj.strip()
+        if key in ("default", "onnx", f"onnx:{_MINILM}"):
+            return default_embedder()
+        if key == "openai":
+            return OpenAIEmbedder()
+        if key.startswith("openai:") and key[len("openai:") :]:
+            return OpenAIEmbedder(key[len("openai:") :])
+        raise ValueError(f"unknown embedder {obj!r}; valid: {', '.join(_VALID_NAMES)}")
+    if isinstance(obj, Embedder):
+        return obj
+    if callable(obj):
+        label = getattr(obj, "__qualname__", type(obj).__qualname__)
+        module = getattr(obj, "__module__", None) or type(obj).__module__
+        return CallableEmbedder(obj, name=f"callable:{module}.{label}")
+    raise TypeError(
+        f"cannot use a {type(obj).__name__} as an embedder: pass an Embedder, a callable, "
+        f"None or one of {', '.join(_VALID_NAMES)}"
+    )
