@@ -1,0 +1,41 @@
+"""``norax demo``: build a small store from the bundled sample and show ranked results."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+from norax_core.display import format_results
+
+DEMO_NOW = "2026-11-29T12:00:00Z"
+DEMO_QUERIES = (
+    "What did we decide about the wallet?",
+    "How do I run the TypeORM migrations?",
+    "When is the weekly sync?",
+    "What was I debugging in the tests?",
+)
+
+
+def run_demo(store: Path) -> int:
+    """Upsert the sample into ``store`` (namespace ``demo``) and print a few searches."""
+    from norax_core.engine import NoraxMemory
+
+    lines = (resources.files("norax_core") / "data" / "demo_memories.jsonl").read_text()
+    records = [json.loads(line) for line in lines.splitlines() if line.strip()]
+    print(f"Building the demo store in {store} ({len(records)} memories, namespace 'demo') ...")
+    with NoraxMemory(store) as mem:
+        mem.upsert(
+            [r["text"] for r in records],
+            ids=[r["id"] for r in records],
+            kind=[r["kind"] for r in records],
+            created_at=[r["created_at"] for r in records],
+            namespace="demo",
+            metadata=[r["metadata"] for r in records],
+        )
+        print(f"Store holds {mem.count('demo')} demo memories. Clock: {DEMO_NOW}\n")
+        for q in DEMO_QUERIES:
+            print(f"Query: {q}")
+            print(format_results(mem.search(q, k=3, namespace="demo", now=DEMO_NOW)))
+            print()
+    return 0
