@@ -57,6 +57,25 @@ WeightsLike = Weights | str | Mapping[str, float] | None
 
 
 @dataclass(frozen=True)
+class Candidates:
+    """A search's candidate pool before fusion.
+
+    Attributes:
+        query: The prepared query (tokens, embedding, entities, clock).
+        k: The number of results asked for, capped at what the namespace (and filter) holds.
+        ids: Candidate ids, in the order the signals proposed them.
+        signals: Each signal's normalised score for every candidate.
+        matched: Entities each candidate shares with the query (graph breakdown).
+    """
+
+    query: Query
+    k: int
+    ids: list[str]
+    signals: dict[str, dict[str, float]]
+    matched: dict[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
 class _Prepared:
     """A validated batch, ready to write."""
 
@@ -376,6 +395,39 @@ class NoraxMemory:
             now: The clock for recency (datetime, ISO string or epoch seconds; default now).
             weights: A :class:`Weights`, preset name or mapping for this search.
         """
+        w = self.weights if weights is None else resolve_weights(weights)
+        cands = self.candidates(query, k=k, namespace=namespace, where=where, now=now, weights=w)
+        fused = fuse(cands.signals, cands.ids, w)
+        best = rank(fused, cands.k)
+        records = {m.id: m for m in self.get(best)}
+        return [
+            SearchResult(
+                **vars(records[mid]),
+                score=fused[mid],
+                signals={s: cands.signals[s].get(mid, 0.0) for s in SIGNALS},
+                matched_entities=tuple(cands.matched.get(mid, ())),
+            )
+            for mid in best
+            if mid in records
+        ]
+
+    def candidates(
+        self,
+        query: str,
+        k: int = 10,
+        namespace: str | None = None,
+        where: Mapping[str, Any] | None = None,
+        now: Any = None,
+        weights: WeightsLike = None,
+        pool: int | None = None,
+    ) -> Candidates:
+        """The candidate pool of a search with every signal's score, before fusion.
+
+        Each signal with a positive weight proposes its own top ``pool`` hits (default:
+        ``config.pool_size(k)``; the temporal signal ``config.recency_candidates``); every
+        candidate is then scored by all four signals. :meth:`search` fuses this; weight
+        fitting reuses it to try many weightings without querying again.
+        """
         text = check.query(query)
         k = check.k(k)
         ns = check.namespace(namespace)
@@ -383,6 +435,8 @@ class NoraxMemory:
         now_ts = time.time() if now is None else check.timestamp(now, "now")
         w = self.weights if weights is None else resolve_weights(weights)
         cfg = self.config.with_params(w.params) if w.params else self.config
+        if pool is not None and (isinstance(pool, bool) or not isinstance(pool, int) or pool < 1):
+            raise InvalidInputError(f"pool must be an integer >= 1, got {pool!r}")
 
         embedding = self.embedder.embed([text])[0]
         entities = tuple(self.extractor.extract_query(text)) if self.extractor else ()
@@ -407,30 +461,18 @@ class NoraxMemory:
             size = self.count(ns) if allowed is None else len(allowed)
             k = min(k, size)
             if k == 0:
-                return []
-            pool = cfg.pool_size(k)
+                return Candidates(q, 0, [], {s: {} for s in SIGNALS}, {})
+            n_pool = pool or cfg.pool_size(k)
             weight = w.as_dict()
-            candidates: dict[str, None] = {}
+            proposed: dict[str, None] = {}
             for name, sig in signals.items():
-                n = cfg.recency_candidates if name == "temporal" else pool
-                if weight[name] > 0:
-                    candidates.update(dict.fromkeys(sig.top(q, min(n, size))))
-            cand = list(candidates)
-            scores = {name: sig.score(q, cand) for name, sig in signals.items()}
-            matched = self._indexes.graph_signal.explain(q, cand)
-        fused = fuse(scores, cand, w)
-        best = rank(fused, k)
-        records = {m.id: m for m in self.get(best)}
-        return [
-            SearchResult(
-                **vars(records[mid]),
-                score=fused[mid],
-                signals={s: scores[s].get(mid, 0.0) for s in SIGNALS},
-                matched_entities=tuple(matched.get(mid, ())),
-            )
-            for mid in best
-            if mid in records
-        ]
+                n = cfg.recency_candidates if name == "temporal" else n_pool
+                if weight[name] > 0 and n > 0:
+                    proposed.update(dict.fromkeys(sig.top(q, min(n, size))))
+            ids = list(proposed)
+            scores = {name: sig.score(q, ids) for name, sig in signals.items()}
+            matched = self._indexes.graph_signal.explain(q, ids)
+        return Candidates(q, k, ids, scores, matched)
 
     async def asearch(self, query: str, k: int = 10, **kwargs: Any) -> list[SearchResult]:
         """Async :meth:`search`; the work runs in a thread, the event loop stays free."""
