@@ -202,13 +202,13 @@ class _Partition:
 
     def raw_scores(
         self, query_tokens: Sequence[str], k1: float, b: float, epsilon: float
-    ) -> np.ndarray:
-        n_slots = len(self.id_at)
-        scores = np.zeros(n_slots, dtype=np.float64)
+    ) -> np.ndarray | None:
+        """Score every slot (dead slots score 0.0); None when no query term is indexed."""
         n_docs = len(self.slot_of)
         if n_docs == 0 or self.total_len == 0:
-            return scores
+            return None
         avgdl = self.total_len / n_docs
+        scores: np.ndarray | None = None
         for term, count in Counter(query_tokens).items():
             tid = self.vocab.get(term)
             if tid is None or self.df[tid] == 0:
@@ -217,8 +217,11 @@ class _Partition:
             if idf < 0:
                 idf = epsilon * self.average_idf()
             slots, tfs = self.postings(tid)
+            if scores is None:
+                scores = np.zeros(len(self.id_at), dtype=np.float64)
             scores[slots] += count * okapi_scores(tfs, self.doc_len[slots], avgdl, idf, k1, b)
-        scores[~self.alive[:n_slots]] = 0.0
+        if scores is not None and self.dead:
+            scores *= self.alive[: scores.size]
         return scores
 
 
@@ -226,40 +229,61 @@ class BM25Scores:
     """Raw BM25 scores of one query over one namespace, restricted to allowed documents.
 
     Built by :meth:`BM25Index.search`; valid until the index's next write.
+
+    Attributes:
+        best: The highest positive raw score among allowed documents, 0.0 if none is positive.
     """
 
-    def __init__(self, raw: np.ndarray, mask: np.ndarray, partition: _Partition | None) -> None:
+    def __init__(
+        self,
+        raw: np.ndarray | None = None,
+        partition: _Partition | None = None,
+        allowed: Collection[str] | None = None,
+    ) -> None:
         self._raw = raw
-        self._mask = mask
         self._part = partition
-        eligible = raw[mask]
-        self.best: float = float(eligible.max()) if eligible.size else 0.0
-        """The highest raw score among allowed documents (0.0 when there are none)."""
+        self._allowed = allowed
+        self._slots: np.ndarray | None = None  # allowed live slots; None means all
+        self.best = 0.0
+        if raw is None or partition is None:
+            return
+        if allowed is not None:
+            slots = [s for s in map(partition.slot_of.get, allowed) if s is not None]
+            self._slots = np.asarray(slots, dtype=np.intp)
+        pool = raw if self._slots is None else raw[self._slots]
+        self.best = max(float(pool.max()), 0.0) if pool.size else 0.0
 
     def top(self, n: int) -> list[tuple[str, float]]:
         """Return up to ``n`` allowed documents with a positive score, best first.
 
         Ties are broken by id so that equal scores always come out in the same order.
         """
-        if n <= 0 or self._part is None:
+        raw, part = self._raw, self._part
+        if n <= 0 or raw is None or part is None or self.best <= 0:
             return []
-        candidates = np.flatnonzero(self._mask & (self._raw > 0))
+        if self._slots is None:
+            candidates = np.flatnonzero(raw > 0)  # dead slots hold 0.0
+        else:
+            candidates = self._slots[raw[self._slots] > 0]
         if candidates.size > n:
-            values = self._raw[candidates]
+            values = raw[candidates]
             # Keep every tie of the n-th value so the id tie-break sees all of them.
             threshold = np.partition(values, values.size - n)[values.size - n]
             candidates = candidates[values >= threshold]
-        id_at = self._part.id_at
-        ranked = sorted((-float(self._raw[s]), str(id_at[s])) for s in candidates)
+        id_at = part.id_at
+        ranked = sorted((-float(raw[s]), str(id_at[s])) for s in candidates)
         return [(doc_id, -neg) for neg, doc_id in ranked[:n]]
 
     def get(self, ids: Iterable[str]) -> dict[str, float]:
         """Return the raw score of each id; 0.0 for ids not live and allowed here."""
-        slot_of = self._part.slot_of if self._part is not None else {}
+        raw, part, allowed = self._raw, self._part, self._allowed
+        if raw is None or part is None:
+            return dict.fromkeys(ids, 0.0)
         out: dict[str, float] = {}
         for doc_id in ids:
-            slot = slot_of.get(doc_id)
-            out[doc_id] = float(self._raw[slot]) if slot is not None and self._mask[slot] else 0.0
+            slot = part.slot_of.get(doc_id)
+            ok = slot is not None and (allowed is None or doc_id in allowed)
+            out[doc_id] = float(raw[slot]) if ok else 0.0
         return out
 
 
@@ -277,8 +301,8 @@ class BM25Index:
 
     Ids are unique across the whole index, as in the Chroma collection it mirrors.
 
-    Not thread-safe: the caller serialises writes, and reads against writes (the store
-    holds its lock around every call).
+    Not thread-safe: the caller serialises every call. Reads are not pure either (they fill
+    lazy numpy caches), so a read must never overlap a write.
 
     Args:
         k1: Term frequency saturation.
@@ -390,16 +414,9 @@ class BM25Index:
         """Score every document of ``namespace``, keeping those in ``allowed`` (all if None)."""
         part = self._parts.get(namespace)
         if part is None:
-            empty = np.zeros(0, dtype=np.float64)
-            return BM25Scores(empty, np.zeros(0, dtype=np.bool_), None)
+            return BM25Scores()
         raw = part.raw_scores(query_tokens, self.k1, self.b, self.epsilon)
-        if allowed is None:
-            mask = part.alive[: raw.size].copy()
-        else:
-            mask = np.zeros(raw.size, dtype=np.bool_)
-            slots = [s for s in map(part.slot_of.get, allowed) if s is not None]
-            mask[np.asarray(slots, dtype=np.intp)] = True
-        return BM25Scores(raw, mask, part)
+        return BM25Scores(raw, part, allowed)
 
     def scores(
         self, namespace: str, query_tokens: Sequence[str], ids: Iterable[str]
