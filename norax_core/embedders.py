@@ -104,7 +104,8 @@ def _l2_normalise(matrix: np.ndarray) -> np.ndarray:
 def _to_matrix(rows: object, n: int, dim: int | None, source: str) -> np.ndarray:
     """Validates raw vectors from an external model; returns them as a float32 matrix."""
     try:
-        matrix = np.asarray(rows, dtype=np.float32)
+        with np.errstate(over="ignore"):  # values beyond float32 become inf, reported below
+            matrix = np.asarray(rows, dtype=np.float32)
     except (TypeError, ValueError) as exc:
         raise NoraxError(
             f"{source} returned something that is not a list of equal-length numeric vectors"
