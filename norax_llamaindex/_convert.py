@@ -1,0 +1,129 @@
+"""Conversions between Norax results and LlamaIndex nodes (pure functions, unit-tested)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from datetime import date, datetime
+from typing import Any
+
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
+
+from norax_core.models import RESERVED_PREFIX, SIGNALS, MetadataValue, SearchResult
+
+logger = logging.getLogger("norax")
+
+SEARCH_KEYS = ("kind", "created_at", "namespace", "score", "signals", "matched_entities")
+"""Metadata keys a retrieved node gets from the search; they replace same-named user keys."""
+
+HIDDEN_KEYS = ("namespace", "score", "signals", "matched_entities")
+"""Search keys kept out of the text LLMs and embedders see (``excluded_*_metadata_keys``);
+``kind`` and ``created_at`` stay visible, as the date of a memory helps answer questions."""
+
+RERANK_KEYS = ("score", "signals")
+"""Metadata keys :class:`~norax_llamaindex.NoraxPostprocessor` sets on the node copies."""
+
+_INT64 = 2**63
+
+
+def _hide(node: BaseNode, keys: tuple[str, ...]) -> dict[str, list[str]]:
+    return {
+        "excluded_llm_metadata_keys": list(
+            dict.fromkeys([*node.excluded_llm_metadata_keys, *keys])
+        ),
+        "excluded_embed_metadata_keys": list(
+            dict.fromkeys([*node.excluded_embed_metadata_keys, *keys])
+        ),
+    }
+
+
+def _result_to_node(result: SearchResult) -> NodeWithScore:
+    """A search result as ``NodeWithScore(TextNode(id_=memory id), score=fused score)``."""
+    metadata: dict[str, Any] = {
+        **result.metadata,
+        "kind": result.kind,
+        "created_at": result.created_at.isoformat(),
+        "namespace": result.namespace,
+        "score": result.score,
+        "signals": dict(result.signals),
+        "matched_entities": list(result.matched_entities),
+    }
+    node = TextNode(
+        id_=result.id,
+        text=result.text,
+        metadata=metadata,
+        excluded_llm_metadata_keys=list(HIDDEN_KEYS),
+        excluded_embed_metadata_keys=list(HIDDEN_KEYS),
+    )
+    return NodeWithScore(node=node, score=result.score)
+
+
+def _reranked(
+    node: BaseNode, score: float, signals: Mapping[str, Mapping[str, float]]
+) -> NodeWithScore:
+    """A copy of ``node`` carrying its fused ``score`` and ``signals``; ``node`` is unchanged."""
+    breakdown = {s: signals[s].get(node.node_id, 0.0) for s in SIGNALS}
+    copy = node.model_copy(
+        update={
+            "metadata": {**node.metadata, "score": score, "signals": breakdown},
+            **_hide(node, RERANK_KEYS),
+        }
+    )
+    return NodeWithScore(node=copy, score=score)
+
+
+def _node_text(node: BaseNode) -> str:
+    """The node's own text, without metadata."""
+    return node.get_content(metadata_mode=MetadataMode.NONE)
+
+
+def _storable_metadata(
+    metadata: Mapping[str, Any], skip: tuple[str, ...] = ()
+) -> dict[str, MetadataValue]:
+    """The part of ``metadata`` that a memory can store.
+
+    Keeps str, bool, finite floats and 64-bit ints; dates and datetimes become ISO strings.
+    Drops ``skip`` keys, keys reserved by Norax (``norax_`` prefix) and every other value
+    (``None``, lists, dicts, objects), logging the dropped keys at debug level.
+    """
+    out: dict[str, MetadataValue] = {}
+    dropped = []
+    for key, value in metadata.items():
+        if key in skip:
+            continue
+        if isinstance(value, (date, datetime)):
+            value = value.isoformat()
+        ok_key = isinstance(key, str) and bool(key) and not key.startswith(RESERVED_PREFIX)
+        ok_value = (
+            isinstance(value, (str, bool))
+            or (isinstance(value, int) and -_INT64 <= value < _INT64)
+            or (isinstance(value, float) and math.isfinite(value))
+        )
+        if ok_key and ok_value:
+            out[key] = value
+        else:
+            dropped.append(key)
+    if dropped:
+        logger.debug("norax: metadata keys not stored (unsupported key or value): %s", dropped)
+    return out
+
+
+def _node_to_memory(
+    node: BaseNode, time_key: str
+) -> tuple[str, str, Any, str | None, dict[str, MetadataValue]]:
+    """``(id, text, created_at, kind, metadata)`` of a node to ingest.
+
+    ``created_at`` is ``metadata[time_key]`` (``None`` when absent), ``kind`` the ``kind``
+    metadata value when it is a string. Keys a search writes (:data:`SEARCH_KEYS`) are not
+    stored, so a retrieved node re-ingests as the memory it came from.
+    """
+    kind = node.metadata.get("kind")
+    metadata = _storable_metadata(node.metadata, skip=(time_key, *SEARCH_KEYS))
+    return (
+        node.node_id,
+        _node_text(node),
+        node.metadata.get(time_key),
+        kind if isinstance(kind, str) else None,
+        metadata,
+    )
