@@ -141,7 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extensions() -> list[Callable[[Any], None]]:
     """Sub-commands that live in their own modules (benchmarks, maintenance)."""
-    return []
+    from norax_core.bench.cli import register as bench
+
+    return [bench]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

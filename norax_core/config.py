@@ -34,8 +34,9 @@ class NoraxConfig:
         stopwords: Stop-word list name for BM25 (``"english"``) or ``None``.
         pool_min: Each signal proposes at least this many candidates.
         pool_factor: ... and at least ``pool_factor * k``.
-        recency_candidates: The temporal signal proposes this many most recent memories
-            (0 turns temporal candidates off; it still scores every candidate).
+        recency_candidates: Beside other signals, the temporal signal proposes this many
+            most recent memories (0: none; it still scores every candidate). When it is the
+            only signal with a weight, it proposes a full pool.
     """
 
     decay_days: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_DECAY_DAYS))
@@ -56,7 +57,9 @@ class NoraxConfig:
         if not (0.0 <= self.bm25_b <= 1.0):
             raise InvalidInputError(f"bm25_b must be in [0, 1], got {self.bm25_b!r}")
         if self.pool_min < 1 or self.pool_factor < 1 or self.recency_candidates < 0:
-            raise InvalidInputError("pool_min and pool_factor must be >= 1, recency_candidates >= 0")
+            raise InvalidInputError(
+                "pool_min and pool_factor must be >= 1, recency_candidates >= 0"
+            )
         object.__setattr__(self, "decay_days", MappingProxyType(dict(self.decay_days)))
 
     def tau_days(self, kind: str) -> float:

@@ -131,6 +131,7 @@ class NoraxMemory:
         self.embedder: Embedder = resolve_embedder(embedder)
         self.extractor = None if extractor is False else load_extractor(extractor)
         self._lock = threading.RLock()
+        self._closed = False
         self._store_lock: StoreLock | None = None
         self.path = Path(path) if path is not None else None
 
@@ -152,9 +153,7 @@ class NoraxMemory:
         self.collection_name = collection
         self._collection = self._open_collection(collection)
         if client is None and path is None:
-            self._finalizer = weakref.finalize(
-                self, _drop_collection, self._client, collection
-            )
+            self._finalizer = weakref.finalize(self, _drop_collection, self._client, collection)
 
         self._indexes = DerivedIndexes(Sidecar(sidecar_path), self.config)
         self._dense = DenseSignal(self._collection)
@@ -195,6 +194,11 @@ class NoraxMemory:
     def close(self) -> None:
         """Release the store lock and the sidecar; an in-memory store is dropped."""
         with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._indexes.sidecar.path is not None:
+                self._indexes.save_state()
             self._indexes.sidecar.close()
             if self._store_lock is not None:
                 self._store_lock.release()
@@ -285,21 +289,21 @@ class NoraxMemory:
         metas = [check.metadata(m) for m in check.as_list(metadata, n, "metadata", dict)]
 
         tokens = [tuple(self._indexes.tokenizer(t)) for t in items]
-        entities = (
-            [tuple(e) for e in self.extractor.extract(items)] if self.extractor else [()] * n
-        )
+        entities = [tuple(e) for e in self.extractor.extract(items)] if self.extractor else [()] * n
         embeddings = self.embedder.embed(items)
         if embeddings.shape != (n, self.embedder.dim) or not np.isfinite(embeddings).all():
             raise NoraxError(f"embedder {self.embedder.name!r} returned invalid embeddings")
         chroma_metas = []
-        for ns, kd, ts, meta, ents in zip(spaces, kinds, times, metas, entities):
+        for ns, kd, ts, meta, ents in zip(spaces, kinds, times, metas, entities, strict=True):
             m: dict[str, Any] = {**meta, NAMESPACE_KEY: ns, KIND_KEY: kd, CREATED_KEY: ts}
             if ents:
                 m[ENTITIES_KEY] = list(ents)
             chroma_metas.append(m)
         rows = [
             IndexRow(i, ns, kd, ts, tok, ents)
-            for i, ns, kd, ts, tok, ents in zip(id_list, spaces, kinds, times, tokens, entities)
+            for i, ns, kd, ts, tok, ents in zip(
+                id_list, spaces, kinds, times, tokens, entities, strict=True
+            )
         ]
         return _Prepared(id_list, items, embeddings, chroma_metas, rows)
 
@@ -365,10 +369,12 @@ class NoraxMemory:
         id_list = [check.memory_id(i) for i in ([ids] if isinstance(ids, str) else ids)]
         if not id_list:
             return []
-        got = self._collection.get(ids=list(dict.fromkeys(id_list)), include=["documents", "metadatas"])
+        got = self._collection.get(
+            ids=list(dict.fromkeys(id_list)), include=["documents", "metadatas"]
+        )
         by_id = {
             mid: _memory_from_record(mid, doc, dict(meta or {}))
-            for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"])
+            for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
         }
         return [by_id[i] for i in id_list if i in by_id]
 
@@ -465,8 +471,11 @@ class NoraxMemory:
             n_pool = pool or cfg.pool_size(k)
             weight = w.as_dict()
             proposed: dict[str, None] = {}
+            # Recency alone says nothing about relevance: beside other signals it proposes
+            # only a few of the newest memories; on its own it ranks the whole pool.
+            recency_only = [s for s, v in weight.items() if v > 0] == ["temporal"]
             for name, sig in signals.items():
-                n = cfg.recency_candidates if name == "temporal" else n_pool
+                n = cfg.recency_candidates if name == "temporal" and not recency_only else n_pool
                 if weight[name] > 0 and n > 0:
                     proposed.update(dict.fromkeys(sig.top(q, min(n, size))))
             ids = list(proposed)
@@ -534,5 +543,3 @@ def _drop_collection(client: Any, name: str) -> None:
         client.delete_collection(name)
     except Exception:  # already gone, or the client is shutting down
         logger.debug("norax: could not drop collection %s", name)
-
-

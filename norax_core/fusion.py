@@ -13,7 +13,9 @@ from norax_core.weights import FusionMethod, Weights
 SignalScores = Mapping[str, Mapping[str, float]]
 
 
-def weighted_sum(scores: SignalScores, candidates: Sequence[str], weights: Weights) -> dict[str, float]:
+def weighted_sum(
+    scores: SignalScores, candidates: Sequence[str], weights: Weights
+) -> dict[str, float]:
     """Weighted sum of normalised scores, divided by the sum of weights (so it stays in [0, 1]).
 
     A candidate missing from a signal's mapping scores 0 in it.

@@ -76,12 +76,25 @@ class DerivedIndexes:
     def load(self) -> bool:
         """Load the sidecar into memory; returns False when it must be rebuilt."""
         tok = json.dumps(self.tokenizer.to_dict(), sort_keys=True)
-        if self.sidecar.get_meta("schema") != SCHEMA_VERSION or self.sidecar.get_meta("tokenizer") != tok:
+        if (
+            self.sidecar.get_meta("schema") != SCHEMA_VERSION
+            or self.sidecar.get_meta("tokenizer") != tok
+        ):
             self.sidecar.clear()
             self.sidecar.set_meta({"schema": SCHEMA_VERSION, "tokenizer": tok})
             return False
         self._index(self.sidecar.rows())
+        state = self.sidecar.get_meta("graph_state")
+        if state:
+            try:
+                self.graph.load_state_dict(json.loads(state))
+            except ValueError:  # another version: communities are recomputed
+                logger.info("norax: ignoring saved graph communities of another version")
         return True
+
+    def save_state(self) -> None:
+        """Persist what is costly to recompute (graph communities) for the next open."""
+        self.sidecar.set_meta({"graph_state": json.dumps(self.graph.state_dict())})
 
     def reconcile(
         self,
@@ -104,7 +117,9 @@ class DerivedIndexes:
             got = collection.get(ids=chunk, include=["documents", "metadatas"])
             rows = [
                 row_from_record(mid, doc or "", dict(meta or {}))
-                for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"])
+                for mid, doc, meta in zip(
+                    got["ids"], got["documents"], got["metadatas"], strict=True
+                )
             ]
             self.apply(rows)
             if progress:

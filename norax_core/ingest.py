@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 import uuid
+from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm

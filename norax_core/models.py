@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any, Union
+from typing import Any, TypeAlias
 
-MetadataValue = Union[str, int, float, bool]
+MetadataValue: TypeAlias = str | int | float | bool
 """Flat metadata values that Chroma can store and filter on."""
 
 DEFAULT_NAMESPACE = "default"

@@ -50,5 +50,5 @@ def get_preset(name: str) -> Weights:
         return _packaged(name)
     except FileNotFoundError:
         if name == "default":  # no learned weights shipped yet: the seed formula
-            return Weights(**{**SEED.as_dict()}, name="default")
+            return Weights.from_mapping(SEED.as_dict(), name="default")
         raise WeightsError(f"unknown preset {name!r}; valid: {preset_names()}") from None

@@ -101,7 +101,8 @@ def timestamp(value: Any, what: str = "created_at") -> float:
         ts = _dt_ts(value)
     else:
         raise InvalidInputError(
-            f"{what} must be a datetime, ISO 8601 string or epoch seconds, got {type(value).__name__}"
+            f"{what} must be a datetime, ISO 8601 string or epoch seconds, "
+            f"got {type(value).__name__}"
         )
     if not math.isfinite(ts):
         raise InvalidInputError(f"{what} must be finite, got {value!r}")
@@ -130,7 +131,9 @@ def metadata(value: Any) -> dict[str, MetadataValue]:
         if not isinstance(key, str) or not key or "\x00" in key:
             raise InvalidInputError(f"metadata keys must be non-empty strings, got {key!r}")
         if key.startswith(RESERVED_PREFIX):
-            raise InvalidInputError(f"metadata key {key!r}: the prefix {RESERVED_PREFIX!r} is reserved")
+            raise InvalidInputError(
+                f"metadata key {key!r}: the prefix {RESERVED_PREFIX!r} is reserved"
+            )
         if isinstance(val, float) and not math.isfinite(val):
             raise InvalidInputError(f"metadata {key!r}: non-finite numbers cannot be stored")
         if isinstance(val, int) and not isinstance(val, bool) and not -(2**63) <= val < 2**63:

@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -19,9 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 # Tests use the shared local models unless told otherwise; nothing downloads.
-os.environ.setdefault(
-    "NORAX_EMBEDDING_MODEL_DIR", str(SHARED / "models" / "all-MiniLM-L6-v2")
-)
+os.environ.setdefault("NORAX_EMBEDDING_MODEL_DIR", str(SHARED / "models" / "all-MiniLM-L6-v2"))
 os.environ.setdefault("NORAX_SPACY_MODEL", str(SHARED / "models" / "en_core_web_sm-3.8.0"))
 os.environ.setdefault("NORAX_DATA_DIR", str(SHARED / "data"))
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -87,7 +86,8 @@ def chroma_url() -> Iterator[str]:
             pytest.fail(f"NORAX_CHROMA_URL={url} does not answer")
         yield url
         return
-    exe = shutil.which("chroma")
+    beside = Path(sys.executable).parent / "chroma"
+    exe = str(beside) if beside.exists() else shutil.which("chroma")
     if exe is None:
         pytest.fail("the chroma CLI is not installed (pip install chromadb)")
     port = _free_port()

@@ -50,7 +50,7 @@ class DenseSignal:
         ids = res["ids"][0]
         # Chroma's cosine distance is 1 - cos.
         sims = cosine_to_unit(1.0 - np.asarray(res["distances"][0], dtype=np.float64))
-        out = {mid: float(s) for mid, s in zip(ids, sims.tolist())}
+        out = {mid: float(s) for mid, s in zip(ids, sims.tolist(), strict=True)}
         if query.allowed is not None:
             out = {m: s for m, s in out.items() if m in query.allowed}
         self._last = (query, out)
@@ -73,7 +73,7 @@ class DenseSignal:
             if emb is not None and len(got["ids"]):
                 mat = np.asarray(emb, dtype=np.float32)
                 sims = cosine_to_unit(mat @ query.embedding.astype(np.float32))
-                for mid, meta, s in zip(got["ids"], got["metadatas"], sims.tolist()):
+                for mid, meta, s in zip(got["ids"], got["metadatas"], sims.tolist(), strict=True):
                     in_ns = (meta or {}).get(NAMESPACE_KEY) == query.namespace
                     if in_ns and (query.allowed is None or mid in query.allowed):
                         out[mid] = float(s)

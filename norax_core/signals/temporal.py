@@ -21,12 +21,12 @@ def decay(age_days: np.ndarray, tau_days: np.ndarray) -> np.ndarray:
     tau_days : numpy.ndarray
         Decay constant per memory, in days: the age at which the score falls to ``1/e``.
 
-    Returns
+    Returns:
     -------
     numpy.ndarray
         ``exp(-max(age, 0) / tau)``, in (0, 1].
 
-    References
+    References:
     ----------
     Park et al., "Generative Agents: Interactive Simulacra of Human Behavior", UIST 2023
     (exponential recency decay over memory age).
@@ -134,14 +134,16 @@ class TemporalSignal:
         if query.allowed is None:
             idx = np.flatnonzero(ns.alive[: ns.n])
         else:
-            idx = np.array(sorted(ns.slot[m] for m in query.allowed if m in ns.slot), dtype=np.int64)
+            idx = np.array(
+                sorted(ns.slot[m] for m in query.allowed if m in ns.slot), dtype=np.int64
+            )
         if idx.size == 0:
             return {}
         s = self._scores(ns, query.now, idx)
         if idx.size > n:
             part = np.argpartition(-s, n - 1)[:n]
             idx, s = idx[part], s[part]
-        return {ns.ids[i]: float(v) for i, v in zip(idx.tolist(), s.tolist())}
+        return {ns.ids[i]: float(v) for i, v in zip(idx.tolist(), s.tolist(), strict=True)}
 
     def score(self, query: Query, ids: Sequence[str]) -> dict[str, float]:
         """Recency score of each id (0.0 for ids not in the namespace or filter)."""
@@ -149,11 +151,9 @@ class TemporalSignal:
         out = dict.fromkeys(ids, 0.0)
         if ns is None:
             return out
-        known = [
-            m for m in ids if m in ns.slot and (query.allowed is None or m in query.allowed)
-        ]
+        known = [m for m in ids if m in ns.slot and (query.allowed is None or m in query.allowed)]
         if known:
             idx = np.fromiter((ns.slot[m] for m in known), dtype=np.int64, count=len(known))
-            for mid, v in zip(known, self._scores(ns, query.now, idx).tolist()):
+            for mid, v in zip(known, self._scores(ns, query.now, idx).tolist(), strict=True):
                 out[mid] = float(v)
         return out

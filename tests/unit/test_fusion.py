@@ -47,7 +47,7 @@ def test_fuse_does_not_mutate_inputs():
     before = {k: dict(v) for k, v in SCORES.items()}
     fuse(SCORES, ["a", "b", "c"], get_preset("rrf"))
     fuse(SCORES, ["a", "b", "c"], get_preset("seed"))
-    assert SCORES == before
+    assert before == SCORES
 
 
 def test_rank_ties_break_by_id():
