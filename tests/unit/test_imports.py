@@ -1,0 +1,100 @@
+"""The public surfaces and the one-way dependencies between the packages."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import norax_core
+import norax_langchain
+import norax_llamaindex
+
+REPO = Path(__file__).resolve().parents[2]
+
+CORE_ALL = [
+    "SIGNALS",
+    "CallableEmbedder",
+    "DimensionMismatchError",
+    "DuplicateIdError",
+    "Embedder",
+    "FusionMethod",
+    "IndexInconsistentError",
+    "InvalidInputError",
+    "Kind",
+    "Memory",
+    "MemoryNotFoundError",
+    "ModelNotFoundError",
+    "NoraxConfig",
+    "NoraxError",
+    "NoraxMemory",
+    "OnnxMiniLMEmbedder",
+    "OpenAIEmbedder",
+    "SearchResult",
+    "StoreLockedError",
+    "Weights",
+    "WeightsError",
+    "default_embedder",
+    "get_preset",
+    "load_weights",
+    "preset_names",
+    "resolve_embedder",
+    "resolve_weights",
+    "save_weights",
+]
+LANGCHAIN_ALL = ["LangChainEmbedder", "NoraxRetriever", "add_documents"]
+LLAMAINDEX_ALL = ["LlamaIndexEmbedder", "NoraxPostprocessor", "NoraxRetriever", "add_nodes"]
+
+
+@pytest.mark.parametrize(
+    ("module", "expected"),
+    [(norax_core, CORE_ALL), (norax_langchain, LANGCHAIN_ALL), (norax_llamaindex, LLAMAINDEX_ALL)],
+)
+def test_all(module: object, expected: list[str]) -> None:
+    assert sorted(module.__all__) == sorted(expected)  # type: ignore[attr-defined]
+    for name in expected:
+        assert getattr(module, name) is not None
+
+
+# Run in a fresh interpreter: this process has already imported everything.
+PROBE = textwrap.dedent(
+    """
+    import importlib, pkgutil, sys
+    package, forbidden = sys.argv[1], tuple(sys.argv[2].split(","))
+    root = importlib.import_module(package)
+    for info in pkgutil.walk_packages(root.__path__, package + "."):
+        try:
+            importlib.import_module(info.name)
+        except ImportError as exc:  # an optional extra of a tool module, not a framework
+            if (exc.name or "").split(".")[0] in forbidden:
+                raise
+    bad = sorted({m.split(".")[0] for m in sys.modules} & set(forbidden))
+    print(",".join(bad))
+    """
+)
+
+FRAMEWORKS = ("langchain", "langchain_core", "langchain_community", "llama_index")
+
+
+@pytest.mark.parametrize(
+    ("package", "forbidden"),
+    [
+        ("norax_core", (*FRAMEWORKS, "norax_langchain", "norax_llamaindex")),
+        ("norax_langchain", ("llama_index", "norax_llamaindex")),
+        ("norax_llamaindex", ("langchain", "langchain_core", "norax_langchain")),
+    ],
+)
+def test_dependencies_flow_one_way(package: str, forbidden: tuple[str, ...]) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, package, ",".join(forbidden)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "", f"{package} imports {out.stdout.strip()}"
