@@ -142,8 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _extensions() -> list[Callable[[Any], None]]:
     """Sub-commands that live in their own modules (benchmarks, maintenance)."""
     from norax_core.bench.cli import register as bench
+    from norax_core.maintenance import register as maintenance
 
-    return [bench]
+    return [bench, maintenance]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,7 +11,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import chromadb
 import numpy as np
@@ -43,6 +43,9 @@ from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.signals.base import Query, Signal
 from norax_core.signals.dense import NAMESPACE_KEY, DenseSignal, chroma_where
 from norax_core.weights import Weights
+
+if TYPE_CHECKING:
+    from norax_core.maintenance import CheckReport, RepairReport
 
 logger = logging.getLogger("norax")
 
@@ -105,6 +108,10 @@ class NoraxMemory:
         weights: Default fusion weights: a :class:`Weights`, a preset name or a mapping.
         index_path: Sidecar file location when ``client`` is given.
         lock: Take an exclusive lock on an embedded ``path`` (see :mod:`norax_core.locking`).
+        reconcile: Re-sync the derived indexes with Chroma at open (the default). ``False``
+            is for maintenance tools that must see the indexes as they were left on disk
+            (``norax check``); such a store may answer from stale indexes until
+            :meth:`refresh` or :func:`~norax_core.maintenance.repair_store`.
 
     Raises:
         DimensionMismatchError: The store was built with an embedder of another dimension.
@@ -123,6 +130,7 @@ class NoraxMemory:
         weights: WeightsLike = "default",
         index_path: str | Path | None = None,
         lock: bool = True,
+        reconcile: bool = True,
     ) -> None:
         if path is not None and client is not None:
             raise InvalidInputError("give either path or client, not both")
@@ -133,13 +141,31 @@ class NoraxMemory:
         self._lock = threading.RLock()
         self._closed = False
         self._store_lock: StoreLock | None = None
+        self._owns_client = False
         self.path = Path(path) if path is not None else None
+        try:
+            self._open(path, client, collection, index_path, lock, reconcile)
+        except BaseException:
+            # A failed open must not keep the store locked (or Chroma's files open) for the
+            # rest of the process.
+            self._release()
+            raise
 
+    def _open(
+        self,
+        path: str | Path | None,
+        client: Any,
+        collection: str,
+        index_path: str | Path | None,
+        lock: bool,
+        reconcile: bool,
+    ) -> None:
         if self.path is not None:
             self.path.mkdir(parents=True, exist_ok=True)
             if lock:
                 self._store_lock = StoreLock(self.path / "norax.lock")
             self._client = chromadb.PersistentClient(path=str(self.path))
+            self._owns_client = True
             sidecar_path: Path | None = self.path / SIDECAR_FILE
         elif client is not None:
             self._client = client
@@ -158,7 +184,8 @@ class NoraxMemory:
         self._indexes = DerivedIndexes(Sidecar(sidecar_path), self.config)
         self._dense = DenseSignal(self._collection)
         self._indexes.load()
-        self._indexes.reconcile(self._collection, self._row_from_record)
+        if reconcile:
+            self._indexes.reconcile(self._collection, self._row_from_record)
 
     # -- opening ------------------------------------------------------------------------
 
@@ -199,13 +226,26 @@ class NoraxMemory:
             self._closed = True
             if self._indexes.sidecar.path is not None:
                 self._indexes.save_state()
-            self._indexes.sidecar.close()
-            if self._store_lock is not None:
-                self._store_lock.release()
-                self._store_lock = None
-            fin = getattr(self, "_finalizer", None)
-            if fin is not None:
-                fin()
+            self._release()
+
+    def _release(self) -> None:
+        indexes = getattr(self, "_indexes", None)
+        if indexes is not None:
+            indexes.sidecar.close()
+        fin = getattr(self, "_finalizer", None)
+        if fin is not None:
+            fin()
+        if self._owns_client:
+            # Chroma caches one system per path for the whole process; closing our client
+            # drops it, so a later open sees what other processes wrote since (a cached
+            # system keeps a stale HNSW index in memory).
+            self._owns_client = False
+            close = getattr(self._client, "close", None)  # chromadb >= 1.1
+            if close is not None:
+                close()
+        if self._store_lock is not None:
+            self._store_lock.release()
+            self._store_lock = None
 
     def __enter__(self) -> NoraxMemory:
         return self
@@ -308,9 +348,14 @@ class NoraxMemory:
         return _Prepared(id_list, items, embeddings, chroma_metas, rows)
 
     def _write(self, p: _Prepared, *, upsert: bool) -> None:
-        """Chroma first (the truth), then the derived indexes; undo Chroma on failure."""
+        """Chroma first (the truth), then the derived indexes; undo Chroma on failure.
+
+        The ids are logged as pending in the sidecar before Chroma is written and cleared
+        with their rows, so a crash in between is repaired at the next open.
+        """
         op = self._collection.upsert if upsert else self._collection.add
         done: list[str] = []
+        self._indexes.sidecar.mark_pending(p.ids)
         try:
             for s in range(0, len(p.ids), CHROMA_BATCH):
                 e = s + CHROMA_BATCH
@@ -325,8 +370,10 @@ class NoraxMemory:
         except Exception as exc:
             if done and not upsert:
                 self._collection.delete(ids=done)
-            if upsert:  # re-derive from whatever Chroma now holds
-                self._indexes.reconcile(self._collection, self._row_from_record)
+            try:  # re-derive the batch from whatever Chroma now holds
+                self._indexes.resync(self._collection, p.ids, self._row_from_record)
+            except Exception:  # the ids stay pending: the next open reconciles them
+                logger.exception("norax: could not re-derive a failed batch from Chroma")
             if isinstance(exc, NoraxError):
                 raise
             raise InvalidInputError(f"Chroma rejected the batch: {exc}") from exc
@@ -349,6 +396,18 @@ class NoraxMemory:
         """
         with self._lock:
             return self._indexes.reconcile(self._collection, self._row_from_record)
+
+    def check(self, *, deep: bool = True) -> CheckReport:
+        """Compare Chroma with every index (:func:`~norax_core.maintenance.check_store`)."""
+        from norax_core.maintenance import check_store
+
+        return check_store(self, deep=deep)
+
+    def repair(self) -> RepairReport:
+        """Rebuild what is stale (:func:`~norax_core.maintenance.repair_store`)."""
+        from norax_core.maintenance import repair_store
+
+        return repair_store(self)
 
     # -- reads --------------------------------------------------------------------------
 
@@ -502,7 +561,7 @@ class NoraxMemory:
             mid,
             mem.namespace,
             mem.kind,
-            mem.created_at.timestamp(),
+            float(meta.get(CREATED_KEY, 0.0)),  # the stored float: a datetime rounds to µs
             tuple(self._indexes.tokenizer(doc)),
             mem.entities,
         )

@@ -104,29 +104,57 @@ class DerivedIndexes:
     ) -> tuple[int, int]:
         """Make the indexes hold exactly Chroma's ids: index what is missing, drop extras.
 
+        Ids left pending by an interrupted write are re-derived from Chroma even when both
+        sides hold them, since their rows may predate the write.
+
         Returns ``(added, removed)``.
         """
         truth = chroma_ids(collection)
+        pending = self.sidecar.pending()
         mine = set(self.namespace_of)
         extra = mine - truth
         if extra:
             self.remove(extra)
-        missing = sorted(truth - mine)
+        missing = sorted((truth - mine) | (pending & truth))
         for start in range(0, len(missing), CHROMA_PAGE):
             chunk = missing[start : start + CHROMA_PAGE]
-            got = collection.get(ids=chunk, include=["documents", "metadatas"])
-            rows = [
+            self.resync(collection, chunk, row_from_record)
+            if progress:
+                progress(len(chunk))
+        if pending:
+            self.sidecar.clear_pending(pending)
+        if extra or missing:
+            logger.info("norax: reconciled indexes with Chroma: +%d -%d", len(missing), len(extra))
+        return len(missing), len(extra)
+
+    def resync(
+        self,
+        collection: Any,
+        ids: Sequence[str],
+        row_from_record: Callable[[str, str, dict[str, Any]], IndexRow],
+    ) -> tuple[int, int]:
+        """Re-derive ``ids`` from Chroma: index those it holds, forget the others.
+
+        Returns ``(re-derived, forgotten)`` counts.
+        """
+        rows: list[IndexRow] = []
+        for start in range(0, len(ids), CHROMA_PAGE):
+            got = collection.get(
+                ids=list(ids[start : start + CHROMA_PAGE]), include=["documents", "metadatas"]
+            )
+            rows += [
                 row_from_record(mid, doc or "", dict(meta or {}))
                 for mid, doc, meta in zip(
                     got["ids"], got["documents"], got["metadatas"], strict=True
                 )
             ]
+        gone = set(ids) - {r.id for r in rows}
+        self.remove(gone)
+        self.sidecar.delete(gone)  # rows the in-memory indexes never knew
+        if rows:
             self.apply(rows)
-            if progress:
-                progress(len(rows))
-        if extra or missing:
-            logger.info("norax: reconciled indexes with Chroma: +%d -%d", len(missing), len(extra))
-        return len(missing), len(extra)
+        self.sidecar.clear_pending(ids)
+        return len(rows), len(gone)
 
 
 def chroma_ids(collection: Any) -> set[str]:

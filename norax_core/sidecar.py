@@ -5,6 +5,12 @@ namespace, kind, creation time, BM25 tokens and entities, so that reopening a st
 the in-memory indexes without re-tokenising or re-running spaCy. Every write is one SQLite
 transaction, proportional to the batch (never a rewrite of the whole index). The engine
 reconciles the sidecar with Chroma's ids on open and on :meth:`NoraxMemory.refresh`.
+
+A write is crash-safe through a small intent log: the ids of a batch are recorded as
+*pending* before Chroma is written, and cleared in the same transaction that stores their
+rows. Ids still pending at the next open belong to a write that was interrupted (a crash, a
+kill); reconciliation re-derives them from whatever Chroma holds. Without it, an upsert
+interrupted between Chroma and the sidecar would leave stale tokens behind the same id.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ class Sidecar:
             self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
             )
+            self._conn.execute("CREATE TABLE IF NOT EXISTS pending (id TEXT PRIMARY KEY)")
 
     def close(self) -> None:
         """Close the database."""
@@ -79,9 +86,25 @@ class Sidecar:
     def _tx(self) -> _Transaction:
         return _Transaction(self._conn)
 
-    def upsert(self, rows: Sequence[IndexRow]) -> None:
-        """Insert or replace rows in one transaction."""
+    def mark_pending(self, ids: Iterable[str]) -> None:
+        """Record ``ids`` as being written (before Chroma is), in one transaction."""
         with self._lock, self._tx():
+            self._conn.executemany("INSERT OR IGNORE INTO pending VALUES (?)", [(i,) for i in ids])
+
+    def clear_pending(self, ids: Iterable[str]) -> None:
+        """Forget that ``ids`` were being written."""
+        with self._lock, self._tx():
+            self._conn.executemany("DELETE FROM pending WHERE id = ?", [(i,) for i in ids])
+
+    def pending(self) -> set[str]:
+        """Ids whose write began but never completed (see the module docstring)."""
+        with self._lock:
+            return {r[0] for r in self._conn.execute("SELECT id FROM pending")}
+
+    def upsert(self, rows: Sequence[IndexRow]) -> None:
+        """Insert or replace rows, and clear them from the pending log, in one transaction."""
+        with self._lock, self._tx():
+            self._conn.executemany("DELETE FROM pending WHERE id = ?", [(r.id,) for r in rows])
             self._conn.executemany(
                 "INSERT OR REPLACE INTO memories VALUES (?, ?, ?, ?, ?, ?)",
                 [

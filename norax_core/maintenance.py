@@ -1,0 +1,453 @@
+"""Store maintenance: consistency check and repair, JSONL export and import.
+
+Chroma holds the truth; the sidecar rows and the in-memory BM25, temporal, graph and id
+catalog indexes are derived from it. :func:`check_store` compares them, namespace by
+namespace: the ids every source holds, and (``deep``) whether each sidecar row still
+matches what Chroma's record derives (namespace, kind, time, tokens, entities).
+:func:`repair_store` re-derives what disagrees. Both back ``norax check [--repair]``.
+
+:func:`export_jsonl` writes every memory in the format ``norax add --jsonl`` reads (``text``,
+``id``, ``kind``, ``created_at`` as ISO 8601, ``namespace``, ``metadata``);
+:func:`import_jsonl` reads it back through :func:`norax_core.ingest.add_jsonl`, which
+validates the whole file before writing anything. Entities are not exported: the importing
+store extracts them again with its own extractor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from norax_core.errors import IndexInconsistentError, InvalidInputError
+from norax_core.indexes import CHROMA_PAGE, DerivedIndexes
+from norax_core.models import DEFAULT_NAMESPACE
+from norax_core.sidecar import IndexRow
+
+if TYPE_CHECKING:
+    from norax_core.engine import NoraxMemory
+
+__all__ = [
+    "SOURCES",
+    "CheckReport",
+    "NamespaceCheck",
+    "RepairReport",
+    "check_store",
+    "export_jsonl",
+    "import_jsonl",
+    "register",
+    "repair_store",
+]
+
+SOURCES: tuple[str, ...] = ("sidecar", "catalog", "bm25", "temporal", "graph")
+"""The derived indexes compared with Chroma: the persisted sidecar rows, the in-memory id
+catalog (``id -> namespace``, behind ``count`` and duplicate checks) and the three in-memory
+signal indexes."""
+
+_SHOW = 5  # ids printed per problem
+
+
+@dataclass(frozen=True)
+class NamespaceCheck:
+    """What one namespace holds in Chroma and in each derived index.
+
+    Attributes:
+        namespace: The namespace.
+        counts: Number of ids per source, ``"chroma"`` included.
+        missing: Per source, ids Chroma holds in this namespace that the source lacks.
+        extra: Per source, ids the source holds in this namespace that Chroma does not.
+        stale: Ids whose sidecar row differs from what Chroma's record derives (deep only).
+    """
+
+    namespace: str
+    counts: dict[str, int]
+    missing: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    extra: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    stale: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether every source agrees with Chroma."""
+        return not (any(self.missing.values()) or any(self.extra.values()) or self.stale)
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """The result of :func:`check_store`.
+
+    Attributes:
+        namespaces: One entry per namespace that any source mentions, sorted.
+        pending: Ids of writes that began but never completed (the sidecar's intent log).
+        deep: Whether sidecar rows were compared field by field.
+    """
+
+    namespaces: tuple[NamespaceCheck, ...]
+    pending: tuple[str, ...] = ()
+    deep: bool = True
+
+    @property
+    def ok(self) -> bool:
+        """Whether Chroma and every derived index agree."""
+        return not self.pending and all(n.ok for n in self.namespaces)
+
+    @property
+    def total(self) -> int:
+        """Memories in Chroma."""
+        return sum(n.counts["chroma"] for n in self.namespaces)
+
+    def problems(self) -> list[str]:
+        """One line per disagreement, with a few example ids."""
+        out: list[str] = []
+        if self.pending:
+            out.append(f"{len(self.pending)} interrupted write(s): {_ids(self.pending)}")
+        for n in self.namespaces:
+            for src, ids in n.missing.items():
+                if ids:
+                    out.append(f"[{n.namespace}] {src} lacks {len(ids)} id(s): {_ids(ids)}")
+            for src, ids in n.extra.items():
+                if ids:
+                    out.append(
+                        f"[{n.namespace}] {src} holds {len(ids)} id(s) Chroma does not: {_ids(ids)}"
+                    )
+            if n.stale:
+                out.append(f"[{n.namespace}] {len(n.stale)} stale sidecar row(s): {_ids(n.stale)}")
+        return out
+
+    def format(self) -> str:
+        """A human-readable table plus the problems found."""
+        head = ["namespace", "chroma", *SOURCES]
+        rows = [[n.namespace, *(str(n.counts[s]) for s in ("chroma", *SOURCES))] for n in self]
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+        lines = [
+            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *rows]
+        ]
+        verdict = "OK" if self.ok else "INCONSISTENT"
+        kind = "ids and rows" if self.deep else "ids"
+        lines.append(
+            f"{verdict}: {self.total} memories, {len(self.namespaces)} namespace(s), "
+            f"{kind} compared"
+        )
+        return "\n".join(lines + self.problems())
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form (``norax check --json``)."""
+        return {
+            "ok": self.ok,
+            "deep": self.deep,
+            "total": self.total,
+            "pending": list(self.pending),
+            "namespaces": [
+                {
+                    "namespace": n.namespace,
+                    "counts": n.counts,
+                    "missing": {s: list(v) for s, v in n.missing.items() if v},
+                    "extra": {s: list(v) for s, v in n.extra.items() if v},
+                    "stale": list(n.stale),
+                }
+                for n in self.namespaces
+            ],
+        }
+
+    def __iter__(self) -> Iterator[NamespaceCheck]:
+        return iter(self.namespaces)
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    """The result of :func:`repair_store`.
+
+    Attributes:
+        before: The check before repairing.
+        after: The check after repairing (``after.ok`` is always true: otherwise
+            :func:`repair_store` raises).
+        rederived: Ids re-derived from Chroma.
+        dropped: Ids dropped from the derived indexes because Chroma does not hold them.
+        rebuilt: Whether the in-memory indexes were rebuilt from the sidecar.
+    """
+
+    before: CheckReport
+    after: CheckReport
+    rederived: int = 0
+    dropped: int = 0
+    rebuilt: bool = False
+
+
+def check_store(memory: NoraxMemory, *, deep: bool = True) -> CheckReport:
+    """Compare Chroma with every derived index of ``memory``.
+
+    Runs under the store's lock, so it sees one consistent state (writes wait). The cost is
+    one pass over Chroma (plus re-tokenising every document when ``deep``).
+
+    Args:
+        memory: An open store.
+        deep: Also compare each sidecar row's namespace, kind, time, tokens and entities
+            with what Chroma's record derives; otherwise compare ids only.
+
+    Returns:
+        The report; ``report.ok`` tells whether everything agrees.
+    """
+    with memory._lock:
+        idx = memory._indexes
+        truth: dict[str, dict[str, IndexRow | None]] = {}
+        for row in _chroma_rows(memory, deep):
+            truth.setdefault(row[0], {})[row[1]] = row[2]
+        sidecar_rows = {r.id: r for r in idx.sidecar.rows()}
+        held: dict[str, dict[str, set[str]]] = {s: {} for s in SOURCES}
+        for r in sidecar_rows.values():
+            held["sidecar"].setdefault(r.namespace, set()).add(r.id)
+        for mid, ns in idx.namespace_of.items():
+            held["catalog"].setdefault(ns, set()).add(mid)
+        for ns in idx.bm25.namespaces():
+            held["bm25"][ns] = idx.bm25.ids(ns)
+        for ns in list(idx.temporal._ns):  # no public list of namespaces; empty ones skipped
+            if ids := idx.temporal.ids(ns):
+                held["temporal"][ns] = ids
+        for ns in idx.graph.namespaces():
+            held["graph"][ns] = set(idx.graph.ids(ns))
+        pending = tuple(sorted(idx.sidecar.pending()))
+
+    spaces = set(truth).union(*(set(h) for h in held.values()))
+    report = []
+    for ns in sorted(spaces):
+        chroma = truth.get(ns, {})
+        want = set(chroma)
+        counts = {"chroma": len(want)}
+        missing: dict[str, tuple[str, ...]] = {}
+        extra: dict[str, tuple[str, ...]] = {}
+        for src in SOURCES:
+            have = held[src].get(ns, set())
+            counts[src] = len(have)
+            missing[src] = tuple(sorted(want - have))
+            extra[src] = tuple(sorted(have - want))
+        stale: tuple[str, ...] = ()
+        if deep:
+            stale = tuple(
+                sorted(
+                    mid
+                    for mid, row in chroma.items()
+                    if mid in sidecar_rows and not _same_row(sidecar_rows[mid], row)
+                )
+            )
+        report.append(NamespaceCheck(ns, counts, missing, extra, stale))
+    return CheckReport(tuple(report), pending, deep)
+
+
+def repair_store(memory: NoraxMemory) -> RepairReport:
+    """Make every derived index agree with Chroma again, re-deriving only what disagrees.
+
+    Sidecar rows that are missing, stale, extra or pending are fixed from Chroma's records;
+    if any in-memory index disagreed, the in-memory indexes are rebuilt from the repaired
+    sidecar (graph communities are kept when the graph is unchanged).
+
+    Returns:
+        What was found and done.
+
+    Raises:
+        IndexInconsistentError: The store still disagrees after the repair.
+    """
+    with memory._lock:
+        before = check_store(memory, deep=True)
+        if before.ok:
+            return RepairReport(before, before)
+        idx = memory._indexes
+        redo: set[str] = set(before.pending)
+        drop: set[str] = set()
+        memory_wrong = False
+        for n in before:
+            redo.update(n.stale, *n.missing.values())
+            for src, ids in n.extra.items():
+                drop.update(ids)
+                memory_wrong = memory_wrong or (src != "sidecar" and bool(ids))
+            memory_wrong = memory_wrong or any(
+                ids for src, ids in n.missing.items() if src != "sidecar"
+            )
+        # An id extra in one namespace may live in another one: resync re-derives it from
+        # Chroma and drops it only when Chroma does not hold it at all.
+        rederived, dropped = idx.resync(
+            memory._collection, sorted(redo | drop), memory._row_from_record
+        )
+        rebuilt = False
+        if memory_wrong:
+            idx.save_state()
+            fresh = DerivedIndexes(idx.sidecar, idx.config)
+            fresh.load()
+            memory._indexes = fresh
+            rebuilt = True
+        after = check_store(memory, deep=True)
+    if not after.ok:
+        raise IndexInconsistentError(
+            "the store still disagrees after repair:\n" + "\n".join(after.problems())
+        )
+    return RepairReport(before, after, rederived, dropped, rebuilt)
+
+
+def export_jsonl(memory: NoraxMemory, path: str | Path, *, namespace: str | None = None) -> int:
+    """Write every memory (or one namespace's) to a JSONL file; returns how many.
+
+    The file is written next to its destination and renamed into place, so an interrupted
+    export never leaves a truncated file under the final name. Runs under the store's lock
+    (writes wait), so the file is one consistent snapshot.
+    """
+    from norax_core import validation as check
+    from norax_core.engine import _memory_from_record
+    from norax_core.signals.dense import NAMESPACE_KEY
+
+    ns = None if namespace is None else check.namespace(namespace)
+    dest = Path(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    n = 0
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out, memory._lock:
+            where = {NAMESPACE_KEY: ns} if ns is not None else None
+            for got in _pages(memory._collection, ["documents", "metadatas"], where):
+                for mid, doc, meta in zip(
+                    got["ids"], got["documents"], got["metadatas"], strict=True
+                ):
+                    m = _memory_from_record(mid, doc, dict(meta or {}))
+                    rec = {
+                        "id": m.id,
+                        "text": m.text,
+                        "kind": m.kind,
+                        "created_at": m.created_at.isoformat(),
+                        "namespace": m.namespace,
+                        "metadata": dict(m.metadata),
+                    }
+                    out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                    n += 1
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return n
+
+
+def import_jsonl(memory: NoraxMemory, path: str | Path, *, progress: bool = False) -> int:
+    """Add every memory of an exported (or hand-written) JSONL file; returns how many.
+
+    The whole file is validated first and ids already stored are refused, so a bad file
+    writes nothing (see :func:`norax_core.ingest.add_jsonl`).
+    """
+    from norax_core.ingest import add_jsonl
+
+    return add_jsonl(memory, Path(path), progress=progress)
+
+
+# -- command line -----------------------------------------------------------------------------
+
+
+def register(sub: Any) -> None:
+    """Add ``check``, ``export`` and ``import`` to the ``norax`` sub-command parsers."""
+    c = sub.add_parser("check", help="verify that Chroma and every derived index agree")
+    c.add_argument("--repair", action="store_true", help="rebuild what is stale")
+    c.add_argument("--quick", action="store_true", help="compare ids only, not row contents")
+    c.add_argument("--json", action="store_true", help="print JSON")
+    c.set_defaults(func=_cmd_check)
+
+    e = sub.add_parser("export", help="write every memory to a JSONL file (add --jsonl format)")
+    e.add_argument("--out", required=True, help="destination .jsonl file")
+    e.add_argument("--namespace", help="export this namespace only")
+    e.set_defaults(func=_cmd_export)
+
+    i = sub.add_parser("import", help="add the memories of an exported JSONL file")
+    i.add_argument("file")
+    i.set_defaults(func=_cmd_import)
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from norax_core.cli import open_memory
+
+    # Not reconciled at open: the check must see the indexes as they were left on disk.
+    with open_memory(args, extractor=False, reconcile=False) as mem:
+        if not args.repair:
+            report = check_store(mem, deep=not args.quick)
+            print(json.dumps(report.to_dict()) if args.json else report.format())
+            return 0 if report.ok else 1
+        result = repair_store(mem)
+    if args.json:
+        print(json.dumps({"before": result.before.to_dict(), "after": result.after.to_dict()}))
+    else:
+        print(result.before.format())
+        if not result.before.ok:
+            print(
+                f"repaired: {result.rederived} re-derived from Chroma, {result.dropped} dropped"
+                + (", in-memory indexes rebuilt" if result.rebuilt else "")
+            )
+            print(result.after.format())
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from norax_core.cli import open_memory
+
+    with open_memory(args, extractor=False) as mem:
+        n = export_jsonl(mem, args.out, namespace=args.namespace)
+    print(f"exported {n} memories to {args.out}")
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from norax_core.cli import open_memory
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise InvalidInputError(f"{path}: no such file")
+    with open_memory(args) as mem:
+        n = import_jsonl(mem, path, progress=True)
+    print(f"imported {n} memories")
+    return 0
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _pages(
+    collection: Any, include: list[str], where: dict[str, Any] | None = None
+) -> Iterator[dict[str, Any]]:
+    offset = 0
+    while True:
+        got = collection.get(include=include, where=where, limit=CHROMA_PAGE, offset=offset)
+        yield got
+        if len(got["ids"]) < CHROMA_PAGE:
+            return
+        offset += CHROMA_PAGE
+
+
+def _chroma_rows(memory: NoraxMemory, deep: bool) -> Iterator[tuple[str, str, IndexRow | None]]:
+    """``(namespace, id, derived row or None)`` for every Chroma record."""
+    from norax_core.signals.dense import NAMESPACE_KEY
+
+    include = ["documents", "metadatas"] if deep else ["metadatas"]
+    for got in _pages(memory._collection, include):
+        docs = got["documents"] if deep else [None] * len(got["ids"])
+        for mid, doc, meta in zip(got["ids"], docs, got["metadatas"], strict=True):
+            meta = dict(meta or {})
+            row = memory._row_from_record(mid, doc or "", meta) if deep else None
+            ns = (
+                row.namespace
+                if row is not None
+                else str(meta.get(NAMESPACE_KEY, DEFAULT_NAMESPACE))
+            )
+            yield ns, mid, row
+
+
+def _same_row(a: IndexRow, b: IndexRow | None) -> bool:
+    return b is None or (
+        a.namespace == b.namespace
+        and a.kind == b.kind
+        and a.created_at == b.created_at
+        and tuple(a.tokens) == tuple(b.tokens)
+        and tuple(a.entities) == tuple(b.entities)
+    )
+
+
+def _ids(ids: tuple[str, ...]) -> str:
+    shown = ", ".join(repr(i) for i in ids[:_SHOW])
+    return shown + (f", ... (+{len(ids) - _SHOW})" if len(ids) > _SHOW else "")
