@@ -1,0 +1,187 @@
+"""Vectorised recall@k over many pools at once: the inner loop of weight fitting.
+
+:class:`PoolBatch` packs pools into padded arrays and scores a weighting (fusion weights plus
+decay constants, pool size and recency candidates) over all of them in a few numpy passes.
+It reproduces :func:`~norax_core.bench.pools.rank_pool` exactly, ties included (fused scores
+are summed in the same order as :func:`norax_core.fusion.weighted_sum`, and ties go to the
+smaller id); a test checks the two against each other. Weighted-sum fusion only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from norax_core.bench.pools import Pool
+from norax_core.config import NoraxConfig
+from norax_core.models import SIGNALS
+from norax_core.signals.temporal import decay
+
+__all__ = ["PoolBatch", "Setting"]
+
+_B, _D, _T, _G = (SIGNALS.index(s) for s in ("bm25", "dense", "temporal", "graph"))
+_NEVER = np.iinfo(np.int32).max
+_CHUNK = 128
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What fitting varies: fusion weights and the query-time engine parameters.
+
+    Attributes:
+        weights: Weight per signal, in :data:`~norax_core.SIGNALS` order.
+        decay_days: tau per memory kind (kinds not listed keep the pools' values).
+        pool_min: ``NoraxConfig.pool_min``.
+        recency_candidates: ``NoraxConfig.recency_candidates``.
+    """
+
+    weights: tuple[float, float, float, float]
+    decay_days: Mapping[str, float] = field(default_factory=dict)
+    pool_min: int = 50
+    recency_candidates: int = 5
+
+    def params(self) -> dict[str, object]:
+        """The ``Weights.params`` that carry this setting's engine parameters."""
+        out: dict[str, object] = {
+            "pool_min": self.pool_min,
+            "recency_candidates": self.recency_candidates,
+        }
+        if self.decay_days:
+            out["decay_days"] = dict(self.decay_days)
+        return out
+
+
+def _ranks(scores: np.ndarray, valid: np.ndarray, positive_only: bool) -> np.ndarray:
+    """Each candidate's position in its signal's own ranking (ties by index); never if unranked."""
+    q, n = scores.shape
+    key = np.where(valid, -scores, np.inf)
+    order = np.argsort(key, axis=1, kind="stable")
+    ranks = np.empty((q, n), dtype=np.int32)
+    np.put_along_axis(ranks, order, np.arange(n, dtype=np.int32)[None, :].repeat(q, 0), axis=1)
+    # Positives sort before the rest, so a positive's rank already counts positives only.
+    blocked = (~valid | (scores <= 0)) if positive_only else ~valid
+    return np.where(blocked, _NEVER, ranks)
+
+
+class PoolBatch:
+    """Pools packed for fast evaluation.
+
+    Args:
+        pools: Pools built with every signal on.
+        config: The base engine configuration (default: the pools' own).
+    """
+
+    def __init__(self, pools: Sequence[Pool], config: NoraxConfig | None = None) -> None:
+        if not pools:
+            raise ValueError("no pools to evaluate")
+        self.pools = list(pools)
+        self.config = config or pools[0].config
+        q = len(pools)
+        n = max(max(len(p.ids) for p in pools), 1)
+        g = max(max(len(p.request.relevant) for p in pools), 1)
+        self.scores = np.zeros((len(SIGNALS), q, n))
+        self.valid = np.zeros((q, n), dtype=bool)
+        self.age = np.zeros((q, n))
+        self.kind_names = sorted({k for p in pools for k in p.kinds})
+        code = {k: i for i, k in enumerate(self.kind_names)}
+        self.kind = np.zeros((q, n), dtype=np.int32)
+        self.gold = np.full((q, g), -1, dtype=np.int64)
+        self.n_relevant = np.zeros(q)
+        self.size = np.zeros(q, dtype=np.int64)
+        for i, p in enumerate(pools):
+            m = len(p.ids)
+            self.scores[:, i, :m] = p.scores
+            self.valid[i, :m] = True
+            self.age[i, :m] = p.age_days
+            self.kind[i, :m] = [code[k] for k in p.kinds]
+            rel = list(dict.fromkeys(p.request.relevant))
+            self.n_relevant[i] = len(rel)
+            idx = [j for j in (p.index(r) for r in rel) if j is not None]
+            self.gold[i, : len(idx)] = idx
+            self.size[i] = p.size
+        self.rank = {
+            s: _ranks(self.scores[j], self.valid, s in ("bm25", "graph"))
+            for j, s in enumerate(SIGNALS)
+            if s != "temporal"
+        }
+        self._temporal_cache: dict[tuple[float, ...], tuple[np.ndarray, np.ndarray]] = {}
+
+    def __len__(self) -> int:
+        return len(self.pools)
+
+    def _taus(self, decay_days: Mapping[str, float]) -> tuple[float, ...]:
+        cfg = self.config
+        return tuple(float(decay_days.get(k, cfg.tau_days(k))) for k in self.kind_names) or (
+            cfg.default_decay_days,
+        )
+
+    def temporal(self, decay_days: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
+        """Temporal scores and recency ranks under ``decay_days`` (cached)."""
+        taus = self._taus(decay_days)
+        hit = self._temporal_cache.get(taus)
+        if hit is None:
+            tau = np.asarray(taus)[self.kind]
+            scores = np.where(self.valid, decay(self.age, tau), 0.0)
+            hit = (scores, _ranks(scores, self.valid, False))
+            if len(self._temporal_cache) > 64:
+                self._temporal_cache.clear()
+            self._temporal_cache[taus] = hit
+        return hit
+
+    def fused(self, setting: Setting, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Fused scores ``(q, n)`` and the candidate mask of a search for top ``k``."""
+        w = setting.weights
+        if min(w) < 0 or sum(w) <= 0:
+            raise ValueError(f"weights must be >= 0 with a positive sum, got {w}")
+        t_scores, t_rank = self.temporal(setting.decay_days)
+        n_pool = max(setting.pool_min, self.config.pool_factor * k)
+        cand = np.zeros_like(self.valid)
+        for s, r in self.rank.items():
+            if w[SIGNALS.index(s)] > 0:
+                cand |= r < n_pool
+        recency_only = w[_T] > 0 and w[_B] == w[_D] == w[_G] == 0
+        n_recent = n_pool if recency_only else setting.recency_candidates
+        if w[_T] > 0 and n_recent > 0:
+            cand |= t_rank < n_recent
+        cand &= self.valid
+        sc = self.scores
+        # the same operations, in the same order, as fusion.weighted_sum
+        fused = (0.0 + w[_B] * sc[_B] + w[_D] * sc[_D] + w[_T] * t_scores + w[_G] * sc[_G]) / sum(w)
+        return fused, cand
+
+    def positions(self, setting: Setting, k: int) -> np.ndarray:
+        """Rank (from 0) of each gold memory in the search's fused ranking, ``(q, g)``.
+
+        Padding and gold memories outside the candidate pool get a huge rank.
+        """
+        fused, cand = self.fused(setting, k)
+        q, n = fused.shape
+        out = np.full(self.gold.shape, _NEVER, dtype=np.int64)
+        idx = np.arange(n)[None, None, :]
+        for a in range(0, q, _CHUNK):
+            b = min(a + _CHUNK, q)
+            rows = np.arange(a, b)[:, None]
+            gold = self.gold[a:b]
+            has = gold >= 0
+            gi = np.where(has, gold, 0)
+            g_score = fused[rows, gi]
+            g_cand = cand[rows, gi] & has
+            masked = np.where(cand[a:b], fused[a:b], -np.inf)[:, None, :]
+            better = (masked > g_score[:, :, None]).sum(axis=2)
+            tied = ((masked == g_score[:, :, None]) & (idx < gi[:, :, None])).sum(axis=2)
+            out[a:b] = np.where(g_cand, better + tied, _NEVER)
+        return out
+
+    def recall(self, setting: Setting, k: int) -> np.ndarray:
+        """Recall@k of each pool under ``setting``."""
+        pos = self.positions(setting, k)
+        kmax = np.minimum(k, self.size)[:, None]
+        hits = (pos < kmax).sum(axis=1)
+        return np.where(self.n_relevant > 0, hits / np.maximum(self.n_relevant, 1), 1.0)
+
+    def mean_recall(self, setting: Setting, k: int, subset: np.ndarray | None = None) -> float:
+        """Mean recall@k over all pools, or over the ``subset`` of pool indices."""
+        r = self.recall(setting, k)
+        return float(r.mean() if subset is None else r[subset].mean())

@@ -1,0 +1,177 @@
+"""``norax fit``: learn weights on benchmark data and report cross-validated figures."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from norax_core.bench.data import BenchDataset
+from norax_core.bench.fit import cross_validate, fit_pools, summarize_weights
+from norax_core.bench.harness import (
+    DEFAULT_KS,
+    default_methods,
+    evaluate,
+    ingest,
+    open_store,
+    pool_dataset,
+    requests_for,
+)
+from norax_core.bench.metrics import mean, mean_by
+from norax_core.bench.pools import Pool
+
+__all__ = ["cv_report", "run_fit"]
+
+
+def _balance(pools: Sequence[Pool], dataset_of: Sequence[str]) -> np.ndarray:
+    """Pool weights giving every dataset the same total weight."""
+    counts = {d: dataset_of.count(d) for d in set(dataset_of)}
+    return np.array([1.0 / (len(counts) * counts[d]) for d in dataset_of])
+
+
+def _by_category(recall: dict[int, list[float]], cats: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, dict[str, float]] = {}
+    for kk, values in recall.items():
+        for c, v in mean_by(values, cats).items():
+            out.setdefault(c, {})[f"recall@{kk}"] = v
+    return out
+
+
+def cv_report(
+    pools: Sequence[Pool],
+    dataset_of: Sequence[str],
+    *,
+    k: int = 10,
+    ks: Sequence[int] = DEFAULT_KS,
+    restarts: int = 4,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Leave-one-conversation-out CV; held-out figures per dataset, k and category.
+
+    Each conversation's questions are ranked with weights fitted on all other conversations
+    (of every dataset given); the fixed methods (each signal alone, ``seed``, the shipped
+    default) are scored on the same questions for comparison.
+    """
+    groups = [p.request.namespace or "" for p in pools]
+    sw = _balance(pools, dataset_of)
+    names = list(dict.fromkeys(groups))
+    with tqdm(total=len(names), desc="cross-validation", unit="fold", disable=not progress) as bar:
+        cv = cross_validate(
+            pools, groups, k=k, sample_weight=sw, restarts=restarts, progress=bar.update
+        )
+    out: dict[str, Any] = {"folds": cv.folds, "datasets": {}}
+    for ds in dict.fromkeys(dataset_of):
+        idx = [i for i, d in enumerate(dataset_of) if d == ds]
+        sub = [pools[i] for i in idx]
+        fixed = evaluate(sub, default_methods(), ks, dataset=ds)
+        # held-out weights differ per conversation: evaluate conversation by conversation
+        recall: dict[int, list[float]] = {kk: [] for kk in ks}
+        latest: list[bool] = []
+        order: list[int] = []
+        for g in names:
+            part = [j for j, p in enumerate(sub) if p.request.namespace == g]
+            if not part:
+                continue
+            run = evaluate([sub[j] for j in part], {"cv": cv.weights_of[g]}, ks, dataset=ds)
+            for kk in ks:
+                recall[kk] += run.recall["cv"][kk]
+            latest += run.latest.get("cv", [])
+            order += part
+        cats = [sub[j].request.category for j in order]
+        res: dict[str, Any] = {
+            "n_questions": len(sub),
+            "cv_fused": {f"recall@{kk}": mean(recall[kk]) for kk in ks},
+            "cv_by_category": _by_category(recall, cats),
+            "fixed": fixed.to_json()["methods"],
+            "fixed_by_category": {
+                c: {m: v.get(f"recall@{k}") for m, v in per.items()}
+                for c, per in fixed.to_json()["by_category"].items()
+            },
+        }
+        if latest:
+            res["cv_latest_wins"] = mean(float(x) for x in latest)
+            res["fixed_latest_wins"] = fixed.to_json().get("latest_wins", {})
+        singles = [res["fixed"][s][f"recall@{k}"] for s in ("bm25", "dense", "temporal", "graph")]
+        best = max(singles)
+        res[f"cv_gain_over_best_single@{k}"] = (
+            res["cv_fused"][f"recall@{k}"] / best - 1 if best else 0
+        )
+        out["datasets"][ds] = res
+    return out
+
+
+def run_fit(
+    datasets: Sequence[tuple[BenchDataset, str]],
+    *,
+    out: str | Path = "weights.json",
+    k: int = 10,
+    cv: bool = True,
+    restarts: int = 4,
+    report: str | Path | None = None,
+    cache: str | Path | None = None,
+    progress: bool = True,
+    name: str = "fitted",
+) -> int:
+    """Ingest and pool every dataset, fit on all of it, write ``out``, then cross-validate."""
+    t0 = time.perf_counter()
+    mem = open_store(cache)
+    pools: list[Pool] = []
+    dataset_of: list[str] = []
+    try:
+        for ds, _ in datasets:
+            ingest(mem, ds, progress=progress)
+            got = pool_dataset(mem, requests_for(ds), progress=progress)
+            pools += got
+            dataset_of += [ds.name] * len(got)
+    finally:
+        mem.close()
+    t1 = time.perf_counter()
+    sw = _balance(pools, dataset_of)
+    fit = fit_pools(pools, k=k, sample_weight=sw, restarts=restarts, name=name)
+    t2 = time.perf_counter()
+    info: dict[str, Any] = {
+        "trained_on": {ds.name: str(path) for ds, path in datasets},
+        "n_questions": len(pools),
+    }
+    doc: dict[str, Any] = {
+        "fit": {
+            "weights": fit.weights.to_file_dict(),
+            **info,
+            f"train_recall@{k}": fit.score,
+            f"seed_recall@{k}": fit.baseline,
+        }
+    }
+    print(
+        f"fitted on {len(pools)} questions in {t2 - t1:.1f}s ({fit.evaluations} settings): "
+        f"train recall@{k} {fit.score:.4f} (seed {fit.baseline:.4f})"
+    )
+    print(f"weights: {summarize_weights(fit.weights)}")
+    if cv:
+        rep = cv_report(pools, dataset_of, k=k, restarts=restarts, progress=progress)
+        doc["cv"] = rep
+        for ds, res in rep["datasets"].items():
+            line = ", ".join(f"{m} {v:.3f}" for m, v in res["cv_fused"].items())
+            print(f"{ds}: leave-one-conversation-out fused {line}")
+            singles = {s: res["fixed"][s][f"recall@{k}"] for s in ("bm25", "dense", "graph")}
+            print(
+                "  fixed: "
+                + ", ".join(f"{s} {v:.3f}" for s, v in singles.items())
+                + f"; seed {res['fixed']['seed'][f'recall@{k}']:.3f}"
+                + f"; gain over best single {res[f'cv_gain_over_best_single@{k}']:+.1%}"
+            )
+            if "cv_latest_wins" in res:
+                print(f"  latest wins (CV) {res['cv_latest_wins']:.3f}")
+        info[f"cv_recall@{k}"] = {
+            ds: round(res["cv_fused"][f"recall@{k}"], 4) for ds, res in rep["datasets"].items()
+        }
+    fit.save(out, **info)
+    doc["seconds"] = {"pool": t1 - t0, "fit": t2 - t1, "total": time.perf_counter() - t0}
+    print(f"wrote {out} ({doc['seconds']['total']:.0f}s in all)")
+    if report:
+        Path(report).write_text(json.dumps(doc, indent=2) + "\n")
+    return 0

@@ -1,0 +1,210 @@
+"""Scored candidate pools: query a store once, then rank it under many weightings.
+
+A :class:`Pool` holds, for one query, every candidate any signal proposed with all four
+signal scores, plus what is needed to re-derive other settings without querying again:
+memory ages and kinds (temporal decay constants), and each signal's own ranking (candidate
+pool sizes). :func:`rank_pool` then reproduces what :meth:`NoraxMemory.search` would return for
+any :class:`Weights` (a test pins that), using the engine's own fusion functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from norax_core.config import NoraxConfig
+from norax_core.engine import NoraxMemory
+from norax_core.fusion import fuse, rank
+from norax_core.models import SIGNALS
+from norax_core.signals.temporal import SECONDS_PER_DAY, decay
+from norax_core.weights import Weights
+
+__all__ = [
+    "ALL_SIGNALS",
+    "Pool",
+    "PoolRequest",
+    "build_pools",
+    "pool_temporal",
+    "proposals",
+    "rank_pool",
+]
+
+ALL_SIGNALS = Weights(1.0, 1.0, 1.0, 1.0, name="all")
+"""Every signal on: the widest candidate pool."""
+
+_POSITIVE_ONLY = frozenset({"bm25", "graph"})
+"""Signals that propose only memories they score above zero (BM25 needs a shared term, the
+graph a shared entity); dense and temporal rank every memory."""
+
+
+@dataclass(frozen=True)
+class PoolRequest:
+    """One query to pool, with its relevance judgements.
+
+    Attributes:
+        query: The query text.
+        namespace: Namespace searched.
+        now: Query time, epoch seconds.
+        relevant: Ids of the relevant memories.
+        qid: An id for reports.
+        category: A label for per-category means.
+        original: Ids of superseded information (knowledge updates), if any.
+        updated: Ids of the newer information, if any.
+    """
+
+    query: str
+    namespace: str | None
+    now: float
+    relevant: tuple[str, ...]
+    qid: str = ""
+    category: str = ""
+    original: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+
+
+@dataclass
+class Pool:
+    """One query's candidates and their signal scores.
+
+    Attributes:
+        request: The query and its judgements.
+        ids: Candidate ids, sorted (the engine breaks score ties by id, so index order is
+            tie order).
+        scores: ``(4, n)`` signal scores in :data:`~norax_core.SIGNALS` order, as the store
+            computed them with its own configuration.
+        age_days: Age of each candidate at query time.
+        kinds: Each candidate's memory kind.
+        created_at: Creation time of each candidate, epoch seconds.
+        size: How many memories the searched namespace holds (caps ``k``).
+        config: The store configuration the scores were computed with.
+    """
+
+    request: PoolRequest
+    ids: list[str]
+    scores: np.ndarray
+    age_days: np.ndarray
+    kinds: list[str]
+    created_at: np.ndarray
+    size: int
+    config: NoraxConfig
+    _index: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def index(self, mid: str) -> int | None:
+        """Position of ``mid`` among the candidates, ``None`` if it is not one."""
+        if not self._index:
+            self._index = {m: i for i, m in enumerate(self.ids)}
+        return self._index.get(mid)
+
+
+def pool_temporal(pool: Pool, config: NoraxConfig) -> np.ndarray:
+    """Temporal scores of the candidates under ``config``'s decay constants."""
+    if dict(config.decay_days) == dict(pool.config.decay_days) and (
+        config.default_decay_days == pool.config.default_decay_days
+    ):
+        return pool.scores[SIGNALS.index("temporal")]
+    taus = np.array([config.tau_days(k) for k in pool.kinds], dtype=np.float64)
+    return decay(pool.age_days, taus)
+
+
+def proposals(signal: str, scores: np.ndarray, n: int) -> np.ndarray:
+    """Indices of the ``n`` candidates ``signal`` itself would propose, best first.
+
+    Ties go to the smaller id (index), as in the engine's BM25 and graph ``top``.
+    """
+    order = np.lexsort((np.arange(scores.size), -scores))
+    if signal in _POSITIVE_ONLY:
+        order = order[scores[order] > 0]
+    return order[:n]
+
+
+def rank_pool(pool: Pool, weights: Weights, k: int, config: NoraxConfig | None = None) -> list[str]:
+    """The ids :meth:`NoraxMemory.search` returns for this query with ``weights`` and ``k``.
+
+    Args:
+        pool: A pool built with every signal on and candidates at least as deep as the
+            search's own pool.
+        weights: Fusion weights; their ``params`` apply to ``config`` as in the engine.
+        k: Results wanted (``len(pool.ids)`` ranks the whole pool).
+        config: Engine configuration (default: the one the pool was scored with).
+    """
+    cfg = config or pool.config
+    if weights.params:
+        cfg = cfg.with_params(weights.params)
+    k = min(k, pool.size)
+    if k == 0:
+        return []
+    scores = pool.scores.copy()
+    t = SIGNALS.index("temporal")
+    scores[t] = pool_temporal(pool, cfg)
+    n_pool = cfg.pool_size(k)
+    weight = weights.as_dict()
+    # As in the engine: beside other signals recency proposes a few of the newest memories,
+    # on its own a full pool.
+    recency_only = [s for s, v in weight.items() if v > 0] == ["temporal"]
+    chosen: set[int] = set()
+    for s, w in weight.items():
+        n = cfg.recency_candidates if s == "temporal" and not recency_only else n_pool
+        if w > 0 and n > 0:
+            chosen.update(proposals(s, scores[SIGNALS.index(s)], n).tolist())
+    cand = [pool.ids[i] for i in sorted(chosen)]
+    table = {s: {pool.ids[i]: float(scores[j, i]) for i in chosen} for j, s in enumerate(SIGNALS)}
+    return rank(fuse(table, cand, weights), k)
+
+
+def build_pools(
+    memory: NoraxMemory,
+    requests: Sequence[PoolRequest],
+    *,
+    depth: int | None = None,
+    recency_depth: int = 50,
+    progress: Callable[[int], None] | None = None,
+) -> list[Pool]:
+    """Query ``memory`` once per request with every signal on and keep the scored pools.
+
+    Args:
+        memory: The store.
+        requests: Queries with their judgements.
+        depth: Candidates each signal proposes (default: the whole namespace, so any
+            later pool size or feature can be evaluated exactly).
+        recency_depth: Candidates the temporal signal proposes.
+        progress: Called with 1 after each query.
+    """
+    every = Weights(1.0, 1.0, 1.0, 1.0, params={"recency_candidates": recency_depth}, name="all")
+    meta: dict[str, tuple[float, str]] = {}
+    out: list[Pool] = []
+    for req in requests:
+        size = memory.count(req.namespace)
+        cands = memory.candidates(
+            req.query,
+            k=max(size, 1),
+            namespace=req.namespace,
+            now=req.now,
+            weights=every,
+            pool=max(depth or size, 1),
+        )
+        ids = sorted(cands.ids)
+        missing = [m for m in ids if m not in meta]
+        if missing:
+            for m in memory.get(missing):
+                meta[m.id] = (m.created_at.timestamp(), m.kind)
+        scores = np.array(
+            [[cands.signals[s].get(m, 0.0) for m in ids] for s in SIGNALS], dtype=np.float64
+        ).reshape(len(SIGNALS), len(ids))
+        created = np.array([meta[m][0] for m in ids], dtype=np.float64)
+        out.append(
+            Pool(
+                request=req,
+                ids=ids,
+                scores=scores,
+                age_days=(req.now - created) / SECONDS_PER_DAY,
+                kinds=[meta[m][1] for m in ids],
+                created_at=created,
+                size=size,
+                config=memory.config,
+            )
+        )
+        if progress:
+            progress(1)
+    return out
