@@ -88,7 +88,6 @@ class NoraxPostprocessor(BaseNodePostprocessor):
     _embedder: Embedder | None = PrivateAttr(default=None)
     _extractor: EntityExtractor | None = PrivateAttr(default=None)
     _config: NoraxConfig = PrivateAttr(default_factory=NoraxConfig)
-    _weights: Weights = PrivateAttr()
 
     def __init__(
         self,
@@ -101,10 +100,7 @@ class NoraxPostprocessor(BaseNodePostprocessor):
     ) -> None:
         super().__init__(**fields)
         self._memory = memory
-        if self.weights is not None:
-            self._weights = resolve_weights(self.weights)
-        else:
-            self._weights = memory.weights if memory is not None else resolve_weights("default")
+        self._fusion_weights()  # fail at construction, not at the first query
         self._embedder = _embedder(embedder, memory)
         self._extractor = _extractor(extractor, memory)
         self._config = config or (memory.config if memory is not None else NoraxConfig())
@@ -140,10 +136,17 @@ class NoraxPostprocessor(BaseNodePostprocessor):
             cands = await ascore_candidate_set(query, *self._columns(unique), **self._engines())
         return self._rank(unique, cands, store)
 
+    def _fusion_weights(self) -> Weights:
+        if self.weights is not None:
+            return resolve_weights(self.weights)
+        return self._memory.weights if self._memory is not None else resolve_weights("default")
+
     def _store_scores(self, query: str, ids: list[str]) -> SignalScores:
         if self._memory is None:
             return {s: {} for s in SIGNALS}
-        return store_signal_scores(self._memory, query, ids, now=self.now, weights=self._weights)
+        return store_signal_scores(
+            self._memory, query, ids, now=self.now, weights=self._fusion_weights()
+        )
 
     def _columns(
         self, unique: dict[str, BaseNode]
@@ -170,7 +173,7 @@ class NoraxPostprocessor(BaseNodePostprocessor):
     ) -> list[NodeWithScore]:
         # A memory's own scores win over the candidate-set ones.
         signals = {s: {**cands.get(s, {}), **store.get(s, {})} for s in SIGNALS}
-        fused = fuse(signals, list(unique), self._weights)
+        fused = fuse(signals, list(unique), self._fusion_weights())
         return [_reranked(unique[i], fused[i], signals) for i in rank(fused, self.top_n)]
 
 

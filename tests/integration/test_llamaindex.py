@@ -347,7 +347,9 @@ def test_postprocessor_fields_and_engines(store: NoraxMemory, minilm: MiniLM) ->
     assert post.top_n == 3 and post.time_key == "created_at"
     assert post.to_dict()["top_n"] == 3  # serialisable: engines are private
     assert isinstance(post._embedder, LlamaIndexEmbedder) and post._extractor is None
-    assert post._weights == store.weights
+    assert post._fusion_weights() == store.weights
+    post.weights = "bm25"  # fields are read at every call
+    assert post._fusion_weights().name == "bm25"
     with pytest.raises(WeightsError):
         NoraxPostprocessor(weights="nope", extractor=False)
     with pytest.raises(ValueError):
