@@ -159,7 +159,9 @@ def test_keyword_only_memory_is_found(retriever: NoraxRetriever) -> None:
     assert docs[0].id == "m8"
 
 
-def test_unknown_option_and_bad_weights_raise(retriever: NoraxRetriever, store: NoraxMemory) -> None:
+def test_unknown_option_and_bad_weights_raise(
+    retriever: NoraxRetriever, store: NoraxMemory
+) -> None:
     with pytest.raises(TypeError, match="top_k"):
         retriever.invoke("payments", top_k=2)
     with pytest.raises(ValueError, match="unknown preset"):
@@ -249,14 +251,18 @@ def test_add_documents_keeps_ids_times_kinds_and_storable_metadata(embedder, ext
         assert add_documents(mem, [], namespace="ns") == []
         with pytest.raises(DuplicateIdError):
             add_documents(mem, docs[:1], namespace="ns")
-        add_documents(mem, [Document(id="a", page_content="Alpha v2.")], namespace="ns", upsert=True)
+        add_documents(
+            mem, [Document(id="a", page_content="Alpha v2.")], namespace="ns", upsert=True
+        )
         assert mem.get("a")[0].text == "Alpha v2."
         assert add_documents(mem, docs[:1], kind="semantic", upsert=True) == ["a"]
         assert mem.get("a")[0].kind == "semantic"
 
 
 def test_retrieved_documents_reingest_as_the_same_memories(
-    retriever: NoraxRetriever, embedder, extractor  # type: ignore[no-untyped-def]
+    retriever: NoraxRetriever,
+    embedder,
+    extractor,  # type: ignore[no-untyped-def]
 ) -> None:
     docs = retriever.invoke("payments", k=3)
     with NoraxMemory(embedder=embedder, extractor=extractor) as copy:
