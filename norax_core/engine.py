@@ -359,11 +359,12 @@ class NoraxMemory:
         try:
             for s in range(0, len(p.ids), CHROMA_BATCH):
                 e = s + CHROMA_BATCH
+                metas = p.metadatas[s:e]
                 op(
                     ids=p.ids[s:e],
                     documents=p.texts[s:e],
                     embeddings=p.embeddings[s:e],
-                    metadatas=p.metadatas[s:e],
+                    metadatas=self._drop_old_keys(p.ids[s:e], metas) if upsert else metas,
                 )
                 done.extend(p.ids[s:e])
             self._indexes.apply(p.rows)
@@ -377,6 +378,20 @@ class NoraxMemory:
             if isinstance(exc, NoraxError):
                 raise
             raise InvalidInputError(f"Chroma rejected the batch: {exc}") from exc
+
+    def _drop_old_keys(self, ids: list[str], metas: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Metadata for an upsert that replaces the old record's instead of merging into it.
+
+        Chroma's upsert merges metadata: the keys the new version lacks (old user metadata,
+        old entities) are set to ``None``, which deletes them.
+        """
+        old = self._collection.get(ids=ids, include=["metadatas"])
+        keys = {mid: set(m or {}) for mid, m in zip(old["ids"], old["metadatas"], strict=True)}
+        out = []
+        for mid, meta in zip(ids, metas, strict=True):
+            gone = keys.get(mid, set()) - set(meta)
+            out.append({**meta, **dict.fromkeys(gone)} if gone else meta)
+        return out
 
     def delete(self, ids: str | Sequence[str]) -> int:
         """Delete memories by id; returns how many existed. Unknown ids are ignored."""

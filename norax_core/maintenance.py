@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from norax_core.errors import IndexInconsistentError, InvalidInputError
+from norax_core.embedders import CallableEmbedder
+from norax_core.errors import IndexInconsistentError, InvalidInputError, NoraxError
 from norax_core.indexes import CHROMA_PAGE, DerivedIndexes
+from norax_core.locking import StoreLock
 from norax_core.models import DEFAULT_NAMESPACE
 from norax_core.sidecar import IndexRow
 
@@ -362,10 +364,8 @@ def register(sub: Any) -> None:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from norax_core.cli import open_memory
-
     # Not reconciled at open: the check must see the indexes as they were left on disk.
-    with open_memory(args, extractor=False, reconcile=False) as mem:
+    with _open_existing(args, reconcile=False) as mem:
         if not args.repair:
             report = check_store(mem, deep=not args.quick)
             print(json.dumps(report.to_dict()) if args.json else report.format())
@@ -385,9 +385,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from norax_core.cli import open_memory
-
-    with open_memory(args, extractor=False) as mem:
+    with _open_existing(args) as mem:
         n = export_jsonl(mem, args.out, namespace=args.namespace)
     print(f"exported {n} memories to {args.out}")
     return 0
@@ -406,6 +404,44 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+def _open_existing(args: argparse.Namespace, **kwargs: Any) -> NoraxMemory:
+    """Open the CLI's store for ``check`` and ``export`` without loading any model.
+
+    These commands never embed nor extract, so the embedder is a stand-in with the name and
+    dimension the store recorded: a store built with any embedder (OpenAI's included) can be
+    checked or exported offline. A folder without a store is an error, not a new store.
+    """
+    import chromadb
+
+    from norax_core.cli import _store_path, open_memory
+    from norax_core.engine import DEFAULT_COLLECTION
+
+    path = _store_path(args)
+    if not (path / "chroma.sqlite3").is_file():
+        raise InvalidInputError(f"no Norax store at {path} (give --store or set NORAX_STORE)")
+    lock = StoreLock(path / "norax.lock")  # read the recorded embedder only while we own it
+    try:
+        client = chromadb.PersistentClient(path=str(path))
+        try:
+            meta = dict(client.get_collection(DEFAULT_COLLECTION).metadata or {})
+        except Exception as exc:  # Chroma raises several types for a missing collection
+            raise InvalidInputError(f"no Norax collection in {path}: {exc}") from None
+        finally:
+            close = getattr(client, "close", None)
+            if close is not None:
+                close()
+    finally:
+        lock.release()
+    name, dim = meta.get("norax_embedder"), meta.get("norax_dim")
+    if isinstance(name, str) and isinstance(dim, int):
+        kwargs["embedder"] = CallableEmbedder(_no_embedding, name=name, dim=dim)
+    return open_memory(args, extractor=False, **kwargs)  # type: ignore[no-any-return]
+
+
+def _no_embedding(texts: list[str]) -> list[list[float]]:
+    raise NoraxError("this maintenance command opened the store without an embedder")
 
 
 def _pages(

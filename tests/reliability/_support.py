@@ -1,0 +1,42 @@
+"""Shared helpers of the reliability tests: a fast deterministic embedder and store factory."""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from norax_core import CallableEmbedder, NoraxMemory
+from norax_core.entities import RuleBasedExtractor
+
+DIM = 64
+_WORD = re.compile(r"\w+")
+
+
+def _hash_bag(texts: Sequence[str]) -> np.ndarray:
+    """A hashed bag of words (crc32: stable across processes), plus a constant component so
+    no text embeds to the zero vector."""
+    out = np.zeros((len(texts), DIM), dtype=np.float32)
+    out[:, 0] = 0.05
+    for i, text in enumerate(texts):
+        for word in _WORD.findall(text[:200_000].lower()):
+            h = zlib.crc32(word.encode("utf-8", "surrogatepass"))
+            out[i, 1 + h % (DIM - 1)] += 1.0 if (h >> 16) & 1 else -1.0
+    return out
+
+
+def hash_embedder() -> CallableEmbedder:
+    """The fast embedder every reliability test uses (dimension 64)."""
+    return CallableEmbedder(_hash_bag, name="test:hash-bag-64", dim=DIM)
+
+
+def open_store(path: Path | str | None = None, **kwargs: Any) -> NoraxMemory:
+    """A store with the hashed embedder and the rules extractor (all four signals live)."""
+    kwargs.setdefault("embedder", hash_embedder())
+    kwargs.setdefault("extractor", RuleBasedExtractor())
+    kwargs.setdefault("weights", {"bm25": 0.3, "dense": 0.3, "temporal": 0.2, "graph": 0.2})
+    return NoraxMemory(path, **kwargs)
