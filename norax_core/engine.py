@@ -42,6 +42,7 @@ from norax_core.presets import get_preset
 from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.signals.base import Query, Signal
 from norax_core.signals.dense import NAMESPACE_KEY, DenseSignal, chroma_where
+from norax_core.sync import ChangeLog, SyncConfig
 from norax_core.weights import Weights
 
 if TYPE_CHECKING:
@@ -108,6 +109,10 @@ class NoraxMemory:
         weights: Default fusion weights: a :class:`Weights`, a preset name or a mapping.
         index_path: Sidecar file location when ``client`` is given.
         lock: Take an exclusive lock on an embedded ``path`` (see :mod:`norax_core.locking`).
+        sync_interval: With ``client``: pull other processes' writes from the change log at
+            most every this many seconds, before a read or write (see :mod:`norax_core.sync`).
+            Default 1 s; ``0`` turns it off (then use :meth:`refresh`). Embedded and in-memory
+            stores are single-process and never sync.
         reconcile: Re-sync the derived indexes with Chroma at open (the default). ``False``
             is for maintenance tools that must see the indexes as they were left on disk
             (``norax check``); such a store may answer from stale indexes until
@@ -130,10 +135,13 @@ class NoraxMemory:
         weights: WeightsLike = "default",
         index_path: str | Path | None = None,
         lock: bool = True,
+        sync_interval: float = 1.0,
         reconcile: bool = True,
     ) -> None:
         if path is not None and client is not None:
             raise InvalidInputError("give either path or client, not both")
+        # Created before the open reconciles with Chroma, so no write falls in between.
+        self._sync = _change_log(client, collection, sync_interval)
         self.config = config or NoraxConfig()
         self.weights = resolve_weights(weights)
         self.embedder: Embedder = resolve_embedder(embedder)
@@ -277,6 +285,7 @@ class NoraxMemory:
         """
         prepared = self._prepare(texts, ids, kind, created_at, namespace, metadata)
         with self._lock:
+            self._maybe_sync()
             existing = [i for i in prepared.ids if i in self._indexes.namespace_of]
             if existing:
                 raise DuplicateIdError(
@@ -300,6 +309,7 @@ class NoraxMemory:
             raise InvalidInputError("upsert needs ids")
         prepared = self._prepare(texts, ids, kind, created_at, namespace, metadata)
         with self._lock:
+            self._maybe_sync()
             self._write(prepared, upsert=True)
         return prepared.ids
 
@@ -368,6 +378,8 @@ class NoraxMemory:
                 )
                 done.extend(p.ids[s:e])
             self._indexes.apply(p.rows)
+            if self._sync is not None:
+                self._sync.record("upsert" if upsert else "add", p.ids)
         except Exception as exc:
             if done and not upsert:
                 self._collection.delete(ids=done)
@@ -397,10 +409,13 @@ class NoraxMemory:
         """Delete memories by id; returns how many existed. Unknown ids are ignored."""
         id_list = [check.memory_id(i) for i in ([ids] if isinstance(ids, str) else ids)]
         with self._lock:
+            self._maybe_sync()
             known = [i for i in dict.fromkeys(id_list) if i in self._indexes.namespace_of]
             if known:
                 self._collection.delete(ids=known)
                 self._indexes.remove(known)
+                if self._sync is not None:
+                    self._sync.record("delete", known)
         return len(known)
 
     def refresh(self) -> tuple[int, int]:
@@ -410,7 +425,16 @@ class NoraxMemory:
             ``(added, removed)`` counts.
         """
         with self._lock:
-            return self._indexes.reconcile(self._collection, self._row_from_record)
+            started = time.time()
+            counts = self._indexes.reconcile(self._collection, self._row_from_record)
+            if self._sync is not None:
+                self._sync.reconciled(started)
+            return counts
+
+    def _maybe_sync(self) -> None:
+        """Apply other processes' writes when a pull is due (:mod:`norax_core.sync`)."""
+        if self._sync is not None:
+            self._sync.sync(self._collection, self._indexes, self._row_from_record)
 
     def check(self, *, deep: bool = True) -> CheckReport:
         """Compare Chroma with every index (:func:`~norax_core.maintenance.check_store`)."""
@@ -429,6 +453,7 @@ class NoraxMemory:
     def count(self, namespace: str | None = None) -> int:
         """Number of memories, in one namespace or (``None``) in all."""
         with self._lock:
+            self._maybe_sync()
             if namespace is None:
                 return len(self._indexes.namespace_of)
             return len(self._indexes.temporal.ids(check.namespace(namespace)))
@@ -436,6 +461,7 @@ class NoraxMemory:
     def namespaces(self) -> list[str]:
         """Namespaces that hold at least one memory."""
         with self._lock:
+            self._maybe_sync()
             return sorted(set(self._indexes.namespace_of.values()))
 
     def get(self, ids: str | Sequence[str]) -> list[Memory]:
@@ -521,6 +547,7 @@ class NoraxMemory:
         embedding = self.embedder.embed([text])[0]
         entities = tuple(self.extractor.extract_query(text)) if self.extractor else ()
         with self._lock:
+            self._maybe_sync()
             allowed = self._allowed(ns, flt)
             q = Query(
                 text=text,
@@ -610,6 +637,18 @@ def _memory_from_record(mid: str, doc: str | None, meta: dict[str, Any]) -> Memo
         metadata={k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX)},
         entities=tuple(ents),
     )
+
+
+def _change_log(client: Any, name: str, interval: float) -> ChangeLog | None:
+    """The change log of a client-mode store, or ``None`` when sync is off."""
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval < 0:
+        raise InvalidInputError(f"sync_interval must be a number >= 0, got {interval!r}")
+    if client is None or interval == 0:
+        return None
+    try:
+        return ChangeLog(client, name, SyncConfig(interval=float(interval)))
+    except Exception as exc:  # Chroma raises several types for bad names
+        raise InvalidInputError(f"cannot open Chroma collection {name!r}: {exc}") from exc
 
 
 def _drop_collection(client: Any, name: str) -> None:
