@@ -526,6 +526,7 @@ class NoraxMemory:
         now: Any = None,
         weights: WeightsLike = None,
         pool: int | None = None,
+        ids: Sequence[str] | None = None,
     ) -> Candidates:
         """The candidate pool of a search with every signal's score, before fusion.
 
@@ -533,6 +534,9 @@ class NoraxMemory:
         ``config.pool_size(k)``; the temporal signal ``config.recency_candidates``); every
         candidate is then scored by all four signals. :meth:`search` fuses this; weight
         fitting reuses it to try many weightings without querying again.
+
+        With ``ids``, nothing is proposed: exactly those ids (the ones in ``namespace`` and
+        the filter; others score 0) are scored, as a reranker of store memories needs.
         """
         text = check.query(query)
         k = check.k(k)
@@ -570,8 +574,10 @@ class NoraxMemory:
             if k == 0:
                 return Candidates(q, 0, [], {s: {} for s in SIGNALS}, {})
             n_pool = pool or cfg.pool_size(k)
-            weight = w.as_dict()
-            proposed: dict[str, None] = {}
+            weight = w.as_dict() if ids is None else dict.fromkeys(SIGNALS, 0.0)
+            proposed: dict[str, None] = dict.fromkeys(
+                check.memory_id(i) for i in (ids or ()) if i in self._indexes.namespace_of
+            )
             # Recency alone says nothing about relevance: beside other signals it proposes
             # only a few of the newest memories; on its own it ranks the whole pool.
             recency_only = [s for s, v in weight.items() if v > 0] == ["temporal"]
@@ -579,10 +585,10 @@ class NoraxMemory:
                 n = cfg.recency_candidates if name == "temporal" and not recency_only else n_pool
                 if weight[name] > 0 and n > 0:
                     proposed.update(dict.fromkeys(sig.top(q, min(n, size))))
-            ids = list(proposed)
-            scores = {name: sig.score(q, ids) for name, sig in signals.items()}
-            matched = self._indexes.graph_signal.explain(q, ids)
-        return Candidates(q, k, ids, scores, matched)
+            cand = list(proposed)
+            scores = {name: sig.score(q, cand) for name, sig in signals.items()}
+            matched = self._indexes.graph_signal.explain(q, cand)
+        return Candidates(q, k, cand, scores, matched)
 
     async def asearch(self, query: str, k: int = 10, **kwargs: Any) -> list[SearchResult]:
         """Async :meth:`search`; the work runs in a thread, the event loop stays free."""

@@ -30,7 +30,6 @@ from norax_core.signals.dense import cosine_to_unit
 from norax_core.signals.graph import EntityGraph, GraphSignal
 from norax_core.signals.temporal import SECONDS_PER_DAY, decay
 from norax_core.tokenize import Tokenizer
-from norax_core.weights import Weights
 
 if TYPE_CHECKING:
     from norax_core.embedders import Embedder
@@ -340,10 +339,6 @@ def store_signal_scores(
     scores it (store-wide BM25 statistics, stored embeddings, the full entity graph). Ids the
     store does not hold are left out of the result.
 
-    The engine has no call that scores given ids, so this asks :meth:`NoraxMemory.candidates`
-    for a pool as large as each namespace involved: the cost grows with the namespace, not
-    with ``len(ids)``.
-
     Args:
         memory: The store.
         query: The query text.
@@ -356,20 +351,13 @@ def store_signal_scores(
         ``{signal: {id: score}}`` over the held ids.
     """
     base = memory.weights if weights is None else resolve_weights(weights)
-    # Every signal must propose its whole namespace, whatever the fusion weights say.
-    probe = Weights(1.0, 1.0, 1.0, 1.0, params=base.params, name="norax-postprocess")
     by_namespace: dict[str, list[str]] = {}
     for mem in memory.get(list(dict.fromkeys(ids))):
         by_namespace.setdefault(mem.namespace, []).append(mem.id)
     out: SignalScores = {s: {} for s in SIGNALS}
     for namespace, members in by_namespace.items():
-        size = memory.count(namespace)
-        pool = memory.candidates(
-            query, k=size, namespace=namespace, now=now, weights=probe, pool=size
-        )
-        in_pool = set(pool.ids)
-        for mid in members:
-            if mid in in_pool:
-                for s in SIGNALS:
-                    out[s][mid] = pool.signals[s].get(mid, 0.0)
+        pool = memory.candidates(query, namespace=namespace, now=now, weights=base, ids=members)
+        for mid in pool.ids:
+            for s in SIGNALS:
+                out[s][mid] = pool.signals[s].get(mid, 0.0)
     return out
