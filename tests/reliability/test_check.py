@@ -1,4 +1,4 @@
-"""``check_store`` / ``repair_store`` and ``norax check``: every kind of damage is found and fixed."""
+"""check_store, repair_store and `norax check`: every kind of damage is found and fixed."""
 
 from __future__ import annotations
 
