@@ -75,69 +75,24 @@ DEFAULT_DROP_LABELS: frozenset[str] = frozenset(
 )
 """NER labels whose spans are not entities: values, not things to link memories by."""
 
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 _NEEDED_PIPES = frozenset(
     {"tok2vec", "tagger", "attribute_ruler", "lemmatizer", "ner", "entity_ruler"}
 )
 
-_LEADING_WORDS = frozenset(
-    [
-        "the",
-        "a",
-        "an",
-        "this",
-        "that",
-        "these",
-        "those",
-        "my",
-        "your",
-        "his",
-        "her",
-        "its",
-        "our",
-        "their",
-        "some",
-        "any",
-        "every",
-        "each",
-        "all",
-        "no",
-        "another",
-        "such",
-    ]
+_LEADING_WORDS = _words(
+    "the a an this that these those my your his her its our their some any every each all no "
+    "another such"
 )
-_EXTRA_STOP_WORDS = frozenset(
+_EXTRA_STOP_WORDS = _words(
     # Chat filler and nouns too generic to link two memories by.
-    [
-        "thing",
-        "things",
-        "stuff",
-        "lot",
-        "lots",
-        "kind",
-        "sort",
-        "bit",
-        "way",
-        "ones",
-        "hey",
-        "hi",
-        "hello",
-        "thanks",
-        "thank",
-        "lol",
-        "yeah",
-        "yes",
-        "yep",
-        "ok",
-        "okay",
-        "oh",
-        "wow",
-        "congrats",
-        "somebody",
-        "anybody",
-        "everybody",
-        "u",
-        "ya",
-    ]
+    "thing things stuff lot lots kind sort bit way ones "
+    "hey hi hello thanks thank lol yeah yes yep ok okay oh wow congrats "
+    "somebody anybody everybody u ya"
 )
 _EDGE_PUNCT = " \t\n\"'`()[]{}<>,;:!?.*~|\\/-\u2013\u2014\u2026"
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
@@ -335,8 +290,8 @@ class SpacyExtractor(EntityExtractor):
             try:
                 doc = next(iter(self.nlp.pipe([text], disable=self._disable)))
             except Exception:  # noqa: BLE001
-                logger.warning("spaCy failed on a text; using the code identifiers only")
-                yield _dedupe((s, e) for s, _, e in find_code_identifiers(text))
+                logger.warning("spaCy failed on a text; using the rule-based extractor for it")
+                yield RuleBasedExtractor(max_chars=self.max_chars)._extract_one(text)
             else:
                 yield self._from_doc(doc)
 
@@ -429,9 +384,10 @@ class RuleBasedExtractor(EntityExtractor):
 
     Entities are the code identifiers, runs of capitalised words that do not start a sentence,
     and other words of four letters or more that are not stop words and do not end like an
-    adverb, participle or adjective (lowercased and crudely singularised). What is lost compared with spaCy:
-    NER labels (dates and numbers are not told apart from names), names at the start of a
-    sentence, lemmas of irregular plurals, and precision: many verbs pass as nouns.
+    adverb, participle or adjective (lowercased and crudely singularised). What is lost compared
+    with spaCy: NER labels (dates and numbers are not told apart from names), multiword names
+    at the start of a sentence, lemmas of irregular plurals, and precision: many verbs pass as
+    nouns.
     """
 
     @property

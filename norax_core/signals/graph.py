@@ -6,14 +6,16 @@ whose weight counts such memories, and an inverted index maps each entity to its
 Namespaces share nothing (ids, counts, IDF, edges, communities, caches), so writes to one can
 never change a score in another.
 
-Community policy: Louvain (fixed seed) partitions each namespace's graph. Between runs an entity
-that appears for the first time joins, at once, the community it has the most edge weight to
-among its already-placed neighbours (a new community if none); removed entities just leave.
-Every add, replace or remove of a memory counts as one change, and when a namespace's changes
-since its last run exceed ``refresh_fraction`` (10 %) of its memories, Louvain is rerun for that
-namespace only, lazily, by the next query or :meth:`EntityGraph.communities` call. A freshly
-rebuilt graph therefore runs Louvain once at its first query, unless :meth:`load_state_dict`
-supplies communities saved for the identical graph (same fingerprint).
+Community policy. Louvain (networkx, fixed seed) partitions each namespace's graph. Between
+runs, an entity seen for the first time joins the community it has the most edge weight to
+(a new one if none) when the namespace is next read; removed entities just leave. Every add,
+replace or remove of a memory is one change; once a namespace's changes since its last run
+exceed ``refresh_fraction`` (10 %) of its memories, its next read (a query or
+:meth:`EntityGraph.communities`) reruns Louvain for that namespace only. A rebuilt graph thus
+runs Louvain once, at its first query, unless :meth:`EntityGraph.load_state_dict` supplied
+communities saved for the identical graph (same fingerprint). networkx's Louvain is pure Python
+(seconds for 10^5 edges), so it runs on the ``louvain_max_edges`` heaviest edges only; entities
+left out are then placed like new ones. :meth:`EntityGraph.refresh` runs it off the query path.
 
 The graph is derived data, rebuilt from ``(namespace, id, entities)`` triples with
 :meth:`EntityGraph.add_many`.
@@ -22,8 +24,8 @@ The graph is derived data, rebuilt from ``(namespace, id, entities)`` triples wi
 from __future__ import annotations
 
 import hashlib
-import heapq
 import math
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from itertools import combinations, count
@@ -37,11 +39,11 @@ from norax_core.signals.base import Query
 __all__ = ["EntityGraph", "GraphConfig", "GraphSignal", "personalized_pagerank"]
 
 STATE_VERSION = 1
-_CLOCK = count(1)  # versions unique across spaces, so a recreated namespace misses the cache
 LOUVAIN_SEED = 42
 MAX_EDGE_ENTITIES = 64
-"""Only the first this many entities of a memory get co-occurrence edges (bounds a huge text's
-cost at 2,016 edges); all of them are still indexed."""
+"""Only the first this many entities of a memory get co-occurrence edges (bounds one huge
+text at 2,016 edges); all of them are still indexed."""
+_CLOCK = count(1)  # versions unique across spaces: a recreated namespace misses the cache
 
 
 def _memory_hash(memory_id: str, entities: Sequence[str]) -> int:
@@ -49,107 +51,225 @@ def _memory_hash(memory_id: str, entities: Sequence[str]) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
 
 
+def _idf(df: np.ndarray | float, n: int) -> Any:
+    """BM25's always-positive IDF (Lucene variant): ``ln(1 + (n - df + 0.5) / (df + 0.5))``."""
+    return np.log1p((n - df + 0.5) / (df + 0.5))
+
+
 class _Space:
-    """One namespace's graph, inverted index and communities."""
+    """One namespace: memories, entities (interned as ints), postings, edges, communities."""
 
     def __init__(self) -> None:
-        self.slot: dict[str, int] = {}  # memory id -> row in the score arrays
+        self.slot: dict[str, int] = {}  # memory id -> row
         self.ids: list[str | None] = []  # row -> memory id (None: free)
-        self.free: list[int] = []
-        self.ents: dict[int, tuple[str, ...]] = {}  # row -> entities
-        self.post: dict[str, set[int]] = {}  # entity -> rows
-        self.adj: dict[str, dict[str, int]] = {}  # entity -> neighbour -> co-occurrences
-        self.comm: dict[str, int] = {}
+        self.ents: list[tuple[int, ...]] = []  # row -> entity ids
+        self.free_rows: list[int] = []
+        self.eid: dict[str, int] = {}  # entity -> id
+        self.names: list[str] = []  # id -> entity ("" when free)
+        self.free_eids: list[int] = []
+        self.counts: list[int] = []  # id -> memories mentioning it
+        self._df = np.zeros(64, np.int64)  # numpy copy of counts, synced lazily at reads
+        self._stale: set[int] = set()
+        self.tie = np.zeros(64, np.int64)  # id -> crc32 of the name: content-based tie-break
+        self.comm = np.full(64, -1, np.int64)  # id -> community (-1: not placed yet)
+        self.post: dict[int, set[int]] = {}  # entity id -> rows
+        self.adj: dict[int, dict[int, int]] = {}  # entity id -> neighbour -> co-occurrences
+        self.post_arr: dict[int, np.ndarray] = {}  # caches, dropped when the entity changes
+        self.adj_arr: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.mask_arr: dict[int, np.ndarray] = {}
+        self.unplaced: set[int] = set()
         self.next_comm = 0
         self.changes = 0  # memory writes since the last Louvain run
         self.fingerprint = 0  # XOR of the memories' hashes: equal graphs, equal prints
-        self.version = next(_CLOCK)  # changes on every write (query cache key)
-        self.arrays: dict[str, np.ndarray] = {}  # cached posting arrays
+        self.version = next(_CLOCK)
 
-    def rows(self, entity: str) -> np.ndarray:
-        arr = self.arrays.get(entity)
-        if arr is None:
-            arr = np.fromiter(self.post[entity], dtype=np.int64, count=len(self.post[entity]))
-            self.arrays[entity] = arr
-        return arr
+    # -- writes ---------------------------------------------------------------------------
+
+    def _intern(self, name: str) -> int:
+        e = self.eid.get(name)
+        if e is not None:
+            return e
+        if self.free_eids:
+            e = self.free_eids.pop()
+            self.names[e] = name
+        else:
+            e = len(self.names)
+            self.names.append(name)
+            self.counts.append(0)
+            if e == len(self._df):
+                self._df = np.concatenate([self._df, np.zeros(e, np.int64)])
+                self.tie = np.concatenate([self.tie, np.zeros(e, np.int64)])
+                self.comm = np.concatenate([self.comm, np.full(e, -1, np.int64)])
+        self.eid[name] = e
+        self.tie[e] = zlib.crc32(name.encode("utf-8", "surrogatepass"))
+        self.post[e] = set()
+        self.adj[e] = {}
+        self.unplaced.add(e)
+        return e
 
     def add(self, memory_id: str, entities: Sequence[str]) -> None:
         if memory_id in self.slot:
             self.remove(memory_id)
-        ents = tuple(dict.fromkeys(e for e in entities if e))
-        row = self.free.pop() if self.free else len(self.ids)
+        names = tuple(dict.fromkeys(e for e in entities if e))
+        ents = tuple(self._intern(e) for e in names)
+        row = self.free_rows.pop() if self.free_rows else len(self.ids)
         if row == len(self.ids):
             self.ids.append(memory_id)
+            self.ents.append(ents)
         else:
-            self.ids[row] = memory_id
+            self.ids[row], self.ents[row] = memory_id, ents
         self.slot[memory_id] = row
-        self.ents[row] = ents
+        counts, stale = self.counts, self._stale
         for e in ents:
-            self.post.setdefault(e, set()).add(row)
-            self.arrays.pop(e, None)
-            self.adj.setdefault(e, {})
-        for a, b in combinations(ents[:MAX_EDGE_ENTITIES], 2):
-            self.adj[a][b] = self.adj[a].get(b, 0) + 1
-            self.adj[b][a] = self.adj[b].get(a, 0) + 1
-        for e in ents:
-            if e not in self.comm:
-                self.comm[e] = self._strongest_community(e)
-        self.fingerprint ^= _memory_hash(memory_id, ents)
-        self.changes += 1
-        self.version = next(_CLOCK)
-
-    def _strongest_community(self, entity: str) -> int:
-        pull: dict[int, int] = {}
-        for nb, w in self.adj[entity].items():
-            c = self.comm.get(nb)
-            if c is not None:
-                pull[c] = pull.get(c, 0) + w
-        if pull:
-            return min(pull, key=lambda c: (-pull[c], c))
-        self.next_comm += 1
-        return self.next_comm - 1
+            self.post[e].add(row)
+            counts[e] += 1
+            stale.add(e)
+            self.post_arr.pop(e, None)
+            self.mask_arr.pop(e, None)
+        self._link(ents, +1)
+        self.fingerprint ^= _memory_hash(memory_id, names)
+        self._changed()
 
     def remove(self, memory_id: str) -> bool:
         row = self.slot.pop(memory_id, None)
         if row is None:
             return False
-        ents = self.ents.pop(row)
-        self.ids[row] = None
-        self.free.append(row)
-        for a, b in combinations(ents[:MAX_EDGE_ENTITIES], 2):
-            for u, v in ((a, b), (b, a)):
-                if self.adj[u][v] == 1:
-                    del self.adj[u][v]
-                else:
-                    self.adj[u][v] -= 1
+        ents = self.ents[row]
+        self.ids[row], self.ents[row] = None, ()
+        self.free_rows.append(row)
+        self._link(ents, -1)
         for e in ents:
             self.post[e].discard(row)
-            self.arrays.pop(e, None)
+            self.counts[e] -= 1
+            self._stale.add(e)
+            self.post_arr.pop(e, None)
+            self.mask_arr.pop(e, None)
             if not self.post[e]:
-                del self.post[e], self.adj[e], self.comm[e]
-        self.fingerprint ^= _memory_hash(memory_id, ents)
-        self.changes += 1
-        self.version = next(_CLOCK)
+                del self.post[e], self.adj[e], self.eid[self.names[e]]
+                self.adj_arr.pop(e, None)
+                self.unplaced.discard(e)
+                self.names[e] = ""
+                self.comm[e] = -1
+                self.free_eids.append(e)
+        self.fingerprint ^= _memory_hash(memory_id, [self.names[e] for e in ents] or ())
+        self._changed()
         return True
 
-    def to_networkx(self) -> nx.Graph:
-        g = nx.Graph()
-        for e in sorted(self.post):  # sorted: Louvain's result depends on insertion order
-            g.add_node(e, count=len(self.post[e]), community=self.comm[e])
-        for a in sorted(self.adj):
-            for b in sorted(self.adj[a]):
-                if a < b:
-                    g.add_edge(a, b, weight=self.adj[a][b])
-        return g
+    def _link(self, ents: tuple[int, ...], delta: int) -> None:
+        adj = self.adj
+        linked = ents[:MAX_EDGE_ENTITIES]
+        for a, b in combinations(linked, 2):
+            w = adj[a].get(b, 0) + delta
+            if w:
+                adj[a][b] = adj[b][a] = w
+            else:
+                del adj[a][b], adj[b][a]
+        if len(linked) > 1:
+            for e in linked:
+                self.adj_arr.pop(e, None)
+
+    def _changed(self) -> None:
+        self.changes += 1
+        self.version = next(_CLOCK)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    @property
+    def df(self) -> np.ndarray:
+        """Memories per entity id, as an array (0 for free ids)."""
+        if self._stale:
+            idx = np.fromiter(self._stale, np.int64, len(self._stale))
+            self._df[idx] = [self.counts[e] for e in idx.tolist()]
+            self._stale.clear()
+        return self._df
+
+    def rows_of(self, e: int) -> np.ndarray:
+        arr = self.post_arr.get(e)
+        if arr is None:
+            arr = np.fromiter(self.post[e], np.int64, len(self.post[e]))
+            self.post_arr[e] = arr
+        return arr
+
+    def mask_of(self, e: int) -> np.ndarray:
+        """Row membership of entity ``e`` as a boolean array (for hubs: cheap to probe)."""
+        mask = self.mask_arr.get(e)
+        if mask is None or len(mask) != len(self.ids):
+            mask = np.zeros(len(self.ids), bool)
+            mask[self.rows_of(e)] = True
+            self.mask_arr[e] = mask
+        return mask
+
+    def neighbours(self, e: int) -> tuple[np.ndarray, np.ndarray]:
+        arrs = self.adj_arr.get(e)
+        if arrs is None:
+            nbrs = self.adj[e]
+            arrs = (
+                np.fromiter(nbrs.keys(), np.int64, len(nbrs)),
+                np.fromiter(nbrs.values(), np.float64, len(nbrs)),
+            )
+            self.adj_arr[e] = arrs
+        return arrs
+
+    def communities(self) -> dict[str, int]:
+        return {self.names[e]: int(self.comm[e]) for e in self.post}
+
+    # -- communities ----------------------------------------------------------------------
+
+    def place(self) -> None:
+        """Put unplaced entities, in name order, in their strongest neighbour's community."""
+        if not self.unplaced:
+            return
+        for e in sorted(self.unplaced, key=self.names.__getitem__):
+            pull: dict[int, int] = {}
+            for nb, w in self.adj[e].items():
+                c = int(self.comm[nb])
+                if c >= 0:
+                    pull[c] = pull.get(c, 0) + w
+            if pull:
+                self.comm[e] = min(pull, key=lambda c: (-pull[c], c))
+            else:
+                self.comm[e] = self.next_comm
+                self.next_comm += 1
+        self.unplaced.clear()
+        self.version = next(_CLOCK)
 
     def set_communities(self, groups: Iterable[Iterable[str]]) -> None:
-        ordered = sorted((sorted(g) for g in groups), key=lambda g: (-len(g), g[0] if g else ""))
-        self.comm = {e: cid for cid, g in enumerate(ordered) for e in g if e in self.post}
+        ordered = sorted((sorted(g) for g in groups), key=lambda g: (-len(g), g[:1]))
+        self.comm[:] = -1
+        self.unplaced = set(self.post)
+        for cid, group in enumerate(ordered):
+            for name in group:
+                e = self.eid.get(name)
+                if e is not None:
+                    self.comm[e] = cid
+                    self.unplaced.discard(e)
         self.next_comm = len(ordered)
-        for e in self.post:  # entities the groups did not cover
-            if e not in self.comm:
-                self.comm[e] = self._strongest_community(e)
+        self.place()
         self.version = next(_CLOCK)
+
+    def louvain(self, seed: int, max_edges: int) -> None:
+        us, vs, ws = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
+        for e in self.post:
+            nb, w = self.neighbours(e)
+            upper = nb > e
+            us.append(np.full(int(upper.sum()), e))
+            vs.append(nb[upper])
+            ws.append(w[upper])
+        a, b, wt = np.concatenate(us), np.concatenate(vs), np.concatenate(ws)
+        if len(wt) > max_edges:  # the heaviest edges; ties broken by content, not history
+            lo, hi = np.minimum(self.tie[a], self.tie[b]), np.maximum(self.tie[a], self.tie[b])
+            kept = np.lexsort((hi, lo, -wt))[:max_edges]
+            a, b, wt = a[kept], b[kept], wt[kept]
+        names = self.names
+        edges = sorted(
+            (min(names[x], names[y]), max(names[x], names[y]), c)
+            for x, y, c in zip(a.tolist(), b.tolist(), wt.tolist(), strict=True)
+        )
+        g = nx.Graph()
+        g.add_nodes_from(sorted({name for edge in edges for name in edge[:2]}))
+        g.add_weighted_edges_from(edges)
+        self.set_communities(nx.community.louvain_communities(g, weight="weight", seed=seed))
+        self.changes = 0
 
 
 class EntityGraph:
@@ -158,13 +278,23 @@ class EntityGraph:
     Args:
         refresh_fraction: Rerun Louvain for a namespace once its memory writes since the last
             run exceed this fraction of its memories (see the module docstring).
+        louvain_max_edges: Louvain runs on at most this many of the heaviest edges.
         seed: Louvain's random seed.
     """
 
-    def __init__(self, *, refresh_fraction: float = 0.1, seed: int = LOUVAIN_SEED) -> None:
+    def __init__(
+        self,
+        *,
+        refresh_fraction: float = 0.1,
+        louvain_max_edges: int = 20_000,
+        seed: int = LOUVAIN_SEED,
+    ) -> None:
         if refresh_fraction < 0:
             raise ValueError(f"refresh_fraction must be >= 0, got {refresh_fraction}")
+        if louvain_max_edges < 1:
+            raise ValueError(f"louvain_max_edges must be >= 1, got {louvain_max_edges}")
         self.refresh_fraction = refresh_fraction
+        self.louvain_max_edges = louvain_max_edges
         self.seed = seed
         self._spaces: dict[str, _Space] = {}
         self._pending: dict[str, dict[str, Any]] = {}
@@ -172,10 +302,17 @@ class EntityGraph:
     # -- writes ---------------------------------------------------------------------------
 
     def add(self, namespace: str, memory_id: str, entities: Sequence[str]) -> None:
-        """Index one memory's entities, replacing the memory if its id exists."""
-        if isinstance(entities, str):
-            raise TypeError("entities must be a sequence of strings, not one string")
-        self._spaces.setdefault(namespace, _Space()).add(memory_id, entities)
+        """Index one memory's entities, replacing the memory if its id exists.
+
+        Raises:
+            TypeError: If ``entities`` is a string or holds a non-string.
+        """
+        if isinstance(entities, str) or not all(isinstance(e, str) for e in entities):
+            raise TypeError("entities must be a sequence of strings")
+        space = self._spaces.get(namespace)
+        if space is None:
+            space = self._spaces[namespace] = _Space()
+        space.add(memory_id, entities)
 
     def add_many(self, namespace: str, items: Iterable[tuple[str, Sequence[str]]]) -> None:
         """Index ``(memory_id, entities)`` pairs: the fast path to rebuild a namespace."""
@@ -208,10 +345,12 @@ class EntityGraph:
         return sorted(self._spaces)
 
     def entities_of(self, namespace: str, memory_id: str) -> tuple[str, ...]:
-        """A memory's entities (empty if unknown)."""
+        """A memory's entities, in their stored order (empty if unknown)."""
         space = self._spaces.get(namespace)
         row = space.slot.get(memory_id) if space else None
-        return space.ents[row] if space is not None and row is not None else ()
+        if space is None or row is None:
+            return ()
+        return tuple(space.names[e] for e in space.ents[row])
 
     def graph(self, namespace: str) -> nx.Graph:
         """A copy of the namespace's graph.
@@ -220,21 +359,30 @@ class EntityGraph:
         ``weight`` (memories mentioning both ends).
         """
         space = self._space(namespace)
-        return space.to_networkx() if space else nx.Graph()
+        g = nx.Graph()
+        if space is None:
+            return g
+        for e in sorted(space.post, key=space.names.__getitem__):
+            g.add_node(space.names[e], count=space.counts[e], community=int(space.comm[e]))
+        for a, nbrs in space.adj.items():
+            g.add_weighted_edges_from(
+                (space.names[a], space.names[b], w) for b, w in nbrs.items() if a < b
+            )
+        return g
 
     def communities(self, namespace: str) -> dict[str, int]:
-        """Entity -> community id for ``namespace`` (refreshed first if stale)."""
+        """Entity -> community id for ``namespace`` (brought up to date first)."""
         space = self._space(namespace)
-        return dict(space.comm) if space else {}
+        return space.communities() if space else {}
 
     def refresh(self, namespace: str) -> None:
-        """Rerun Louvain for ``namespace`` now (for example off the query path)."""
+        """Rerun Louvain for ``namespace`` now, for example after a bulk load."""
         space = self._spaces.get(namespace)
         if space is not None:
-            self._louvain(space)
+            space.louvain(self.seed, self.louvain_max_edges)
 
     def _space(self, namespace: str) -> _Space | None:
-        """The namespace's space with current communities; ``None`` if empty."""
+        """The namespace's space with up-to-date communities; ``None`` if empty."""
         space = self._spaces.get(namespace)
         if space is None:
             return None
@@ -244,29 +392,26 @@ class EntityGraph:
                 space.set_communities(saved["communities"])
                 space.changes = int(saved.get("changes", 0))
             except (TypeError, ValueError):
-                space.changes = len(space.slot) + 1  # unreadable: recompute below
+                space.changes = len(space.slot) + 1  # unreadable: recompute
         if space.changes > self.refresh_fraction * len(space.slot):
-            self._louvain(space)
+            space.louvain(self.seed, self.louvain_max_edges)
+        space.place()
         return space
-
-    def _louvain(self, space: _Space) -> None:
-        g = space.to_networkx()
-        space.set_communities(nx.community.louvain_communities(g, weight="weight", seed=self.seed))
-        space.changes = 0
 
     # -- persistence ----------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
         """The communities of every namespace, JSON-serialisable.
 
-        Each namespace is saved with the fingerprint of the graph it was computed on, so that
-        :meth:`load_state_dict` reuses it only for the same graph.
+        Each namespace is saved with the fingerprint of the graph they belong to, so that
+        :meth:`load_state_dict` reuses them only for that same graph.
         """
         out: dict[str, Any] = {}
         for ns, space in self._spaces.items():
+            space.place()
             groups: dict[int, list[str]] = {}
-            for e, c in space.comm.items():
-                groups.setdefault(c, []).append(e)
+            for e in space.post:
+                groups.setdefault(int(space.comm[e]), []).append(space.names[e])
             out[ns] = {
                 "fingerprint": f"{space.fingerprint:016x}",
                 "changes": space.changes,
@@ -275,10 +420,10 @@ class EntityGraph:
         return {"version": STATE_VERSION, "namespaces": out}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Adopt saved communities for namespaces whose graph is unchanged.
+        """Adopt saved communities for the namespaces whose graph is unchanged.
 
-        May be called before or after the graph is rebuilt: the fingerprint check happens at
-        the namespace's next read. A namespace whose graph differs is recomputed as usual.
+        May be called before or after the graph is rebuilt: the fingerprint is checked at the
+        namespace's next read, and a namespace whose graph differs is recomputed as usual.
 
         Raises:
             ValueError: If ``state`` is not a state of this version.
@@ -305,11 +450,11 @@ class GraphConfig:
         neighbours: First-hop neighbours kept per query entity.
         second_hop: First-hop neighbours expanded again, and neighbours kept for each.
         hub_fraction: Entities in more than this share of the namespace's memories (and in
-            more than ``min_hub_df`` memories) are hubs: their neighbourhood is not expanded
-            (they tell little and cost most).
+            more than ``min_hub_df``) are hubs: never expanded nor reached, only matched
+            directly when they are query entities (they tell little and cost most).
         min_hub_df: No entity in this many memories or fewer is a hub.
         max_iter: PageRank iterations at most.
-        tol: PageRank convergence tolerance (L1).
+        tol: PageRank convergence tolerance (per node, L1).
     """
 
     direct: float = 0.6
@@ -318,7 +463,7 @@ class GraphConfig:
     damping: float = 0.5
     neighbours: int = 32
     second_hop: int = 8
-    hub_fraction: float = 0.05
+    hub_fraction: float = 0.02
     min_hub_df: int = 50
     max_iter: int = 50
     tol: float = 1e-6
@@ -326,11 +471,11 @@ class GraphConfig:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if not isinstance(value, (int, float)) or value < 0 or math.isnan(value):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"GraphConfig.{f.name} must be a number >= 0, got {value!r}")
         if self.direct + self.community + self.proximity <= 0:
             raise ValueError("GraphConfig: direct + community + proximity must be > 0")
-        if not 0 <= self.damping < 1:
+        if self.damping >= 1:
             raise ValueError(f"GraphConfig.damping must be in [0, 1), got {self.damping}")
 
 
@@ -352,101 +497,105 @@ def personalized_pagerank(
     n : int
         Number of nodes, numbered ``0 .. n-1``.
     src, dst, weight : numpy.ndarray
-        Directed weighted edges ``src -> dst`` (give both directions for an undirected graph).
+        Directed weighted edges ``src -> dst`` (both directions for an undirected graph).
     personalization : numpy.ndarray
         Restart distribution over the nodes (non-negative, summing to 1).
     damping : float
         Probability of following an edge at each step; ``1 - damping`` restarts.
     max_iter, tol : int, float
-        Stop after ``max_iter`` steps or when the L1 change is below ``n * tol``.
+        Stop after ``max_iter`` steps or once the L1 change is below ``n * tol``.
 
     Returns:
     -------
     numpy.ndarray
-        The stationary distribution ``x = damping * (W x + d x p) + (1 - damping) p`` where
-        ``W`` is the column-normalised weight matrix and dangling nodes ``d`` jump to ``p``.
+        The fixed point of ``x = damping * (W x + (d . x) p) + (1 - damping) p``, where ``W``
+        is the column-normalised weight matrix and dangling nodes ``d`` jump to ``p``.
 
     Examples:
     --------
     >>> x = personalized_pagerank(
     ...     2, np.array([0, 1]), np.array([1, 0]), np.ones(2), np.array([1.0, 0.0])
     ... )
-    >>> [round(v, 3) for v in x]
+    >>> [round(float(v), 3) for v in x]
     [0.667, 0.333]
 
     References:
     ----------
-    .. [1] Page, Brin, Motwani, Winograd, "The PageRank citation ranking: Bringing order to the
-       Web", Stanford InfoLab, 1999.
+    .. [1] Page, Brin, Motwani and Winograd, "The PageRank citation ranking: Bringing order
+       to the Web", Stanford InfoLab, 1999.
     .. [2] Haveliwala, "Topic-sensitive PageRank", WWW 2002.
-    .. [3] networkx ``pagerank_alg.py`` (same update and dangling handling).
+    .. [3] networkx ``pagerank_alg.py``: the same update and dangling-node handling.
     """
     out_strength = np.bincount(src, weights=weight, minlength=n)
     share = weight / out_strength[src]
     dangling = out_strength == 0
-    x = personalization.copy()
+    p = np.asarray(personalization, np.float64)
+    x = p.copy()
     for _ in range(max_iter):
         prev = x
-        x = np.bincount(dst, weights=share * prev[src], minlength=n)
-        x = damping * (x + prev[dangling].sum() * personalization) + (1 - damping) * personalization
+        walk = np.bincount(dst, weights=share * prev[src], minlength=n)
+        x = damping * (walk + prev[dangling].sum() * p) + (1 - damping) * p
         if np.abs(x - prev).sum() < n * tol:
             break
     return x
 
 
-def _idf(df: int, n: int) -> float:
-    """BM25's always-positive IDF (Lucene variant): ``ln(1 + (n - df + 0.5) / (df + 0.5))``."""
-    return math.log1p((n - df + 0.5) / (df + 0.5))
-
-
-@dataclass
+@dataclass(frozen=True)
 class _Tables:
-    """Per-query entity weights: everything a memory score is summed from."""
+    """One query's entity weights, from which every memory score is summed."""
 
-    direct: dict[str, float]  # seed -> idf share (sums to 1)
-    peer: dict[str, float]  # community peer -> weight in [0, 1)
-    near: dict[str, float]  # neighbourhood entity -> relative proximity in (0, 1)
+    ents: np.ndarray  # entity ids: the seeds first, then the rest of the neighbourhood
+    direct: np.ndarray  # per entity: ν(q) / |S| if a seed, else 0
+    log_peer: np.ndarray  # per entity: log(1 - c(e)), 0 if not a peer
+    log_near: np.ndarray  # per entity: log(1 - r(e))
+    hub: np.ndarray  # per entity: a hub (only seeds can be)
+    index: dict[int, int]  # entity id -> position in the arrays
+    n_seeds: int
+
+    def lists(self) -> tuple[list[float], list[float], list[float]]:
+        return self.direct.tolist(), self.log_peer.tolist(), self.log_near.tolist()
 
 
-_MAX_P = 1.0 - 1e-12  # keeps log1p(-p) finite; changes a score by at most 1e-12
+_MAX_P = 1.0 - 1e-12  # keeps log(1 - p) finite; moves a score by at most 1e-12
 
 
 class GraphSignal:
     r"""Scores memories by the query entities they share or sit near in the entity graph.
 
-    For a query with entities ``Q`` in a namespace of ``N`` memories, let ``S = Q ∩ nodes``
-    (query entities absent from the graph are ignored; none left gives zero everywhere),
-    ``idf(e) = ln(1 + (N - df_e + 0.5) / (df_e + 0.5))`` and ``ν(e) = idf(e) / idf(1)`` its
-    share of the largest possible IDF. A memory ``m`` with entities ``E_m`` scores
+    For a query in a namespace of ``N`` memories, let ``S`` be its entities that are in the
+    namespace's graph (none gives zero everywhere), ``df(e)`` the number of memories with
+    ``e``, ``idf(e) = ln(1 + (N - df(e) + 0.5) / (df(e) + 0.5))``, and ``ν(e) = idf(e) /
+    idf_max`` its specificity: its IDF as a share of the largest possible (``df = 1``). A
+    memory ``m`` with entities ``E_m`` scores
 
-    .. math::
+    ``s(m) = w_d D(m) + w_c C(m) + w_p P(m)``, with ``w_d + w_c + w_p = 1``:
 
-        s(m) = w_d D(m) + w_c C(m) + w_p P(m), \\qquad w_d + w_c + w_p = 1
+    * direct: ``D(m) = Σ_{q ∈ S ∩ E_m} ν(q) / |S|``, the share of the query's entities that
+      ``m`` contains, each counted by its specificity: a rare entity counts almost fully, a hub
+      in half the memories about a tenth;
+    * community: ``C(m) = 1 - Π_{e ∈ E_m ∩ L∖S} (1 - c(e))``, a noisy-OR over ``m``'s entities
+      of the neighbourhood ``L`` that share a Louvain community with query entities, with
+      ``c(e) = ν(e) Σ_{q ∈ S : comm(q) = comm(e)} idf(q) / Σ_{q ∈ S} idf(q)``;
+    * proximity: ``P(m) = 1 - Π_{e ∈ E_m ∩ L∖S} (1 - r(e))``, with ``r(e) = π(e) ν(e) /
+      max_{f ∈ L∖S} π(f) ν(f)``, where ``π`` is personalised PageRank (damping 0.5) on the
+      subgraph induced by ``L``, restarting at the seeds in proportion to their IDF.
 
-    * direct: ``D(m) = Σ_{q ∈ S ∩ E_m} idf(q) / Σ_{q ∈ S} idf(q)``, the IDF-weighted share of
-      the query's entities that ``m`` contains (rare entities count more, hubs almost nothing);
-    * community: ``C(m) = 1 - Π_{e ∈ E_m ∩ L \\ S} (1 - c(e))`` with
-      ``c(e) = ν(e) Σ_{q ∈ S, comm(q) = comm(e)} idf(q) / Σ_{q ∈ S} idf(q)``: a noisy-OR over
-      ``m``'s Louvain community peers of the query entities within the neighbourhood ``L``;
-    * proximity: ``P(m) = 1 - Π_{e ∈ E_m ∩ L \\ S} (1 - r(e))`` with
-      ``r(e) = π(e) ν(e) / max_f π(f) ν(f)``, where ``π`` is personalised PageRank on the
-      subgraph induced by ``L``, restarting at ``S`` in proportion to IDF.
-
-    ``L`` is ``S`` plus the ``neighbours`` best neighbours of each non-hub seed (ranked by
-    co-occurrence times IDF) plus the ``second_hop`` best neighbours of their ``second_hop``
-    best ones. Every term is in [0, 1] and depends only on the query and the namespace, so
-    ``s(m)`` is in [0, 1] without dividing by the best candidate, and ``top`` and ``score`` agree.
-    Noisy-OR lets several nearby entities add up while saturating below 1.
-
-    Candidates for :meth:`top` come from the inverted index of ``L``'s entities only.
+    ``L`` is ``S`` plus, for each non-hub seed, its ``neighbours`` best non-hub neighbours
+    (co-occurrence weight times IDF) and the ``second_hop`` best of each of their first
+    ``second_hop``. Each term lies in [0, 1] and depends only on the query and the namespace
+    (not on which ids are asked about), so ``s(m)`` lies in [0, 1] without dividing by the
+    best candidate, and :meth:`top` and :meth:`score` agree. Noisy-OR lets several nearby
+    entities add up while saturating below 1. Candidates for :meth:`top` are the memories of
+    ``L``'s entities, read from the inverted index; a hub seed's memories are read only when
+    the others cannot fill the ``n`` places above the most such a memory can score.
 
     References:
-        Robertson and Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 2009
-        (IDF); Blondel et al., "Fast unfolding of communities in large networks", 2008
-        (Louvain); Haveliwala, "Topic-sensitive PageRank", 2002, and Gutiérrez et al.,
-        "HippoRAG: Neurobiologically Inspired Long-Term Memory for LLMs", 2024 (personalised
-        PageRank seeded by query entities); Pearl, "Probabilistic Reasoning in Intelligent
-        Systems", 1988 (noisy-OR).
+        Robertson and Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond",
+        2009 (IDF). Blondel et al., "Fast unfolding of communities in large networks", 2008
+        (Louvain). Haveliwala, "Topic-sensitive PageRank", 2002, and Gutiérrez et al.,
+        "HippoRAG: Neurobiologically Inspired Long-Term Memory for Large Language Models",
+        2024 (PageRank personalised on the query's entities, damping 0.5). Pearl,
+        "Probabilistic Reasoning in Intelligent Systems", 1988 (noisy-OR).
     """
 
     name = "graph"
@@ -454,127 +603,151 @@ class GraphSignal:
     def __init__(self, graph: EntityGraph, config: GraphConfig | None = None) -> None:
         self.graph = graph
         self.config = config or GraphConfig()
-        total = self.config.direct + self.config.community + self.config.proximity
-        self._w = (
-            self.config.direct / total,
-            self.config.community / total,
-            self.config.proximity / total,
-        )
-        self._cache: dict[tuple[str, tuple[str, ...], int], _Tables] = {}
+        c = self.config
+        total = c.direct + c.community + c.proximity
+        self._w = (c.direct / total, c.community / total, c.proximity / total)
+        self._cache: dict[tuple[str, tuple[str, ...], int], _Tables | None] = {}
 
     # -- the Signal protocol --------------------------------------------------------------
 
     def top(self, query: Query, n: int) -> dict[str, float]:
-        """Up to ``n`` best memories of ``query.namespace`` for the query's entities."""
-        if n <= 0:
-            return {}
+        """Up to ``n`` best memories of ``query.namespace``, best first."""
         space, t = self._prepare(query)
-        if space is None or t is None:
+        if space is None or t is None or n <= 0:
             return {}
-        size = len(space.ids)
-        wd, wc, wp = self._w
-        total = np.zeros(size)
-        for q, v in t.direct.items():
-            total += np.bincount(space.rows(q), minlength=size) * (wd * v)
-        for table, w in ((t.peer, wc), (t.near, wp)):
-            if not table or w == 0:
-                continue
-            keys = list(table)
-            rows = [space.rows(e) for e in keys]
-            logs = np.repeat(np.log1p(-np.array([table[e] for e in keys])), [len(r) for r in rows])
-            total += w * -np.expm1(np.bincount(np.concatenate(rows), weights=logs, minlength=size))
-        cand = np.flatnonzero(total > 0)
-        if query.allowed is not None:
-            if len(query.allowed) < len(cand):
-                allowed_rows = [space.slot[i] for i in query.allowed if i in space.slot]
-                cand = np.intersect1d(cand, np.array(allowed_rows, dtype=np.int64))
-            else:
-                keep = [space.ids[r] in query.allowed for r in cand.tolist()]
-                cand = cand[np.array(keep, dtype=bool)] if keep else cand
+        light = np.flatnonzero(~t.hub)
+        cand, total = self._admitted(query, space, *self._totals(space, t, light))
+        if t.hub.any():
+            hubs = np.flatnonzero(t.hub)
+            bonus = self._w[0] * t.direct[hubs]
+            for k, b in zip(hubs.tolist(), bonus.tolist(), strict=True):
+                total += b * space.mask_of(int(t.ents[k]))[cand]
+            # A memory outside ``cand`` holds hub seeds only, so scores at most sum(bonus).
+            if np.count_nonzero(total >= bonus.sum()) < n:
+                everything = np.arange(len(t.ents))
+                cand, total = self._admitted(query, space, *self._totals(space, t, everything))
         if len(cand) > n:
-            cand = cand[np.argpartition(-total[cand], n - 1)[:n]]
-        ranked = sorted(
-            ((float(total[r]), space.ids[r]) for r in cand.tolist()), key=lambda p: (-p[0], p[1])
-        )
-        return {mid: min(score, 1.0) for score, mid in ranked if mid is not None}
+            best = np.argpartition(-total, n - 1)[:n]
+            cand, total = cand[best], total[best]
+        ids = [space.ids[r] or "" for r in cand.tolist()]
+        ranked = sorted(zip((-total).tolist(), ids, strict=True))
+        return {mid: min(-neg, 1.0) for neg, mid in ranked}
 
     def score(self, query: Query, ids: Sequence[str]) -> dict[str, float]:
-        """The score of each of ``ids`` that ``query.allowed`` admits (0.0 if not in the graph)."""
+        """The score of each of ``ids`` that ``query.allowed`` admits (0.0 if not indexed)."""
         space, t = self._prepare(query)
+        admitted = [i for i in ids if query.allowed is None or i in query.allowed]
+        if space is None or t is None:
+            return dict.fromkeys(admitted, 0.0)
+        direct, log_peer, log_near = t.lists()
+        wd, wc, wp = self._w
         out: dict[str, float] = {}
-        for mid in ids:
-            if query.allowed is not None and mid not in query.allowed:
-                continue
-            row = space.slot.get(mid) if space is not None else None
-            if space is None or t is None or row is None:
-                out[mid] = 0.0
-            else:
-                out[mid] = self._score_row(space.ents[row], t)
+        for mid in admitted:
+            row = space.slot.get(mid)
+            d = lc = lp = 0.0
+            if row is not None:
+                for e in space.ents[row]:
+                    k = t.index.get(e)
+                    if k is not None:
+                        d += direct[k]
+                        lc += log_peer[k]
+                        lp += log_near[k]
+            out[mid] = min(wd * d - wc * math.expm1(lc) - wp * math.expm1(lp), 1.0)
         return out
 
     def explain(self, query: Query, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
-        """For each admitted id, the entities behind its score, strongest first.
+        """For each admitted id, the entities behind its score.
 
-        Shared query entities come first (in query order), then the memory's community peers
-        and nearby entities, by their contribution.
+        Query entities the memory shares come first, in query order; then its community
+        peers and nearby entities, strongest contribution first.
         """
         space, t = self._prepare(query)
+        admitted = [i for i in ids if query.allowed is None or i in query.allowed]
+        if space is None or t is None:
+            return dict.fromkeys(admitted, ())
+        _, log_peer, log_near = t.lists()
+        _, wc, wp = self._w
         out: dict[str, tuple[str, ...]] = {}
-        for mid in ids:
-            if query.allowed is not None and mid not in query.allowed:
-                continue
-            row = space.slot.get(mid) if space is not None else None
-            if space is None or t is None or row is None:
-                out[mid] = ()
-                continue
-            ents = space.ents[row]
-            shared = [q for q in t.direct if q in ents]
-            _, wc, wp = self._w
-            related = {e: wc * t.peer.get(e, 0.0) + wp * t.near.get(e, 0.0) for e in ents}
-            others = sorted((e for e, v in related.items() if v > 0), key=lambda e: -related[e])
-            out[mid] = tuple(shared + [e for e in others if e not in t.direct])
+        for mid in admitted:
+            row = space.slot.get(mid)
+            hits = [
+                t.index[e] for e in (space.ents[row] if row is not None else ()) if e in t.index
+            ]
+            pull = {k: -wc * math.expm1(log_peer[k]) - wp * math.expm1(log_near[k]) for k in hits}
+            shared = sorted(k for k in hits if k < t.n_seeds)
+            near = sorted(
+                (k for k in hits if k >= t.n_seeds and pull[k] > 0), key=lambda k: -pull[k]
+            )
+            out[mid] = tuple(space.names[int(t.ents[k])] for k in shared + near)
         return out
 
     # -- internals ------------------------------------------------------------------------
 
-    def _score_row(self, ents: Sequence[str], t: _Tables) -> float:
+    def _totals(
+        self, space: _Space, t: _Tables, positions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Rows holding the entities at ``positions`` of ``t``, and their positive scores."""
+        rows = [space.rows_of(int(e)) for e in t.ents[positions]]
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros(0)
+        lengths = [len(r) for r in rows]
+        flat = np.concatenate(rows)
+        size = len(space.ids)
+        cand = np.flatnonzero(np.bincount(flat, minlength=size))
+        d, log_c, log_p = (
+            np.bincount(flat, weights=np.repeat(col[positions], lengths), minlength=size)[cand]
+            for col in (t.direct, t.log_peer, t.log_near)
+        )
         wd, wc, wp = self._w
-        d = sum(t.direct.get(e, 0.0) for e in ents)
-        c = -math.expm1(sum(math.log1p(-t.peer[e]) for e in ents if e in t.peer))
-        p = -math.expm1(sum(math.log1p(-t.near[e]) for e in ents if e in t.near))
-        return min(wd * d + wc * c + wp * p, 1.0)
+        total = wd * d - wc * np.expm1(log_c) - wp * np.expm1(log_p)
+        positive = total > 0
+        return cand[positive], total[positive]
+
+    @staticmethod
+    def _admitted(
+        query: Query, space: _Space, cand: np.ndarray, total: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        if query.allowed is None or not len(cand):
+            return cand, total
+        if len(query.allowed) < len(cand):
+            allowed = [space.slot[i] for i in query.allowed if i in space.slot]
+            keep = np.isin(cand, np.array(allowed, np.int64))
+        else:
+            keep = np.array([space.ids[r] in query.allowed for r in cand.tolist()], bool)
+        return cand[keep], total[keep]
 
     def _prepare(self, query: Query) -> tuple[_Space | None, _Tables | None]:
         space = self.graph._space(query.namespace)
         if space is None:
             return None, None
         key = (query.namespace, tuple(query.entities), space.version)
-        tables = self._cache.get(key)
-        if tables is None:
-            tables = self._tables(space, query.entities)
-            if len(self._cache) >= 16:
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[key] = tables
-        return space, tables if tables.direct else None
+        if key not in self._cache:
+            if len(self._cache) >= 8:
+                del self._cache[next(iter(self._cache))]
+            self._cache[key] = self._tables(space, query.entities)
+        return space, self._cache[key]
 
-    def _tables(self, space: _Space, entities: Sequence[str]) -> _Tables:
+    def _tables(self, space: _Space, entities: Sequence[str]) -> _Tables | None:
         cfg = self.config
         n = len(space.slot)
-        seeds = [q for q in dict.fromkeys(entities) if q in space.post]
+        seeds = list(dict.fromkeys(space.eid[q] for q in entities if q in space.eid))
         if not seeds:
-            return _Tables({}, {}, {})
-        idf = {q: _idf(len(space.post[q]), n) for q in seeds}
-        z = sum(idf.values())
-        direct = {q: v / z for q, v in idf.items()}
+            return None
+        s = len(seeds)
         hub_df = max(cfg.hub_fraction * n, cfg.min_hub_df)
+        dfs = space.df
 
-        def best(e: str, k: int) -> list[str]:
-            if k == 0 or len(space.post[e]) > hub_df:
+        def best(e: int, k: int) -> list[int]:
+            if k <= 0 or dfs[e] > hub_df:
                 return []
-            nbrs = space.adj[e]
-            return heapq.nlargest(
-                int(k), nbrs, key=lambda v: (nbrs[v] * _idf(len(space.post[v]), n), v)
-            )
+            nb, w = space.neighbours(e)
+            ok = dfs[nb] <= hub_df
+            nb, w = nb[ok], w[ok]
+            score = w * _idf(dfs[nb], n)
+            if len(score) > k:  # the k best and every tie at the boundary, then order those
+                keep = score >= np.partition(score, len(score) - k)[len(score) - k]
+                nb, score = nb[keep], score[keep]
+            return nb[np.lexsort((space.tie[nb], -score))[:k]].tolist()
 
         local = dict.fromkeys(seeds)
         for q in seeds:
@@ -582,47 +755,48 @@ class GraphSignal:
             local.update(dict.fromkeys(first))
             for u in first[: cfg.second_hop]:
                 local.update(dict.fromkeys(best(u, cfg.second_hop)))
-        nodes = list(local)
-        if len(nodes) == len(seeds):
-            return _Tables(direct, {}, {})
-        index = {e: i for i, e in enumerate(nodes)}
-        src: list[int] = []
-        dst: list[int] = []
-        wts: list[float] = []
-        for i, u in enumerate(nodes):
-            nbrs = space.adj[u]
-            pairs = (
-                ((v, w) for v, w in nbrs.items() if v in index)
-                if len(nbrs) <= len(nodes)
-                else ((v, nbrs[v]) for v in nodes if v in nbrs)
-            )
-            for v, w in pairs:
-                src.append(i)
-                dst.append(index[v])
-                wts.append(float(w))
-        restart = np.zeros(len(nodes))
-        restart[: len(seeds)] = [direct[q] for q in seeds]
+        ents = np.fromiter(local, np.int64, len(local))
+        m = len(ents)
+        index = {int(e): k for k, e in enumerate(ents)}
+        df = dfs[ents].astype(np.float64)
+        idf = _idf(df, n)
+        nu = idf / _idf(1.0, n)
+        direct = np.zeros(m)
+        direct[:s] = nu[:s] / s
+        hub = np.zeros(m, bool)
+        hub[:s] = df[:s] > hub_df
+        if m == s:
+            return _Tables(ents, direct, np.zeros(m), np.zeros(m), hub, index, s)
+        pos = np.full(len(dfs), -1, np.int64)
+        pos[ents] = np.arange(m)
+        src, dst, wts = [], [], []
+        for k, u in enumerate(ents.tolist()):
+            nb, w = space.neighbours(u)
+            j = pos[nb]
+            inside = j >= 0
+            src.append(np.full(int(inside.sum()), k))
+            dst.append(j[inside])
+            wts.append(w[inside])
+        restart = np.zeros(m)
+        restart[:s] = idf[:s] / idf[:s].sum()
         pi = personalized_pagerank(
-            len(nodes),
-            np.array(src, dtype=np.int64),
-            np.array(dst, dtype=np.int64),
-            np.array(wts),
+            m,
+            np.concatenate(src),
+            np.concatenate(dst),
+            np.concatenate(wts),
             restart,
             damping=cfg.damping,
             max_iter=cfg.max_iter,
             tol=cfg.tol,
         )
-        idf_max = _idf(1, n)
-        nu = {e: _idf(len(space.post[e]), n) / idf_max for e in nodes[len(seeds) :]}
-        rel = {e: float(pi[index[e]]) * v for e, v in nu.items()}
-        top_rel = max(rel.values())
-        near = {e: min(r / top_rel, _MAX_P) for e, r in rel.items() if r > 0} if top_rel else {}
+        rel = pi * nu
+        rel[:s] = 0.0
+        near = np.minimum(rel / rel.max(), _MAX_P) if rel.max() > 0 else np.zeros(m)
+        comm = space.comm[ents].tolist()
         share: dict[int, float] = {}
-        for q in seeds:
-            share[space.comm[q]] = share.get(space.comm[q], 0.0) + direct[q]
-        peer = {
-            e: min(share[space.comm[e]] * v, _MAX_P)
-            for e, v in nu.items()
-            if space.comm[e] in share and v > 0
-        }
-        return _Tables(direct, peer, near)
+        for c, v in zip(comm[:s], restart[:s].tolist(), strict=True):
+            share[c] = share.get(c, 0.0) + v
+        peer = np.array([share.get(c, 0.0) for c in comm]) * nu
+        peer[:s] = 0.0
+        peer = np.minimum(peer, _MAX_P)
+        return _Tables(ents, direct, np.log1p(-peer), np.log1p(-near), hub, index, s)
