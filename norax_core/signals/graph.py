@@ -63,6 +63,7 @@ class _Space:
         self.slot: dict[str, int] = {}  # memory id -> row
         self.ids: list[str | None] = []  # row -> memory id (None: free)
         self.ents: list[tuple[int, ...]] = []  # row -> entity ids
+        self.row_tie = np.zeros(64, np.int64)  # row -> crc32 of the id: content-based tie-break
         self.free_rows: list[int] = []
         self.eid: dict[str, int] = {}  # entity -> id
         self.names: list[str] = []  # id -> entity ("" when free)
@@ -116,8 +117,11 @@ class _Space:
         if row == len(self.ids):
             self.ids.append(memory_id)
             self.ents.append(ents)
+            if row == len(self.row_tie):
+                self.row_tie = np.concatenate([self.row_tie, np.zeros(row, np.int64)])
         else:
             self.ids[row], self.ents[row] = memory_id, ents
+        self.row_tie[row] = zlib.crc32(memory_id.encode("utf-8", "surrogatepass"))
         self.slot[memory_id] = row
         counts, stale = self.counts, self._stale
         for e in ents:
@@ -547,7 +551,7 @@ class _Tables:
     ents: np.ndarray  # entity ids: the seeds first, then the rest of the neighbourhood
     direct: np.ndarray  # per entity: ν(q) / |S| if a seed, else 0
     log_peer: np.ndarray  # per entity: log(1 - c(e)), 0 if not a peer
-    log_near: np.ndarray  # per entity: log(1 - r(e))
+    log_near: np.ndarray  # per entity: log(1 - r(e)), seeds included
     hub: np.ndarray  # per entity: a hub (only seeds can be)
     index: dict[int, int]  # entity id -> position in the arrays
     n_seeds: int
@@ -576,18 +580,24 @@ class GraphSignal:
     * community: ``C(m) = 1 - Π_{e ∈ E_m ∩ L∖S} (1 - c(e))``, a noisy-OR over ``m``'s entities
       of the neighbourhood ``L`` that share a Louvain community with query entities, with
       ``c(e) = ν(e) Σ_{q ∈ S : comm(q) = comm(e)} idf(q) / Σ_{q ∈ S} idf(q)``;
-    * proximity: ``P(m) = 1 - Π_{e ∈ E_m ∩ L∖S} (1 - r(e))``, with ``r(e) = π(e) ν(e) /
-      max_{f ∈ L∖S} π(f) ν(f)``, where ``π`` is personalised PageRank (damping 0.5) on the
-      subgraph induced by ``L``, restarting at the seeds in proportion to their IDF.
+    * proximity: ``P(m) = 1 - Π_{e ∈ E_m ∩ L} (1 - r(e))``, with ``r(e) = π(e) ν(e) /
+      max_{f ∈ L} π(f) ν(f)``, where ``π`` is personalised PageRank (damping 0.5) on the
+      subgraph induced by ``L``, restarting at the seeds in proportion to their IDF. The seeds
+      take part, so an entity reached only through a hub seed (low restart mass, many
+      neighbours) stays far below a specific query entity.
 
     ``L`` is ``S`` plus, for each non-hub seed, its ``neighbours`` best non-hub neighbours
     (co-occurrence weight times IDF) and the ``second_hop`` best of each of their first
     ``second_hop``. Each term lies in [0, 1] and depends only on the query and the namespace
     (not on which ids are asked about), so ``s(m)`` lies in [0, 1] without dividing by the
     best candidate, and :meth:`top` and :meth:`score` agree. Noisy-OR lets several nearby
-    entities add up while saturating below 1. Candidates for :meth:`top` are the memories of
-    ``L``'s entities, read from the inverted index; a hub seed's memories are read only when
-    the others cannot fill the ``n`` places above the most such a memory can score.
+    entities add up while saturating below 1. A memory holding the query's entities thus
+    scores near 1; one that only shares their strong, specific neighbours scores about
+    ``0.1 + 0.3 P``, typically 0.15-0.4; one outside ``L`` scores 0.
+
+    Candidates for :meth:`top` are the memories of ``L``'s entities, read from the inverted
+    index; a hub seed's memories are read only when the others cannot fill the ``n`` places
+    above the most such a memory can score.
 
     References:
         Robertson and Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond",
@@ -615,19 +625,26 @@ class GraphSignal:
         space, t = self._prepare(query)
         if space is None or t is None or n <= 0:
             return {}
-        light = np.flatnonzero(~t.hub)
-        cand, total = self._admitted(query, space, *self._totals(space, t, light))
+        cand, parts = self._admitted(query, space, *self._sums(space, t, np.flatnonzero(~t.hub)))
         if t.hub.any():
             hubs = np.flatnonzero(t.hub)
-            bonus = self._w[0] * t.direct[hubs]
-            for k, b in zip(hubs.tolist(), bonus.tolist(), strict=True):
-                total += b * space.mask_of(int(t.ents[k]))[cand]
-            # A memory outside ``cand`` holds hub seeds only, so scores at most sum(bonus).
-            if np.count_nonzero(total >= bonus.sum()) < n:
+            for k in hubs.tolist():
+                has = space.mask_of(int(t.ents[k]))[cand]
+                parts[0] += has * t.direct[k]
+                parts[2] += has * t.log_near[k]
+            # A memory outside ``cand`` holds hub seeds only: it scores at most ``ceiling``.
+            ceiling = self._combine(t.direct[hubs].sum(), 0.0, t.log_near[hubs].sum())
+            if np.count_nonzero(self._combine(*parts) >= ceiling) < n:
                 everything = np.arange(len(t.ents))
-                cand, total = self._admitted(query, space, *self._totals(space, t, everything))
-        if len(cand) > n:
-            best = np.argpartition(-total, n - 1)[:n]
+                cand, parts = self._admitted(query, space, *self._sums(space, t, everything))
+        total = self._combine(*parts)
+        positive = total > 0
+        cand, total = cand[positive], total[positive]
+        if len(cand) > n:  # the n best; ties at the cut by a hash of the id, not by history
+            kth = np.partition(total, len(total) - n)[len(total) - n]
+            tied = np.flatnonzero(total == kth)
+            fill = tied[np.argsort(space.row_tie[cand[tied]], kind="stable")]
+            best = np.concatenate([np.flatnonzero(total > kth), fill])[:n]
             cand, total = cand[best], total[best]
         ids = [space.ids[r] or "" for r in cand.tolist()]
         ranked = sorted(zip((-total).tolist(), ids, strict=True))
@@ -683,38 +700,43 @@ class GraphSignal:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _totals(
+    def _sums(
         self, space: _Space, t: _Tables, positions: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Rows holding the entities at ``positions`` of ``t``, and their positive scores."""
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Rows holding the entities at ``positions`` of ``t``, with their partial sums.
+
+        The sums, over those entities only, are ``D``, ``log(1 - C)`` and ``log(1 - P)``.
+        """
         rows = [space.rows_of(int(e)) for e in t.ents[positions]]
         if not rows:
-            return np.zeros(0, np.int64), np.zeros(0)
+            return np.zeros(0, np.int64), [np.zeros(0), np.zeros(0), np.zeros(0)]
         lengths = [len(r) for r in rows]
         flat = np.concatenate(rows)
         size = len(space.ids)
         cand = np.flatnonzero(np.bincount(flat, minlength=size))
-        d, log_c, log_p = (
+        parts = [
             np.bincount(flat, weights=np.repeat(col[positions], lengths), minlength=size)[cand]
             for col in (t.direct, t.log_peer, t.log_near)
-        )
+        ]
+        return cand, parts
+
+    def _combine(self, d: Any, log_c: Any, log_p: Any) -> Any:
+        """``w_d D + w_c C + w_p P`` from ``D`` and the noisy-ORs' log complements."""
         wd, wc, wp = self._w
-        total = wd * d - wc * np.expm1(log_c) - wp * np.expm1(log_p)
-        positive = total > 0
-        return cand[positive], total[positive]
+        return wd * d - wc * np.expm1(log_c) - wp * np.expm1(log_p)
 
     @staticmethod
     def _admitted(
-        query: Query, space: _Space, cand: np.ndarray, total: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
+        query: Query, space: _Space, cand: np.ndarray, parts: list[np.ndarray]
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
         if query.allowed is None or not len(cand):
-            return cand, total
+            return cand, parts
         if len(query.allowed) < len(cand):
             allowed = [space.slot[i] for i in query.allowed if i in space.slot]
             keep = np.isin(cand, np.array(allowed, np.int64))
         else:
             keep = np.array([space.ids[r] in query.allowed for r in cand.tolist()], bool)
-        return cand[keep], total[keep]
+        return cand[keep], [p[keep] for p in parts]
 
     def _prepare(self, query: Query) -> tuple[_Space | None, _Tables | None]:
         space = self.graph._space(query.namespace)
@@ -790,7 +812,6 @@ class GraphSignal:
             tol=cfg.tol,
         )
         rel = pi * nu
-        rel[:s] = 0.0
         near = np.minimum(rel / rel.max(), _MAX_P) if rel.max() > 0 else np.zeros(m)
         comm = space.comm[ents].tolist()
         share: dict[int, float] = {}
