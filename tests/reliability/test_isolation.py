@@ -1,0 +1,149 @@
+"""Tenant isolation: another namespace's memories never change a query's results or scores.
+
+Namespaces are a security boundary. For each generated case, namespace A gets the same
+memories in two stores; in the second store, namespace B also gets memories (written in
+between A's, drawn from the same words and entities, some deleted again), so B shares
+tokens, entities, graph edges and times with A. Every query on A must then give identical
+answers in both stores: the same candidate pool in the same order, the same score from each
+of the four signals for every candidate, the same matched entities, and the same fused
+ranking (``search`` fuses exactly this pool). All four signals have positive weights; the
+embedder is a fast hashed bag of words and entities come from the rules extractor, so a case
+costs milliseconds.
+
+The two stores live for the whole test (each case uses fresh namespaces), so they also hold
+every earlier case's namespaces: isolation from many tenants, not only from B.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+
+from _support import open_store
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from norax_core.fusion import fuse, rank
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+WEIGHTS = {"bm25": 0.3, "dense": 0.3, "temporal": 0.2, "graph": 0.2}
+CASES = 1000
+VOCAB = [
+    "Colby",
+    "Priya",
+    "TypeORM",
+    "PaymentService",
+    "Base",
+    "wallet",
+    "deploy",
+    "invoice",
+    "review",
+    "refund",
+    "schema",
+    "roadmap",
+    "budget",
+    "vendor",
+    "the",
+    "and",
+    "fixed",
+    "moved",
+    "Tuesday",
+    "staging",
+]
+KINDS = ["episodic", "semantic", "procedural", "scratchpad", "custom"]
+
+memory = st.tuples(
+    st.lists(st.sampled_from(VOCAB), min_size=1, max_size=8).map(" ".join),
+    st.sampled_from(KINDS),
+    st.integers(-2, 400),  # age in days (negative: a future time)
+    st.sampled_from(["t1", "t2"]),
+)
+case = st.fixed_dictionaries(
+    {
+        "a": st.lists(memory, min_size=1, max_size=6),
+        "b": st.lists(memory, min_size=1, max_size=8),
+        "b_deleted": st.integers(0, 3),
+        "order": st.randoms(use_true_random=False),  # how A and B interleave
+        "queries": st.lists(
+            st.tuples(
+                st.lists(st.sampled_from(VOCAB), min_size=1, max_size=4).map(" ".join),
+                st.integers(1, 8),
+                st.booleans(),  # filter on metadata
+            ),
+            min_size=1,
+            max_size=2,
+        ),
+    }
+)
+
+
+def write(mem, items) -> None:
+    """One batch: ``(id, namespace, (text, kind, age, topic))`` items, in this order."""
+    mem.add(
+        [t for _, _, (t, *_) in items],
+        ids=[i for i, _, _ in items],
+        kind=[k for _, _, (_, k, _, _) in items],
+        created_at=[NOW - timedelta(days=d) for _, _, (_, _, d, _) in items],
+        namespace=[ns for _, ns, _ in items],
+        metadata=[{"topic": m} for _, _, (*_, m) in items],
+    )
+
+
+def answer(mem, ns: str, query: str, k: int, filtered: bool):
+    """The candidate pool with every signal's scores, and the fused top k (as search())."""
+    where = {"topic": "t1"} if filtered else None
+    cands = mem.candidates(query, k=k, namespace=ns, where=where, now=NOW)
+    fused = fuse(cands.signals, cands.ids, mem.weights)
+    return cands.k, cands.ids, cands.signals, cands.matched, [(i, fused[i]) for i in rank(fused, k)]
+
+
+def test_other_namespaces_never_change_a_namespaces_answers():
+    stats: Counter[str] = Counter()
+    alone = open_store(weights=WEIGHTS)  # A only (and earlier cases' namespaces)
+    mixed = open_store(weights=WEIGHTS)  # A and B
+
+    @settings(
+        max_examples=CASES,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(c=case)
+    def run(c) -> None:
+        n = stats["cases"]
+        stats["cases"] += 1
+        ns_a, ns_b = f"tenant-a-{n}", f"tenant-b-{n}"
+        a = [(f"a{n}-{i:02d}", ns_a, m) for i, m in enumerate(c["a"])]
+        b = [(f"b{n}-{i:02d}", ns_b, m) for i, m in enumerate(c["b"])]
+        write(alone, a)
+        slots = [True] * len(a) + [False] * len(b)  # A keeps its order; B goes in between
+        c["order"].shuffle(slots)
+        ia, ib = iter(a), iter(b)
+        write(mixed, [next(ia) if is_a else next(ib) for is_a in slots])
+        if c["b_deleted"]:
+            mixed.delete([i for i, _, _ in b[: c["b_deleted"]]])
+        stats["b_memories"] += len(b)
+        for query, k, filtered in c["queries"]:
+            stats["queries"] += 1
+            want = answer(alone, ns_a, query, k, filtered)
+            got = answer(mixed, ns_a, query, k, filtered)
+            if got != want:
+                stats["leaks"] += 1
+            assert got == want, f"namespace {ns_b} changed {ns_a}'s answer to {query!r}"
+            stats["results"] += len(want[4])
+            stats["candidates"] += len(want[1])
+
+    try:
+        run()
+    finally:
+        print(
+            f"\nisolation: {stats['cases']} generated cases, {stats['queries']} queries "
+            f"({stats['candidates']} candidates x 4 signals, {stats['results']} fused results) "
+            f"compared, {stats['b_memories']} memories in the "
+            f"other namespaces, {stats['leaks']} leaks; stores of {alone.count()} and "
+            f"{mixed.count()} memories"
+        )
+        alone.close()
+        mixed.close()
+    assert stats["cases"] >= CASES and stats["leaks"] == 0
