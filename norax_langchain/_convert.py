@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Mapping
-from datetime import date, datetime
 from typing import Any
 
 from langchain_core.documents import Document
 
-from norax_core.models import RESERVED_PREFIX, MetadataValue, SearchResult
+from norax_core.models import MetadataValue, SearchResult
+from norax_core.validation import storable_metadata as _storable_metadata
 
 logger = logging.getLogger("norax")
 
@@ -19,8 +17,6 @@ SEARCH_KEYS = ("kind", "created_at", "namespace", "score", "signals", "matched_e
 
 They replace user metadata keys of the same name in the returned document.
 """
-
-_INT64 = 2**63
 
 
 def _result_to_document(result: SearchResult) -> Document:
@@ -35,37 +31,6 @@ def _result_to_document(result: SearchResult) -> Document:
         "matched_entities": list(result.matched_entities),
     }
     return Document(id=result.id, page_content=result.text, metadata=metadata)
-
-
-def _storable_metadata(
-    metadata: Mapping[str, Any], skip: tuple[str, ...] = ()
-) -> dict[str, MetadataValue]:
-    """The part of ``metadata`` that a memory can store.
-
-    Keeps str, bool, finite floats and 64-bit ints; dates and datetimes become ISO strings.
-    Drops ``skip`` keys, keys reserved by Norax (``norax_`` prefix) and every other value
-    (``None``, lists, dicts, objects), logging the dropped keys at debug level.
-    """
-    out: dict[str, MetadataValue] = {}
-    dropped = []
-    for key, value in metadata.items():
-        if key in skip:
-            continue
-        if isinstance(value, (date, datetime)):
-            value = value.isoformat()
-        ok_key = isinstance(key, str) and bool(key) and not key.startswith(RESERVED_PREFIX)
-        ok_value = (
-            isinstance(value, (str, bool))
-            or (isinstance(value, int) and -_INT64 <= value < _INT64)
-            or (isinstance(value, float) and math.isfinite(value))
-        )
-        if ok_key and ok_value:
-            out[key] = value
-        else:
-            dropped.append(key)
-    if dropped:
-        logger.debug("norax: metadata keys not stored (unsupported key or value): %s", dropped)
-    return out
 
 
 def _document_to_memory(

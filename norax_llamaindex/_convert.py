@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
-from datetime import date, datetime
 from typing import Any
 
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
 
-from norax_core.models import RESERVED_PREFIX, SIGNALS, MetadataValue, SearchResult
+from norax_core.models import SIGNALS, MetadataValue, SearchResult
+from norax_core.validation import storable_metadata as _storable_metadata
 
 logger = logging.getLogger("norax")
 
@@ -23,8 +22,6 @@ HIDDEN_KEYS = ("namespace", "score", "signals", "matched_entities")
 
 RERANK_KEYS = ("score", "signals")
 """Metadata keys :class:`~norax_llamaindex.NoraxPostprocessor` sets on the node copies."""
-
-_INT64 = 2**63
 
 
 def _hide(node: BaseNode, keys: tuple[str, ...]) -> dict[str, list[str]]:
@@ -76,37 +73,6 @@ def _reranked(
 def _node_text(node: BaseNode) -> str:
     """The node's own text, without metadata."""
     return node.get_content(metadata_mode=MetadataMode.NONE)
-
-
-def _storable_metadata(
-    metadata: Mapping[str, Any], skip: tuple[str, ...] = ()
-) -> dict[str, MetadataValue]:
-    """The part of ``metadata`` that a memory can store.
-
-    Keeps str, bool, finite floats and 64-bit ints; dates and datetimes become ISO strings.
-    Drops ``skip`` keys, keys reserved by Norax (``norax_`` prefix) and every other value
-    (``None``, lists, dicts, objects), logging the dropped keys at debug level.
-    """
-    out: dict[str, MetadataValue] = {}
-    dropped = []
-    for key, value in metadata.items():
-        if key in skip:
-            continue
-        if isinstance(value, (date, datetime)):
-            value = value.isoformat()
-        ok_key = isinstance(key, str) and bool(key) and not key.startswith(RESERVED_PREFIX)
-        ok_value = (
-            isinstance(value, (str, bool))
-            or (isinstance(value, int) and -_INT64 <= value < _INT64)
-            or (isinstance(value, float) and math.isfinite(value))
-        )
-        if ok_key and ok_value:
-            out[key] = value
-        else:
-            dropped.append(key)
-    if dropped:
-        logger.debug("norax: metadata keys not stored (unsupported key or value): %s", dropped)
-    return out
 
 
 def _node_to_memory(
