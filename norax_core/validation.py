@@ -2,17 +2,37 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from typing import Any, TypeVar
 
 from norax_core.errors import DuplicateIdError, InvalidInputError
 from norax_core.models import DEFAULT_NAMESPACE, RESERVED_PREFIX, MetadataValue
 
 T = TypeVar("T")
+logger = logging.getLogger("norax")
 MAX_ID_LEN = 512
+CHROMA_RESERVED_KEYS = frozenset({"chroma:document"})
+"""Metadata keys Chroma refuses, besides any starting with ``#`` or ``$``."""
+
+
+def unicode_text(value: str, what: str) -> str:
+    """Return ``value`` if it is valid Unicode.
+
+    Lone surrogates (U+D800 to U+DFFF, left by a bad decode) cannot be stored, embedded or
+    tokenized by the libraries underneath.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"{what} contains a lone surrogate {value[exc.start]!r} at position {exc.start}, "
+            "which is not valid Unicode; decode the input with errors='replace'"
+        ) from None
+    return value
 
 
 def as_list(value: T | Sequence[T] | None, n: int, name: str, scalar: type) -> list[Any]:
@@ -38,6 +58,7 @@ def texts(value: Any) -> list[str]:
             raise InvalidInputError(f"text #{i} is a {type(t).__name__}, not a string")
         if not t.strip():
             raise InvalidInputError(f"text #{i} is empty or whitespace only")
+        unicode_text(t, f"text #{i}")
     return list(items)
 
 
@@ -63,7 +84,16 @@ def memory_id(value: Any) -> str:
         raise InvalidInputError(f"an id must be a non-empty string, got {value!r}")
     if len(value) > MAX_ID_LEN or "\x00" in value:
         raise InvalidInputError(f"id too long (> {MAX_ID_LEN} chars) or contains a NUL byte")
-    return value
+    return unicode_text(value, "an id")
+
+
+def id_list(value: Any) -> list[str]:
+    """One id or a sequence of ids (for ``get`` and ``delete``)."""
+    if isinstance(value, str):
+        return [memory_id(value)]
+    if not isinstance(value, Sequence) and not isinstance(value, (set, frozenset)):
+        raise InvalidInputError(f"ids must be a string or a list of strings, got {value!r}")
+    return [memory_id(i) for i in value]
 
 
 def name(value: Any, what: str, default: str | None = None) -> str:
@@ -71,7 +101,7 @@ def name(value: Any, what: str, default: str | None = None) -> str:
     if value is None and default is not None:
         return default
     if isinstance(value, str) and value.strip() and "\x00" not in value and len(value) <= 256:
-        return value
+        return unicode_text(value, what)
     raise InvalidInputError(
         f"{what} must be a non-empty string of at most 256 characters without NUL, got {value!r}"
     )
@@ -134,6 +164,14 @@ def metadata(value: Any) -> dict[str, MetadataValue]:
             raise InvalidInputError(
                 f"metadata key {key!r}: the prefix {RESERVED_PREFIX!r} is reserved"
             )
+        if key[0] in "#$" or key in CHROMA_RESERVED_KEYS:
+            raise InvalidInputError(
+                f"metadata key {key!r}: keys starting with '#' or '$' (and "
+                f"{', '.join(sorted(CHROMA_RESERVED_KEYS))}) are reserved by Chroma"
+            )
+        unicode_text(key, "a metadata key")
+        if isinstance(val, str):
+            unicode_text(val, f"metadata {key!r}")
         if isinstance(val, float) and not math.isfinite(val):
             raise InvalidInputError(f"metadata {key!r}: non-finite numbers cannot be stored")
         if isinstance(val, int) and not isinstance(val, bool) and not -(2**63) <= val < 2**63:
@@ -160,7 +198,7 @@ def query(value: Any) -> str:
     """A search query: a non-blank string."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError("the query must be a non-empty string")
-    return value
+    return unicode_text(value, "the query")
 
 
 def where(value: Any) -> dict[str, Any] | None:
@@ -173,3 +211,35 @@ def where(value: Any) -> dict[str, Any] | None:
         if isinstance(key, str) and key.startswith(RESERVED_PREFIX):
             raise InvalidInputError(f"where key {key!r}: use the namespace argument instead")
     return dict(value)
+
+
+def storable_metadata(
+    value: Mapping[str, Any], skip: tuple[str, ...] = ()
+) -> dict[str, MetadataValue]:
+    """The part of foreign metadata (a framework document's) that a memory can store.
+
+    The lenient twin of :func:`metadata`, for ingesting documents whose metadata Norax did
+    not write: keeps str, bool, finite floats and 64-bit ints; dates and datetimes become ISO
+    strings. Drops ``skip`` keys, keys reserved by Norax (``norax_`` prefix) and every other
+    value (``None``, lists, dicts, objects), logging the dropped keys at debug level.
+    """
+    out: dict[str, MetadataValue] = {}
+    dropped = []
+    for key, val in value.items():
+        if key in skip:
+            continue
+        if isinstance(val, (date, datetime)):
+            val = val.isoformat()
+        ok_key = isinstance(key, str) and bool(key) and not key.startswith(RESERVED_PREFIX)
+        ok_value = (
+            isinstance(val, (str, bool))
+            or (isinstance(val, int) and -(2**63) <= val < 2**63)
+            or (isinstance(val, float) and math.isfinite(val))
+        )
+        if ok_key and ok_value:
+            out[key] = val
+        else:
+            dropped.append(key)
+    if dropped:
+        logger.debug("norax: metadata keys not stored (unsupported key or value): %s", dropped)
+    return out
