@@ -407,7 +407,7 @@ class NoraxMemory:
 
     def delete(self, ids: str | Sequence[str]) -> int:
         """Delete memories by id; returns how many existed. Unknown ids are ignored."""
-        id_list = [check.memory_id(i) for i in ([ids] if isinstance(ids, str) else ids)]
+        id_list = check.id_list(ids)
         with self._lock:
             self._maybe_sync()
             known = [i for i in dict.fromkeys(id_list) if i in self._indexes.namespace_of]
@@ -466,7 +466,7 @@ class NoraxMemory:
 
     def get(self, ids: str | Sequence[str]) -> list[Memory]:
         """The memories found for ``ids``, in the order asked; unknown ids are skipped."""
-        id_list = [check.memory_id(i) for i in ([ids] if isinstance(ids, str) else ids)]
+        id_list = check.id_list(ids)
         if not id_list:
             return []
         got = self._collection.get(
