@@ -99,12 +99,13 @@ _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 # C0 controls (but tab and newline) and DEL become spaces, one for one, so offsets stay valid.
 _CONTROL = str.maketrans({c: " " for c in [*range(0, 9), *range(11, 32), 127]})
 
+_LAST_WORD_RE = re.compile(r"\s\S*\Z")
 _CODE_RE = re.compile(
     r"""
       (?P<handle>(?<![\w@.])@[A-Za-z0-9_](?:[A-Za-z0-9_.]*[A-Za-z0-9_])?)
     | (?P<hex>(?<![\w])0[xX][0-9a-fA-F]{3,}(?![\w]))
     | (?P<hashtag>(?<![\w#&])\#[^\W\d_][\w-]*)
-    | (?P<dotted>(?<![\w.@/])[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+)
+    | (?P<dotted>(?<![\w.@])[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+)
     | (?P<snake>(?<![\w.])_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*(?![\w]))
     | (?P<camel>(?<![\w.@\#])(?=[A-Za-z0-9]*[a-z])[A-Za-z][a-z0-9]*[A-Z][A-Za-z0-9]*(?![\w]))
     """,
@@ -170,7 +171,12 @@ def find_code_identifiers(text: str) -> list[tuple[int, int, str]]:
 
 
 def _clean(text: str, max_chars: int) -> str:
-    text = text[:max_chars].translate(_CONTROL)
+    if len(text) > max_chars:  # cut at a space when one is near, not inside a word
+        text = text[:max_chars]
+        cut = _LAST_WORD_RE.search(text, max(0, max_chars - 1000))
+        if cut:
+            text = text[: cut.start()]
+    text = text.translate(_CONTROL)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: spaCy's string store cannot hash them

@@ -119,7 +119,7 @@ def test_normalize_entity(raw: str, expected: str) -> None:
         ("tag #web3 and #ai-agents, not #1", ["#web3", "#ai-agents"]),
         ("It ended. Then we left. e.g. the U.S. team", []),
         ("mail bob@example.com today", []),
-        ("see https://github.com/x/y", []),
+        ("see https://github.com/x/y and db/migrate.py", ["github.com", "migrate.py"]),
         ("JavaScript is fine. Normal Words Only", ["javascript"]),
     ],
 )
