@@ -139,6 +139,7 @@ class _Space:
         if row is None:
             return False
         ents = self.ents[row]
+        self.fingerprint ^= _memory_hash(memory_id, [self.names[e] for e in ents])
         self.ids[row], self.ents[row] = None, ()
         self.free_rows.append(row)
         self._link(ents, -1)
@@ -155,7 +156,6 @@ class _Space:
                 self.names[e] = ""
                 self.comm[e] = -1
                 self.free_eids.append(e)
-        self.fingerprint ^= _memory_hash(memory_id, [self.names[e] for e in ents] or ())
         self._changed()
         return True
 

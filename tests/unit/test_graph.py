@@ -267,6 +267,18 @@ def test_state_dict_round_trip_skips_louvain(louvain_calls: list[int]) -> None:
     assert len(louvain_calls) == 1
 
 
+def test_state_survives_deletes_and_replaces(louvain_calls: list[int]) -> None:
+    live = build({**two_cliques(), "gone": ["kiwi", "apple"], "moved": ["zinc", "lime"]})
+    live.remove(NS, "gone")  # "kiwi" disappears with it
+    live.add(NS, "moved", ["zinc", "argon"])  # "lime" too
+    comm = live.communities(NS)
+    state = live.state_dict()
+    reopened = build({**two_cliques(), "moved": ["zinc", "argon"]})
+    reopened.load_state_dict(state)
+    assert reopened.communities(NS) == comm
+    assert len(louvain_calls) == 1
+
+
 def test_state_of_a_changed_graph_is_not_reused(louvain_calls: list[int]) -> None:
     g = build(two_cliques())
     g.communities(NS)
