@@ -56,6 +56,12 @@ ENTITIES_KEY = "norax_entities"
 SIDECAR_FILE = "norax_index.sqlite3"
 DEFAULT_COLLECTION = "norax"
 CHROMA_BATCH = 4_000
+MODEL_CHARS = 10_000
+"""The embedder and the entity extractor read at most this many characters of a text (or
+query); the whole text is stored and BM25-indexed. The embedding model reads 256 word pieces
+anyway, but tokenizing a 1 MB text first took seconds, and spaCy over 100,000 characters
+(the extractor's own cap) took 8 to 19 s on a busy 2-core box: a hostile text must not hold
+a core for that long."""
 
 WeightsLike = Weights | str | Mapping[str, float] | None
 
@@ -339,8 +345,9 @@ class NoraxMemory:
         metas = [check.metadata(m) for m in check.as_list(metadata, n, "metadata", dict)]
 
         tokens = [tuple(self._indexes.tokenizer(t)) for t in items]
-        entities = [tuple(e) for e in self.extractor.extract(items)] if self.extractor else [()] * n
-        embeddings = self.embedder.embed(items)
+        heads = [t[:MODEL_CHARS] for t in items]
+        entities = [tuple(e) for e in self.extractor.extract(heads)] if self.extractor else [()] * n
+        embeddings = self.embedder.embed(heads)
         if embeddings.shape != (n, self.embedder.dim) or not np.isfinite(embeddings).all():
             raise NoraxError(f"embedder {self.embedder.name!r} returned invalid embeddings")
         chroma_metas = []
@@ -548,8 +555,9 @@ class NoraxMemory:
         if pool is not None and (isinstance(pool, bool) or not isinstance(pool, int) or pool < 1):
             raise InvalidInputError(f"pool must be an integer >= 1, got {pool!r}")
 
-        embedding = self.embedder.embed([text])[0]
-        entities = tuple(self.extractor.extract_query(text)) if self.extractor else ()
+        head = text[:MODEL_CHARS]
+        embedding = self.embedder.embed([head])[0]
+        entities = tuple(self.extractor.extract_query(head)) if self.extractor else ()
         with self._lock:
             self._maybe_sync()
             allowed = self._allowed(ns, flt)

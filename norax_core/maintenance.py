@@ -64,14 +64,15 @@ class NamespaceCheck:
         counts: Number of ids per source, ``"chroma"`` included.
         missing: Per source, ids Chroma holds in this namespace that the source lacks.
         extra: Per source, ids the source holds in this namespace that Chroma does not.
-        stale: Ids whose sidecar row differs from what Chroma's record derives (deep only).
+        stale: Ids whose sidecar row differs from what Chroma's record derives (deep only),
+            each with the fields that differ.
     """
 
     namespace: str
     counts: dict[str, int]
     missing: dict[str, tuple[str, ...]] = field(default_factory=dict)
     extra: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    stale: tuple[str, ...] = ()
+    stale: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -111,20 +112,27 @@ class CheckReport:
         for n in self.namespaces:
             for src, ids in n.missing.items():
                 if ids:
-                    out.append(f"[{n.namespace}] {src} lacks {len(ids)} id(s): {_ids(ids)}")
+                    out.append(f"[{_label(n.namespace)}] {src} lacks {len(ids)} id(s): {_ids(ids)}")
             for src, ids in n.extra.items():
                 if ids:
                     out.append(
-                        f"[{n.namespace}] {src} holds {len(ids)} id(s) Chroma does not: {_ids(ids)}"
+                        f"[{_label(n.namespace)}] {src} holds {len(ids)} id(s) "
+                        f"Chroma does not: {_ids(ids)}"
                     )
             if n.stale:
-                out.append(f"[{n.namespace}] {len(n.stale)} stale sidecar row(s): {_ids(n.stale)}")
+                fields = sorted({f for fs in n.stale.values() for f in fs})
+                out.append(
+                    f"[{_label(n.namespace)}] {len(n.stale)} stale sidecar row(s) "
+                    f"({', '.join(fields)} differ): {_ids(tuple(sorted(n.stale)))}"
+                )
         return out
 
     def format(self) -> str:
         """A human-readable table plus the problems found."""
         head = ["namespace", "chroma", *SOURCES]
-        rows = [[n.namespace, *(str(n.counts[s]) for s in ("chroma", *SOURCES))] for n in self]
+        rows = [
+            [_label(n.namespace), *(str(n.counts[s]) for s in ("chroma", *SOURCES))] for n in self
+        ]
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
         lines = [
             "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *rows]
@@ -150,7 +158,7 @@ class CheckReport:
                     "counts": n.counts,
                     "missing": {s: list(v) for s, v in n.missing.items() if v},
                     "extra": {s: list(v) for s, v in n.extra.items() if v},
-                    "stale": list(n.stale),
+                    "stale": {i: list(f) for i, f in n.stale.items()},
                 }
                 for n in self.namespaces
             ],
@@ -197,8 +205,8 @@ def check_store(memory: NoraxMemory, *, deep: bool = True) -> CheckReport:
     with memory._lock:
         idx = memory._indexes
         truth: dict[str, dict[str, IndexRow | None]] = {}
-        for row in _chroma_rows(memory, deep):
-            truth.setdefault(row[0], {})[row[1]] = row[2]
+        for rec in _chroma_rows(memory, deep):
+            truth.setdefault(rec[0], {})[rec[1]] = rec[2]
         sidecar_rows = {r.id: r for r in idx.sidecar.rows()}
         held: dict[str, dict[str, set[str]]] = {s: {} for s in SOURCES}
         for r in sidecar_rows.values():
@@ -227,15 +235,11 @@ def check_store(memory: NoraxMemory, *, deep: bool = True) -> CheckReport:
             counts[src] = len(have)
             missing[src] = tuple(sorted(want - have))
             extra[src] = tuple(sorted(have - want))
-        stale: tuple[str, ...] = ()
-        if deep:
-            stale = tuple(
-                sorted(
-                    mid
-                    for mid, row in chroma.items()
-                    if mid in sidecar_rows and not _same_row(sidecar_rows[mid], row)
-                )
-            )
+        stale: dict[str, tuple[str, ...]] = {}
+        for mid, row in sorted(chroma.items()):
+            fields = _differences(sidecar_rows[mid], row) if row and mid in sidecar_rows else ()
+            if fields:
+                stale[mid] = fields
         report.append(NamespaceCheck(ns, counts, missing, extra, stale))
     return CheckReport(tuple(report), pending, deep)
 
@@ -475,15 +479,20 @@ def _chroma_rows(memory: NoraxMemory, deep: bool) -> Iterator[tuple[str, str, In
             yield ns, mid, row
 
 
-def _same_row(a: IndexRow, b: IndexRow | None) -> bool:
-    return b is None or (
-        a.namespace == b.namespace
-        and a.kind == b.kind
-        # Chroma may hand a float back one ulp off (seen after a crash replayed its log)
-        and math.isclose(a.created_at, b.created_at, rel_tol=0.0, abs_tol=1e-6)
-        and tuple(a.tokens) == tuple(b.tokens)
-        and tuple(a.entities) == tuple(b.entities)
-    )
+def _differences(a: IndexRow, b: IndexRow) -> tuple[str, ...]:
+    """The fields in which two rows of one memory differ."""
+    out = [f for f in ("namespace", "kind") if getattr(a, f) != getattr(b, f)]
+    # Chroma hands about one float metadata value in eight back one ulp off
+    if not math.isclose(a.created_at, b.created_at, rel_tol=1e-15, abs_tol=1e-6):
+        out.append("created_at")
+    out += [f for f in ("tokens", "entities") if tuple(getattr(a, f)) != tuple(getattr(b, f))]
+    return tuple(out)
+
+
+def _label(namespace: str) -> str:
+    """A namespace as one printable table cell."""
+    shown = namespace if namespace.isprintable() else repr(namespace)
+    return shown if len(shown) <= 40 else shown[:39] + "…"
 
 
 def _ids(ids: tuple[str, ...]) -> str:

@@ -96,7 +96,7 @@ def test_every_kind_of_damage_is_found_then_repaired(tmp_path):
         for src in SOURCES:
             assert "m1" in ns["a"].missing[src] and "m3" in ns["a"].missing[src]
             assert set(ns["a"].extra[src]) == {"ghost"} and ns["b"].extra[src] == ("m3",)
-        assert ns["b"].stale == ("m2",)
+        assert ns["b"].stale == {"m2": ("tokens",)}
         text = report.format()
         assert "INCONSISTENT" in text and "'ghost'" in text and "interrupted" in text
         assert not check_store(mem, deep=False).namespaces[0].stale  # ids only
