@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 import time
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -196,7 +198,7 @@ class NoraxMemory:
             self._finalizer = weakref.finalize(self, _drop_collection, self._client, collection)
 
         self._indexes = DerivedIndexes(Sidecar(sidecar_path), self.config)
-        self._dense = DenseSignal(self._collection)
+        self._dense = DenseSignal(self._collection, lambda mid: self._indexes.namespace_of.get(mid))
         self._indexes.load()
         if reconcile:
             self._indexes.reconcile(self._collection, self._row_from_record)
@@ -463,7 +465,7 @@ class NoraxMemory:
             self._maybe_sync()
             if namespace is None:
                 return len(self._indexes.namespace_of)
-            return len(self._indexes.temporal.ids(check.namespace(namespace)))
+            return self._indexes.temporal.count(check.namespace(namespace))
 
     def namespaces(self) -> list[str]:
         """Namespaces that hold at least one memory."""
@@ -556,8 +558,11 @@ class NoraxMemory:
             raise InvalidInputError(f"pool must be an integer >= 1, got {pool!r}")
 
         head = text[:MODEL_CHARS]
+        # The query's entity extraction (spaCy) runs in a worker thread while the query is
+        # embedded and Chroma searched (both release the GIL): on two cores it is off the
+        # critical path.
+        extracting = _in_background(self.extractor.extract_query, head) if self.extractor else None
         embedding = self.embedder.embed([head])[0]
-        entities = tuple(self.extractor.extract_query(head)) if self.extractor else ()
         with self._lock:
             self._maybe_sync()
             allowed = self._allowed(ns, flt)
@@ -568,7 +573,6 @@ class NoraxMemory:
                 allowed=allowed,
                 tokens=tuple(self._indexes.tokenizer(text)),
                 embedding=embedding,
-                entities=entities,
                 where=flt,
             )
             signals: dict[str, Signal] = {
@@ -589,10 +593,23 @@ class NoraxMemory:
             # Recency alone says nothing about relevance: beside other signals it proposes
             # only a few of the newest memories; on its own it ranks the whole pool.
             recency_only = [s for s, v in weight.items() if v > 0] == ["temporal"]
-            for name, sig in signals.items():
+            wanted: dict[str, int] = {}
+            for name in signals:
                 n = cfg.recency_candidates if name == "temporal" and not recency_only else n_pool
                 if weight[name] > 0 and n > 0:
-                    proposed.update(dict.fromkeys(sig.top(q, min(n, size))))
+                    wanted[name] = min(n, size)
+            tops: dict[str, Future[dict[str, float]] | dict[str, float]] = {}
+            if "dense" in wanted:  # Chroma works while the local signals do
+                tops["dense"] = _in_background(self._dense.top, q, wanted["dense"])
+            entities = tuple(extracting.result()) if extracting is not None else ()
+            q = dataclasses.replace(q, entities=entities)
+            for name, sig in signals.items():
+                if name in wanted and name != "dense":
+                    tops[name] = sig.top(q, wanted[name])
+            for name in signals:
+                if name in tops:
+                    top = tops[name]
+                    proposed.update(dict.fromkeys(top.result() if isinstance(top, Future) else top))
             cand = list(proposed)
             scores = {name: sig.score(q, cand) for name, sig in signals.items()}
             matched = self._indexes.graph_signal.explain(q, cand)
@@ -663,6 +680,20 @@ def _change_log(client: Any, name: str, interval: float) -> ChangeLog | None:
         return ChangeLog(client, name, SyncConfig(interval=float(interval)))
     except Exception as exc:  # Chroma raises several types for bad names
         raise InvalidInputError(f"cannot open Chroma collection {name!r}: {exc}") from exc
+
+
+_WORKERS: ThreadPoolExecutor | None = None
+_WORKERS_LOCK = threading.Lock()
+
+
+def _in_background(fn: Callable[..., Any], *args: Any) -> Future[Any]:
+    """Run ``fn(*args)`` on the engine's small shared thread pool (two threads)."""
+    global _WORKERS
+    if _WORKERS is None:
+        with _WORKERS_LOCK:
+            if _WORKERS is None:
+                _WORKERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="norax")
+    return _WORKERS.submit(fn, *args)
 
 
 def _drop_collection(client: Any, name: str) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,13 +28,23 @@ class DenseSignal:
 
     ``top`` asks Chroma's HNSW index with the namespace and metadata filter applied inside the
     query (filter before ranking). ``score`` reuses the last ``top`` answer and fetches the
-    stored embeddings of any other candidate, so every candidate gets its real similarity.
+    stored embeddings of any other candidate (one ``get``), so every candidate gets its real
+    similarity.
+
+    Args:
+        collection: The Chroma collection.
+        namespace_of: The namespace of a memory id as the derived indexes know it (``None``
+            if unknown). With it, ``score`` fetches embeddings only, and Chroma's metadata
+            only for ids it does not know (for example written by another process).
     """
 
     name = "dense"
 
-    def __init__(self, collection: Any) -> None:
+    def __init__(
+        self, collection: Any, namespace_of: Callable[[str], str | None] | None = None
+    ) -> None:
         self._collection = collection
+        self._namespace_of = namespace_of
         self._last: tuple[Query, dict[str, float]] | None = None
 
     def top(self, query: Query, n: int) -> dict[str, float]:
@@ -62,19 +72,45 @@ class DenseSignal:
         if query.embedding is None or not ids:
             return out
         last = self._last
-        known = last[1] if last is not None and last[0] is query else {}
+        known = last[1] if last is not None and _same_search(last[0], query) else {}
         missing = [m for m in ids if m not in known]
         for m in ids:
             if m in known:
                 out[m] = known[m]
-        if missing:
-            got = self._collection.get(ids=missing, include=["embeddings", "metadatas"])
-            emb = got["embeddings"]
-            if emb is not None and len(got["ids"]):
-                mat = np.asarray(emb, dtype=np.float32)
-                sims = cosine_to_unit(mat @ query.embedding.astype(np.float32))
-                for mid, meta, s in zip(got["ids"], got["metadatas"], sims.tolist(), strict=True):
-                    in_ns = (meta or {}).get(NAMESPACE_KEY) == query.namespace
-                    if in_ns and (query.allowed is None or mid in query.allowed):
-                        out[mid] = float(s)
+        if not missing:
+            return out
+        home = self._namespace_of
+        spaces = {m: home(m) for m in missing} if home is not None else {}
+        # Ids of another namespace (as far as the indexes know) score 0 without a fetch.
+        fetch = [m for m in missing if spaces.get(m) in (None, query.namespace)]
+        if not fetch:
+            return out
+        unknown = fetch if home is None else [m for m in fetch if spaces[m] is None]
+        include = ["embeddings", "metadatas"] if unknown else ["embeddings"]
+        got = self._collection.get(ids=fetch, include=include)
+        emb = got["embeddings"]
+        if emb is None or not len(got["ids"]):
+            return out
+        sims = cosine_to_unit(
+            np.asarray(emb, dtype=np.float32) @ query.embedding.astype(np.float32)
+        )
+        metas = got["metadatas"] if unknown else [None] * len(got["ids"])
+        for mid, meta, s in zip(got["ids"], metas, sims.tolist(), strict=True):
+            ns = spaces.get(mid) or (meta or {}).get(NAMESPACE_KEY)
+            if ns == query.namespace and (query.allowed is None or mid in query.allowed):
+                out[mid] = float(s)
         return out
+
+
+def _same_search(a: Query, b: Query) -> bool:
+    """Whether two queries ask the same dense search (entities may differ: dense ignores them).
+
+    The engine asks Chroma before the query's entities are extracted, then scores with the
+    complete query.
+    """
+    return a is b or (
+        a.embedding is b.embedding
+        and a.namespace == b.namespace
+        and a.allowed is b.allowed
+        and a.where == b.where
+    )

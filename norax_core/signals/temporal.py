@@ -115,6 +115,11 @@ class TemporalSignal:
         ns = self._ns.get(namespace)
         return ns.remove(memory_id) if ns else False
 
+    def count(self, namespace: str) -> int:
+        """Number of memories in ``namespace``."""
+        ns = self._ns.get(namespace)
+        return len(ns.slot) if ns else 0
+
     def ids(self, namespace: str) -> set[str]:
         """Ids known in ``namespace``."""
         ns = self._ns.get(namespace)
