@@ -1,12 +1,15 @@
 """Entity extraction throughput and graph-signal query latency.
 
-(a) Extraction: texts/s of the spaCy extractor (POS-tag noun heads, the default, and the
-    parser's noun chunks) and of the rule-based fallback on 2,000 LoCoMo turns, next to the
-    throughput of Chroma's ONNX all-MiniLM-L6-v2 embedder on the same turns (the ingest cost
-    extraction should not exceed).
-(b) Graph signal: ``top(q, 50)`` + ``score(q, 100 ids)`` per query over 10k and 100k synthetic
-    memories whose entities are drawn Zipf-like (exponent 1.1) from a 50k-entity vocabulary,
-    in one namespace and spread over 300 namespaces; plus build (add_many) and Louvain times.
+(a) Extraction: texts/s of the spaCy extractor (POS-tag noun heads, the default; the parser's
+    noun chunks) and of the rule-based fallback on 2,000 LoCoMo turns, next to the embedders
+    on the same turns (the ingest cost extraction should not exceed): Chroma's
+    ``ONNXMiniLM_L6_V2`` and Norax's ``OnnxMiniLMEmbedder``. The methods run interleaved,
+    chunk by chunk, so that a busy machine slows them alike.
+(b) Graph signal: ``top(q, 50)`` plus ``score(q, 150 ids)`` per query (wall and CPU time: on a
+    shared machine the process's CPU time is the better estimate of an idle run) over 10k and 100k
+    synthetic memories whose 2-8 entities are drawn Zipf-like (exponent 1.1) from a 50k-entity
+    vocabulary, in one namespace and spread over 300 namespaces (30 of them queried); plus the
+    ``add_many`` build time and the first (lazy) Louvain run.
 
 Run from the repository root::
 
@@ -26,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from norax_core.entities import EntityExtractor, load_extractor
+from norax_core.entities import load_extractor
 from norax_core.signals.base import Query
 from norax_core.signals.graph import EntityGraph, GraphSignal
 
@@ -48,41 +51,58 @@ def locomo_turns(path: Path, n: int) -> list[str]:
     return texts[:n]
 
 
-def rate(fn: Callable[[Sequence[str]], object], texts: Sequence[str], warm: int = 64) -> float:
-    fn(texts[:warm])
-    t0 = time.perf_counter()
-    fn(texts)
-    return len(texts) / (time.perf_counter() - t0)
+def extraction_methods(model: str) -> dict[str, Callable[[Sequence[str]], object]]:
+    default = load_extractor(model)
+    methods: dict[str, Callable[[Sequence[str]], object]] = {
+        f"spaCy, POS-tag noun heads (default) [{default.name}]": default.extract,
+        "spaCy, parser noun chunks": load_extractor(model, noun_mode="parser").extract,
+        "rule-based fallback": load_extractor("rules").extract,
+    }
+    try:
+        from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+
+        chroma = ONNXMiniLM_L6_V2()
+        chroma.DOWNLOAD_PATH = SHARED / "all-MiniLM-L6-v2"  # offline: the shared copy
+        methods["embedder: Chroma ONNXMiniLM_L6_V2 (pads to 256 tokens)"] = chroma
+    except Exception as exc:  # noqa: BLE001 - a reference only
+        print(f"    Chroma embedder unavailable: {exc}")
+    try:
+        from norax_core.embedders import OnnxMiniLMEmbedder
+
+        ours = OnnxMiniLMEmbedder(model_dir=SHARED / "all-MiniLM-L6-v2")
+        methods["embedder: Norax OnnxMiniLMEmbedder (dynamic padding)"] = ours.embed
+    except Exception as exc:  # noqa: BLE001
+        print(f"    Norax embedder unavailable: {exc}")
+    return methods
 
 
-def bench_extraction(locomo: Path, n: int) -> None:
+def bench_extraction(locomo: Path, n: int, rounds: int) -> None:
     texts = locomo_turns(locomo, n)
     model = os.environ.get("NORAX_SPACY_MODEL") or str(SHARED / "en_core_web_sm-3.8.0")
     mean_len = np.mean([len(t) for t in texts])
     print(f"(a) extraction on {len(texts)} LoCoMo turns (mean {mean_len:.0f} chars)")
-    extractors: list[tuple[str, EntityExtractor]] = [
-        ("spaCy, POS noun heads (default)", load_extractor(model)),
-        ("spaCy, parser noun chunks", load_extractor(model, noun_mode="parser")),
-        ("rule-based fallback", load_extractor("rules")),
-    ]
-    outputs = {}
-    for label, ex in extractors:
-        r = rate(ex.extract, texts)
-        outputs[label] = ex.extract(texts)
-        per = np.mean([len(e) for e in outputs[label]])
-        print(f"    {label:34s} {r:7.0f} texts/s   {per:.2f} entities/text   [{ex.name}]")
-    a, b = outputs[extractors[0][0]], outputs[extractors[1][0]]
-    inter = sum(len(set(x) & set(y)) for x, y in zip(a, b, strict=True))
-    union = sum(len(set(x) | set(y)) for x, y in zip(a, b, strict=True))
-    print(f"    POS vs parser entity overlap (Jaccard over all turns): {inter / union:.3f}")
-    try:
-        from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
-
-        ef = ONNXMiniLM_L6_V2()
-        ef.DOWNLOAD_PATH = str(SHARED / "all-MiniLM-L6-v2")  # offline: the shared copy
-        print(f"    {'embedder (Chroma ONNX MiniLM)':34s} {rate(ef, texts):7.0f} texts/s")
-    except Exception as exc:  # noqa: BLE001 - the reference is optional
-        print(f"    embedder reference unavailable: {exc}")
+    methods = extraction_methods(model)
+    for fn in methods.values():
+        fn(texts[:32])  # warm up
+    spent = dict.fromkeys(methods, 0.0)
+    chunks = [texts[i : i + 250] for i in range(0, len(texts), 250)]
+    for _ in range(rounds):
+        for chunk in chunks:
+            for label, fn in methods.items():
+                t0 = time.perf_counter()
+                fn(chunk)
+                spent[label] += time.perf_counter() - t0
+    for label, seconds in spent.items():
+        print(f"    {rounds * len(texts) / seconds:7.0f} texts/s  {label}")
+    pos = load_extractor(model).extract(texts)
+    parsed = load_extractor(model, noun_mode="parser").extract(texts)
+    inter = sum(len(set(x) & set(y)) for x, y in zip(pos, parsed, strict=True))
+    union = sum(len(set(x) | set(y)) for x, y in zip(pos, parsed, strict=True))
+    print(
+        f"    entities per turn: POS {np.mean([len(e) for e in pos]):.2f},"
+        f" parser {np.mean([len(e) for e in parsed]):.2f};"
+        f" POS vs parser Jaccard {inter / union:.3f}"
+    )
 
 
 def zipf_memories(n: int, vocab: int, rng: np.random.Generator) -> list[list[str]]:
@@ -100,44 +120,43 @@ def zipf_memories(n: int, vocab: int, rng: np.random.Generator) -> list[list[str
 def bench_graph(n: int, namespaces: int, queries: int, seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
     mems = zipf_memories(n, 50_000, rng)
-    g = EntityGraph()
-    t0 = time.perf_counter()
     per_ns: dict[str, list[tuple[str, list[str]]]] = {}
     for i, ents in enumerate(mems):
         per_ns.setdefault(f"ns{i % namespaces}", []).append((f"m{i}", ents))
+    g = EntityGraph()
+    t0 = time.perf_counter()
     for ns, items in per_ns.items():
         g.add_many(ns, items)
     build = time.perf_counter() - t0
-    sig = GraphSignal(g)
-    names = list(per_ns)
+    names = list(per_ns)[:30]
     t0 = time.perf_counter()
     for ns in names:
-        g.communities(ns)  # the lazy first Louvain run
-    louvain = time.perf_counter() - t0
-    big = names[0]
-    nodes = g.graph(big).number_of_nodes() if namespaces == 1 else None
-    lat = []
+        g.communities(ns)  # the first, lazy Louvain run
+    louvain = (time.perf_counter() - t0) / len(names)
+    sig = GraphSignal(g)
+    lat, cpu = [], []
     for j in range(queries):
         ns = names[j % len(names)]
-        # Query entities: 1-3 taken from a random memory of the namespace (so they exist),
-        # which draws them Zipf-like too; hubs included.
         items = per_ns[ns]
+        # 1-3 query entities taken from a random memory (so they exist, drawn Zipf-like too,
+        # hubs included), a pool of 100 random ids as other signals' candidates.
         src = items[int(rng.integers(len(items)))][1]
         ents = tuple(rng.permutation(src)[: int(rng.integers(1, 4))].tolist())
         q = Query(text="", namespace=ns, now=0.0, entities=ents)
         pool = [items[int(k)][0] for k in rng.integers(len(items), size=100)]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         sig.score(q, list(sig.top(q, 50)) + pool)
         lat.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.process_time() - c0) * 1000)
     lat.sort()
     where = "1 namespace" if namespaces == 1 else f"{namespaces} namespaces"
-    extra = f", {nodes} entities" if nodes else ""
+    size = g.graph(names[0]).number_of_nodes() if namespaces == 1 else None
+    extra = f"; {size:,} entities" if size else ""
     print(
-        f"    {n:>7,} memories, {where:15s}: top(50)+score(150) per query"
-        f" mean {statistics.mean(lat):5.2f} ms,"
-        f" p50 {lat[len(lat) // 2]:5.2f}, p95 {lat[int(len(lat) * 0.95)]:5.2f}"
-        f" | add_many {build:5.2f} s, first Louvain {louvain / len(names):5.2f} s"
-        f" per namespace{extra}"
+        f"    {n:>7,} memories, {where:15s}: top+score mean {statistics.mean(lat):5.2f} ms"
+        f" (CPU {statistics.mean(cpu):5.2f}),"
+        f" p50 {lat[len(lat) // 2]:5.2f}, p95 {lat[int(len(lat) * 0.95)]:6.2f}"
+        f" | add_many {build:5.2f} s, first Louvain {louvain:5.2f} s/namespace{extra}"
     )
 
 
@@ -146,14 +165,19 @@ def main() -> None:
     default = ROOT / ".." / "shared" / "data" / "locomo" / "locomo10_dev.json"
     ap.add_argument("--locomo", type=Path, default=default)
     ap.add_argument("--texts", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--skip-extraction", action="store_true")
     args = ap.parse_args()
     machine = platform.processor() or platform.machine()
-    print(f"# {machine}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"# {machine}, {os.cpu_count()} cores, Python {platform.python_version()},"
+        f" load average {load:.1f} at start"
+    )
     if not args.skip_extraction:
-        bench_extraction(args.locomo, args.texts)
+        bench_extraction(args.locomo, args.texts, args.rounds)
     print("(b) graph signal, synthetic Zipf entities (50k vocabulary, 2-8 per memory)")
     for n in args.sizes:
         for namespaces in (1, 300):

@@ -24,9 +24,11 @@ common noun is a phrase head unless the next token is a noun too (an English com
 "team" in "team wallet"); capitalised modifiers are kept, since they are mostly names the tagger
 took for nouns ("Base fees"). :attr:`NounMode.PARSER` uses ``doc.noun_chunks`` instead.
 
-Texts are capped at :data:`MAX_CHARS` characters before any processing (spaCy's time and memory
-grow with the text); control characters and lone surrogates are replaced, so extraction never
-raises on arbitrary unicode.
+Only the first :data:`MAX_CHARS` (100,000) characters of a text are read, cut at a space when
+there is one in the last thousand (spaCy's time and memory grow with the text; a memory that
+long is a document, and its opening names what it is about). Control characters and lone
+surrogates are replaced, and a text that makes spaCy fail gets the rule-based extractor
+instead, so extraction never raises on arbitrary unicode.
 """
 
 from __future__ import annotations
@@ -157,8 +159,10 @@ def find_code_identifiers(text: str) -> list[tuple[int, int, str]]:
     """Return ``(start, end, entity)`` for each code-like identifier in ``text``.
 
     Abbreviations made of one-letter parts ("e.g.", "U.S.") are not dotted names, and a
-    dotted name needs no space after its dots, so sentence ends are never joined. A full stop
-    typed without a following space ("done.Next") is read as a dotted name: a known limit.
+    dotted name has no space after its dots, so sentence ends are never joined; file names
+    and domains are dotted names too ("db/migrate.py" gives ``migrate.py``, a URL its domain).
+    A full stop typed without a following space ("done.Next") is read as a dotted name: a
+    known limit. E-mail addresses give nothing.
     """
     found = []
     for m in _CODE_RE.finditer(text):

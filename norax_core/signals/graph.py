@@ -642,9 +642,11 @@ class GraphSignal:
         cand, total = cand[positive], total[positive]
         if len(cand) > n:  # the n best; ties at the cut by a hash of the id, not by history
             kth = np.partition(total, len(total) - n)[len(total) - n]
-            tied = np.flatnonzero(total == kth)
-            fill = tied[np.argsort(space.row_tie[cand[tied]], kind="stable")]
-            best = np.concatenate([np.flatnonzero(total > kth), fill])[:n]
+            above, tied = np.flatnonzero(total > kth), np.flatnonzero(total == kth)
+            need = n - len(above)
+            if len(tied) > need:
+                tied = tied[np.argpartition(space.row_tie[cand[tied]], need - 1)[:need]]
+            best = np.concatenate([above, tied])
             cand, total = cand[best], total[best]
         ids = [space.ids[r] or "" for r in cand.tolist()]
         ranked = sorted(zip((-total).tolist(), ids, strict=True))
