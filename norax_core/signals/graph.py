@@ -509,13 +509,13 @@ def personalized_pagerank(
     max_iter, tol : int, float
         Stop after ``max_iter`` steps or once the L1 change is below ``n * tol``.
 
-    Returns:
+    Returns
     -------
     numpy.ndarray
         The fixed point of ``x = damping * (W x + (d . x) p) + (1 - damping) p``, where ``W``
         is the column-normalised weight matrix and dangling nodes ``d`` jump to ``p``.
 
-    Examples:
+    Examples
     --------
     >>> x = personalized_pagerank(
     ...     2, np.array([0, 1]), np.array([1, 0]), np.ones(2), np.array([1.0, 0.0])
@@ -523,13 +523,13 @@ def personalized_pagerank(
     >>> [round(float(v), 3) for v in x]
     [0.667, 0.333]
 
-    References:
+    References
     ----------
     .. [1] Page, Brin, Motwani and Winograd, "The PageRank citation ranking: Bringing order
        to the Web", Stanford InfoLab, 1999.
     .. [2] Haveliwala, "Topic-sensitive PageRank", WWW 2002.
     .. [3] networkx ``pagerank_alg.py``: the same update and dangling-node handling.
-    """
+    """  # noqa: D416 - NumPy sections on purpose: an algorithm docstring (STYLE.md)
     out_strength = np.bincount(src, weights=weight, minlength=n)
     share = weight / out_strength[src]
     dangling = out_strength == 0
@@ -566,25 +566,34 @@ _MAX_P = 1.0 - 1e-12  # keeps log(1 - p) finite; moves a score by at most 1e-12
 class GraphSignal:
     r"""Scores memories by the query entities they share or sit near in the entity graph.
 
+    Parameters
+    ----------
+    graph : EntityGraph
+        The graph to read (never written to, except for lazy community upkeep).
+    config : GraphConfig, optional
+        Weights and neighbourhood limits; :class:`GraphConfig` defaults when omitted.
+
+    Notes
+    -----
     For a query in a namespace of ``N`` memories, let ``S`` be its entities that are in the
     namespace's graph (none gives zero everywhere), ``df(e)`` the number of memories with
-    ``e``, ``idf(e) = ln(1 + (N - df(e) + 0.5) / (df(e) + 0.5))``, and ``ν(e) = idf(e) /
+    ``e``, ``idf(e) = ln(1 + (N - df(e) + 0.5) / (df(e) + 0.5))`` [1]_, and ``ν(e) = idf(e) /
     idf_max`` its specificity: its IDF as a share of the largest possible (``df = 1``). A
     memory ``m`` with entities ``E_m`` scores
 
-    ``s(m) = w_d D(m) + w_c C(m) + w_p P(m)``, with ``w_d + w_c + w_p = 1``:
+    ``s(m) = w_d D(m) + w_c C(m) + w_p P(m)``, with ``w_d + w_c + w_p = 1`` (0.6, 0.1, 0.3):
 
     * direct: ``D(m) = Σ_{q ∈ S ∩ E_m} ν(q) / |S|``, the share of the query's entities that
       ``m`` contains, each counted by its specificity: a rare entity counts almost fully, a hub
       in half the memories about a tenth;
-    * community: ``C(m) = 1 - Π_{e ∈ E_m ∩ L∖S} (1 - c(e))``, a noisy-OR over ``m``'s entities
-      of the neighbourhood ``L`` that share a Louvain community with query entities, with
-      ``c(e) = ν(e) Σ_{q ∈ S : comm(q) = comm(e)} idf(q) / Σ_{q ∈ S} idf(q)``;
+    * community: ``C(m) = 1 - Π_{e ∈ E_m ∩ L∖S} (1 - c(e))``, a noisy-OR [5]_ over ``m``'s
+      entities of the neighbourhood ``L`` that share a Louvain community [2]_ with query
+      entities, with ``c(e) = ν(e) Σ_{q ∈ S : comm(q) = comm(e)} idf(q) / Σ_{q ∈ S} idf(q)``;
     * proximity: ``P(m) = 1 - Π_{e ∈ E_m ∩ L} (1 - r(e))``, with ``r(e) = π(e) ν(e) /
-      max_{f ∈ L} π(f) ν(f)``, where ``π`` is personalised PageRank (damping 0.5) on the
-      subgraph induced by ``L``, restarting at the seeds in proportion to their IDF. The seeds
-      take part, so an entity reached only through a hub seed (low restart mass, many
-      neighbours) stays far below a specific query entity.
+      max_{f ∈ L} π(f) ν(f)``, where ``π`` is personalised PageRank [3]_ [4]_ (damping 0.5)
+      on the subgraph induced by ``L``, restarting at the seeds in proportion to their IDF.
+      The seeds take part, so an entity reached only through a hub seed (little restart
+      mass, many neighbours) stays far below a specific query entity.
 
     ``L`` is ``S`` plus, for each non-hub seed, its ``neighbours`` best non-hub neighbours
     (co-occurrence weight times IDF) and the ``second_hop`` best of each of their first
@@ -592,21 +601,36 @@ class GraphSignal:
     (not on which ids are asked about), so ``s(m)`` lies in [0, 1] without dividing by the
     best candidate, and :meth:`top` and :meth:`score` agree. Noisy-OR lets several nearby
     entities add up while saturating below 1. A memory holding the query's entities thus
-    scores near 1; one that only shares their strong, specific neighbours scores about
-    ``0.1 + 0.3 P``, typically 0.15-0.4; one outside ``L`` scores 0.
+    scores near 1; one that only shares their strong, specific neighbours about
+    ``0.1 C + 0.3 P``, typically 0.15-0.4; one outside ``L`` scores 0.
 
     Candidates for :meth:`top` are the memories of ``L``'s entities, read from the inverted
     index; a hub seed's memories are read only when the others cannot fill the ``n`` places
     above the most such a memory can score.
 
-    References:
-        Robertson and Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond",
-        2009 (IDF). Blondel et al., "Fast unfolding of communities in large networks", 2008
-        (Louvain). Haveliwala, "Topic-sensitive PageRank", 2002, and Gutiérrez et al.,
-        "HippoRAG: Neurobiologically Inspired Long-Term Memory for Large Language Models",
-        2024 (PageRank personalised on the query's entities, damping 0.5). Pearl,
-        "Probabilistic Reasoning in Intelligent Systems", 1988 (noisy-OR).
-    """
+    Examples
+    --------
+    >>> g = EntityGraph()
+    >>> g.add_many("ns", [("a", ["colby", "wallet"]), ("b", ["colby", "base"]), ("c", ["cat"])])
+    >>> sig = GraphSignal(g)
+    >>> q = Query(text="", namespace="ns", now=0.0, entities=("wallet",))
+    >>> {k: round(v, 2) for k, v in sig.top(q, 5).items()}
+    {'a': 0.95, 'b': 0.21}
+    >>> sig.explain(q, ["b"])
+    {'b': ('base', 'colby')}
+
+    References
+    ----------
+    .. [1] Robertson and Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond",
+       Foundations and Trends in IR, 2009 (the IDF).
+    .. [2] Blondel, Guillaume, Lambiotte and Lefebvre, "Fast unfolding of communities in large
+       networks", J. Stat. Mech., 2008 (Louvain).
+    .. [3] Haveliwala, "Topic-sensitive PageRank", WWW 2002.
+    .. [4] Gutiérrez et al., "HippoRAG: Neurobiologically Inspired Long-Term Memory for Large
+       Language Models", NeurIPS 2024 (PageRank personalised on the query's entities,
+       damping 0.5).
+    .. [5] Pearl, "Probabilistic Reasoning in Intelligent Systems", 1988 (noisy-OR).
+    """  # noqa: D416 - NumPy sections on purpose: the formula docstring (STYLE.md)
 
     name = "graph"
 

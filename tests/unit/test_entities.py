@@ -239,6 +239,14 @@ def test_input_validation(ex: SpacyExtractor) -> None:
         RuleBasedExtractor(max_chars=0)
 
 
+def test_docstring_examples() -> None:
+    import doctest
+
+    import norax_core.entities
+
+    assert doctest.testmod(norax_core.entities).failed == 0
+
+
 def test_names() -> None:
     assert SpacyExtractor(fake_nlp()).name == "spacy:en_pipeline-0.0.0"
     assert RuleBasedExtractor().name == "rules"

@@ -327,6 +327,12 @@ def test_pagerank_matches_networkx(seed: int, damping: float) -> None:
 # -- the signal ------------------------------------------------------------------------------
 
 
+def test_docstring_examples() -> None:
+    import doctest
+
+    assert doctest.testmod(graph_mod).failed == 0
+
+
 def test_graph_signal_is_a_signal() -> None:
     sig = GraphSignal(build())
     assert isinstance(sig, Signal)
