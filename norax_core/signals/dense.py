@@ -23,6 +23,19 @@ def cosine_to_unit(cos: np.ndarray) -> np.ndarray:
     return np.clip(cos, 0.0, 1.0)
 
 
+def similarity(embeddings: Any, query: np.ndarray) -> np.ndarray:
+    """Clipped cosine of stored unit vectors with the query, in float64, row by row.
+
+    Computed here rather than read from Chroma's distances, in the same way for every
+    candidate, so that a memory's score depends on its vector and the query only: Chroma's
+    distances and a float32 matrix product round differently (about one float32 ulp), and
+    which one scored a memory depended on what the rest of the collection, other namespaces
+    included, held. Found by the tenant-isolation property test.
+    """
+    mat = np.asarray(embeddings, dtype=np.float64).reshape(-1, query.shape[-1])
+    return cosine_to_unit((mat * np.asarray(query, dtype=np.float64)).sum(axis=1))
+
+
 class DenseSignal:
     """Cosine similarity between the query embedding and each memory's stored embedding.
 
@@ -55,11 +68,10 @@ class DenseSignal:
             query_embeddings=[query.embedding.tolist()],
             n_results=n,
             where=chroma_where(query.namespace, query.where),
-            include=["distances"],
+            include=["embeddings"],
         )
         ids = res["ids"][0]
-        # Chroma's cosine distance is 1 - cos.
-        sims = cosine_to_unit(1.0 - np.asarray(res["distances"][0], dtype=np.float64))
+        sims = similarity(res["embeddings"][0], query.embedding)
         out = {mid: float(s) for mid, s in zip(ids, sims.tolist(), strict=True)}
         if query.allowed is not None:
             out = {m: s for m, s in out.items() if m in query.allowed}
@@ -91,9 +103,7 @@ class DenseSignal:
         emb = got["embeddings"]
         if emb is None or not len(got["ids"]):
             return out
-        sims = cosine_to_unit(
-            np.asarray(emb, dtype=np.float32) @ query.embedding.astype(np.float32)
-        )
+        sims = similarity(emb, query.embedding)
         metas = got["metadatas"] if unknown else [None] * len(got["ids"])
         for mid, meta, s in zip(got["ids"], metas, sims.tolist(), strict=True):
             ns = spaces.get(mid) or (meta or {}).get(NAMESPACE_KEY)

@@ -168,7 +168,7 @@ queries = mostly(good_text, st.one_of(text, junk))
 
 def shape(exc: BaseException) -> str:
     """A rejection message with the quoted values removed: one line per kind of message."""
-    msg = re.sub(r"'[^']*'|\"[^\"]*\"|\b\d+\b", "_", str(exc))
+    msg = re.sub(r"'[^']*'|\"[^\"]*\"|\b\d+\b", "_", str(exc).split(", got ")[0])
     return f"{type(exc).__name__}: {msg[:110]}"
 
 

@@ -147,3 +147,22 @@ def test_other_namespaces_never_change_a_namespaces_answers():
         alone.close()
         mixed.close()
     assert stats["cases"] >= CASES and stats["leaks"] == 0
+
+
+def test_a_dense_score_does_not_depend_on_how_it_was_computed():
+    """The leak the property test found: Chroma's distances (``top``) and a float32 product
+    (``score`` of other candidates) rounded one memory's similarity differently, and which
+    path scored it depended on the rest of the collection. Both paths now agree exactly."""
+    import numpy as np
+
+    from norax_core.signals.base import Query
+
+    with open_store() as mem:
+        texts = [f"wallet {w} refund Colby {i}" for i, w in enumerate(VOCAB)]
+        mem.add(texts, ids=[f"d{i}" for i in range(len(texts))], namespace="n")
+        dense = mem._dense
+        emb = mem.embedder.embed(["Colby refund budget"])[0]
+        via_top = dense.top(Query("q", "n", 0.0, embedding=emb), len(texts))
+        other = Query("q", "n", 0.0, embedding=np.array(emb))  # not the search top answered
+        via_get = dense.score(other, sorted(via_top))
+        assert via_get == via_top and len(via_top) == len(texts)
