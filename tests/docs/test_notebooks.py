@@ -56,7 +56,6 @@ def kernel_name(tmp_path_factory: pytest.TempPathFactory) -> str:
     mp.setenv("JUPYTER_PATH", str(root))
     mp.delenv("OPENAI_API_KEY", raising=False)  # the offline path, whatever the shell has
     mp.setenv("ANONYMIZED_TELEMETRY", "False")
-    mp.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     found = KernelSpecManager().get_kernel_spec("python3")
     assert found.argv[0] == sys.executable, found.argv
     yield "python3"
