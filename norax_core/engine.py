@@ -389,14 +389,14 @@ class NoraxMemory:
             self._indexes.apply(p.rows)
             if self._sync is not None:
                 self._sync.record("upsert" if upsert else "add", p.ids)
-        except Exception as exc:
+        except BaseException as exc:  # KeyboardInterrupt too: the store stays usable
             if done and not upsert:
                 self._collection.delete(ids=done)
             try:  # re-derive the batch from whatever Chroma now holds
                 self._indexes.resync(self._collection, p.ids, self._row_from_record)
             except Exception:  # the ids stay pending: the next open reconciles them
                 logger.exception("norax: could not re-derive a failed batch from Chroma")
-            if isinstance(exc, NoraxError):
+            if isinstance(exc, NoraxError) or not isinstance(exc, Exception):
                 raise
             raise InvalidInputError(f"Chroma rejected the batch: {exc}") from exc
 

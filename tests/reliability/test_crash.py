@@ -228,3 +228,52 @@ def test_sigkill_during_writes_loses_no_acknowledged_write(tmp_path, caplog):
 
 def test_sigkill_with_the_real_models(tmp_path, caplog, embedder, extractor):
     run_kills(tmp_path, caplog, 3, True, 2.0, embedder=embedder, extractor=extractor)
+
+
+CRASH_IN_UPSERT = """
+import os, sys
+sys.path.insert(0, sys.argv[2])
+from _support import open_store
+from norax_core.indexes import DerivedIndexes
+mem = open_store(sys.argv[1])
+mem.add(["Colby's old note zqoldx", "filler one", "filler two"], ids=["u1", "f1", "f2"])
+DerivedIndexes.apply = lambda self, rows: os._exit(0)  # dies after Chroma, before the sidecar
+mem.upsert("Colby's new note zqnewx", ids="u1")
+"""
+
+
+def test_a_crash_between_chroma_and_the_sidecar_is_repaired_at_open(tmp_path):
+    # The window the intent log closes: without it the sidecar kept u1's old tokens.
+    store = tmp_path / "s"
+    subprocess.run([sys.executable, "-c", CRASH_IN_UPSERT, str(store), str(HERE)], check=True)
+    with open_store(store, reconcile=False) as mem:  # as the crash left it
+        report = mem.check()
+        assert report.pending == ("u1",)
+        assert report.namespaces[0].stale == {"u1": ("created_at", "tokens", "entities")}
+    with open_store(store) as mem:  # an ordinary open
+        assert mem.check().ok
+        assert [r.id for r in mem.search("zqnewx", k=1, weights=ONLY)] == ["u1"]
+        assert mem.search("zqoldx", k=1, weights=ONLY) == []
+
+
+def test_an_interrupt_inside_a_write_leaves_a_consistent_store(tmp_path, monkeypatch):
+    with open_store(tmp_path / "s") as mem:
+        mem.add(["kept one zqkeepx", "filler one", "filler two"], ids=["k1", "f1", "f2"])
+        real = type(mem._indexes).apply
+        calls = []
+
+        def interrupted(self, rows):
+            calls.append(1)
+            if len(calls) == 1:
+                raise KeyboardInterrupt
+            return real(self, rows)
+
+        monkeypatch.setattr(type(mem._indexes), "apply", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            mem.add("never acknowledged", ids="n1")
+        assert mem.get("n1") == [] and mem.check().ok  # rolled back
+        calls.clear()
+        with pytest.raises(KeyboardInterrupt):
+            mem.upsert("replaced zqnewx", ids="k1")
+        assert mem.check().ok  # Chroma has the new text: so do the indexes
+        assert [r.id for r in mem.search("zqnewx", k=1, weights=ONLY)] == ["k1"]
