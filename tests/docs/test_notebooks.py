@@ -58,6 +58,11 @@ def kernel_name(tmp_path_factory: pytest.TempPathFactory) -> str:
     mp.setenv("ANONYMIZED_TELEMETRY", "False")
     found = KernelSpecManager().get_kernel_spec("python3")
     assert found.argv[0] == sys.executable, found.argv
+    probe = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell("import sys; print(sys.executable)")]
+    )
+    nbclient.NotebookClient(probe, kernel_name="python3", timeout=120).execute()
+    assert probe.cells[0].outputs[0]["text"].strip() == sys.executable  # the kernel is us
     yield "python3"
     mp.undo()
 
