@@ -290,7 +290,7 @@ class EntityGraph:
         self,
         *,
         refresh_fraction: float = 0.1,
-        louvain_max_edges: int = 20_000,
+        louvain_max_edges: int = 10_000,
         seed: int = LOUVAIN_SEED,
     ) -> None:
         if refresh_fraction < 0:
