@@ -346,10 +346,13 @@ class NoraxMemory:
         spaces = [check.namespace(s) for s in check.as_list(namespace, n, "namespace", str)]
         metas = [check.metadata(m) for m in check.as_list(metadata, n, "metadata", dict)]
 
-        tokens = [tuple(self._indexes.tokenizer(t)) for t in items]
         heads = [t[:MODEL_CHARS] for t in items]
-        entities = [tuple(e) for e in self.extractor.extract(heads)] if self.extractor else [()] * n
+        # spaCy works in a worker thread while the batch is tokenised and embedded
+        # (onnxruntime releases the GIL), so ingest costs about max(extract, embed), not both.
+        extracting = _in_background(self.extractor.extract, heads) if self.extractor else None
+        tokens = [tuple(self._indexes.tokenizer(t)) for t in items]
         embeddings = self.embedder.embed(heads)
+        entities = [tuple(e) for e in extracting.result()] if extracting else [()] * n
         if embeddings.shape != (n, self.embedder.dim) or not np.isfinite(embeddings).all():
             raise NoraxError(f"embedder {self.embedder.name!r} returned invalid embeddings")
         chroma_metas = []
