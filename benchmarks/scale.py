@@ -1,0 +1,817 @@
+"""Speed at scale: Norax next to plain Chroma, LangChain's ensemble and LlamaIndex's fusion.
+
+Builds stores of N memories from the dev data (LoCoMo turns and BEAM message snippets, with
+names and numbers varied, four kinds, dates over one year, 300 namespaces of Zipf-like
+sizes) and measures, for every system, on the same machine, data and embedder (Norax's
+``OnnxMiniLMEmbedder``, wrapped for LangChain and LlamaIndex):
+
+* ``norax``: ``NoraxMemory.search(q, k=10, namespace=ns)``, all four signals.
+* ``chroma``: ``collection.query(n_results=10, where={"namespace": ns})``: dense only, the floor.
+* ``langchain_ensemble``: ``EnsembleRetriever`` (weights 0.5/0.5, RRF) over ``BM25Retriever``
+  (rank_bm25) and a ``langchain_chroma.Chroma`` retriever (k=10 each).
+* ``llamaindex_fusion``: ``QueryFusionRetriever`` (``num_queries=1``, reciprocal rerank, no LLM)
+  over the bm25s ``BM25Retriever`` and a ``VectorStoreIndex`` on ``ChromaVectorStore``.
+
+Namespaces for the peers, as a typical multi-tenant user would set them up: one Chroma
+collection for everybody, filtered by a ``namespace`` metadata key (Chroma's recommended
+pattern, as Norax does), and one in-memory BM25 retriever per namespace, since neither
+``BM25Retriever`` can restrict a query to a tenant cheaply (LangChain's has no filter;
+LlamaIndex's applies its filter as a corpus-wide weight mask built per retriever). Their
+BM25 indexes are built once from the full corpus (neither supports incremental adds) and
+are not persisted: their ``disk_mb`` is Chroma's folder only.
+
+Measured per system, each in its own subprocess (so peak RSS is its own; every worker loads
+the same corpus arrays and the ONNX model, ``rss_base_mb`` is that common baseline):
+
+* query p50/p95 over the same queries (LoCoMo and BEAM questions, namespaces drawn in
+  proportion to their size), with the query's own embedding, and without it (precomputed);
+* ingest rate without embedding (precomputed vectors served by a lookup embedder through
+  each system's normal add path), and with it: ``1 / (1/no_embed_rate + 1/embed_rate)``, the
+  embedder's own rate measured on a corpus sample in the same run (every system embeds with
+  the same model in the same batches, so the embedding time is the same for everyone);
+* peak RSS, and disk size of the store folder.
+
+Norax only: the entity graph's share of query time (query entity extraction plus the graph
+signal's ``top``/``score``/``explain``) and spaCy extraction vs embedding throughput.
+
+Run from the repository root (100k embeddings take ~15 min once; they are cached)::
+
+    export NORAX_EMBEDDING_MODEL_DIR=../shared/models/all-MiniLM-L6-v2
+    export NORAX_SPACY_MODEL=../shared/models/en_core_web_sm-3.8.0
+    python benchmarks/scale.py --data ../shared/data --n 10000,100000 \\
+        --json benchmarks/results/scale.json
+    python benchmarks/scale.py --quick
+    python benchmarks/scale.py --server http://127.0.0.1:8000 --n 10000 \\
+        --json benchmarks/results/scale_server.json
+
+Benchmark-only dependencies: ``pip install -e '.[scale]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import random
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SYSTEMS = ("norax", "chroma", "langchain_ensemble", "llamaindex_fusion")
+SERVER_SYSTEMS = ("norax", "chroma")
+N_NAMESPACES = 300
+KINDS = (("episodic", 0.6), ("semantic", 0.25), ("procedural", 0.1), ("scratchpad", 0.05))
+YEAR_END = 1_735_689_600.0  # 2025-01-01 UTC: memories span the year before it
+YEAR = 365 * 86_400.0
+K = 10
+BATCH = 1_000
+EMB_CHUNK = 5_000
+NAMES = [
+    "Alice",
+    "Amara",
+    "Ben",
+    "Bianca",
+    "Carlos",
+    "Chen",
+    "Dana",
+    "Diego",
+    "Elena",
+    "Emeka",
+    "Farah",
+    "Felix",
+    "Gita",
+    "Hana",
+    "Hugo",
+    "Ines",
+    "Ivan",
+    "Jana",
+    "Jonas",
+    "Kai",
+    "Kavya",
+    "Lars",
+    "Lea",
+    "Leon",
+    "Lina",
+    "Luca",
+    "Maya",
+    "Mateo",
+    "Mira",
+    "Nadia",
+    "Nico",
+    "Noor",
+    "Omar",
+    "Olga",
+    "Pablo",
+    "Priya",
+    "Quinn",
+    "Rafael",
+    "Rosa",
+    "Sami",
+    "Sara",
+    "Sven",
+    "Tara",
+    "Theo",
+    "Uma",
+    "Vera",
+    "Victor",
+    "Wen",
+    "Yara",
+    "Yusuf",
+    "Zoe",
+    "Aiko",
+    "Bruno",
+    "Cleo",
+    "Dmitri",
+    "Esme",
+    "Fatima",
+    "Goran",
+    "Ilse",
+    "Joao",
+    "Keiko",
+    "Lior",
+    "Marta",
+    "Nils",
+    "Oscar",
+    "Pia",
+    "Ravi",
+    "Selma",
+    "Tomas",
+    "Ulla",
+    "Vikram",
+    "Wanda",
+    "Xavier",
+    "Yuki",
+    "Zara",
+]
+_MARKER = re.compile(r"\s*->->\s*\d+\s*,\s*\d+\s*$")
+_FENCE = re.compile(r"```.*?(```|$)", re.S)
+_SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
+_NUM = re.compile(r"\b\d{1,4}\b")
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# -- corpus ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Sources:
+    """Raw material: LoCoMo turns (with their speakers), BEAM snippets, questions."""
+
+    turns: list[tuple[str, str, tuple[str, ...]]]  # (speaker, text, conversation speakers)
+    snippets: list[str]
+    questions: list[str]
+
+
+def load_sources(data: Path) -> Sources:
+    """Read LoCoMo turns, BEAM messages (cut into 1-3 sentence snippets) and all questions."""
+    turns: list[tuple[str, str, tuple[str, ...]]] = []
+    questions: list[str] = []
+    for conv in json.loads((data / "locomo" / "locomo10_dev.json").read_text()):
+        c = conv["conversation"]
+        speakers = (c.get("speaker_a", ""), c.get("speaker_b", ""))
+        for key, value in c.items():
+            if key.startswith("session_") and isinstance(value, list):
+                turns.extend((t["speaker"], t["text"], speakers) for t in value if t.get("text"))
+        questions.extend(q["question"] for q in conv["qa"])
+    snippets: list[str] = []
+    for chat in sorted((data / "beam").glob("*/*/chat.json")):
+        for batch in json.loads(chat.read_text()):
+            for group in batch["turns"]:
+                for msg in group:
+                    snippets.extend(_snippets(_MARKER.sub("", msg["content"])))
+        probing = json.loads((chat.parent / "probing_questions.json").read_text())
+        for items in probing.values():
+            questions.extend(q["question"] for q in items if q.get("question"))
+    return Sources(turns, snippets, questions)
+
+
+def _snippets(text: str) -> list[str]:
+    """Memory-sized pieces of a long chat message: 1-3 sentences, code blocks left out."""
+    out = []
+    for para in _FENCE.sub(" ", text).split("\n"):
+        sents = [s.strip(" -*#>") for s in _SENT.split(para.strip()) if len(s.strip()) > 15]
+        i = 0
+        while i < len(sents):
+            take = 1 + (len(sents[i]) < 120) + (i + 1 < len(sents) and len(sents[i + 1]) < 80)
+            piece = " ".join(sents[i : i + take])[:400]
+            if len(piece) >= 30:
+                out.append(piece)
+            i += take
+    return out
+
+
+@dataclass
+class Corpus:
+    """N memories and the queries asked of them."""
+
+    ids: list[str]
+    texts: list[str]
+    kinds: list[str]
+    times: list[float]
+    namespaces: list[str]
+    queries: list[str]
+    query_namespaces: list[str]
+
+
+def _vary(text: str, rng: random.Random, names: Sequence[str]) -> str:
+    for name in names:
+        if name and name in text:
+            text = text.replace(name, rng.choice(NAMES))
+    if rng.random() < 0.5:
+        text = _NUM.sub(lambda m: str(rng.randint(1, 10 ** len(m.group()) - 1)), text)
+    return text
+
+
+def make_corpus(src: Sources, n: int, n_queries: int, seed: int = 0) -> Corpus:
+    """A deterministic corpus; the corpus of a smaller ``n`` is a prefix of a larger one."""
+    rng = random.Random(seed)
+    weights = np.array([1.0 / (r + 1) for r in range(N_NAMESPACES)])
+    ns_names = [f"agent-{i:03d}" for i in range(N_NAMESPACES)]
+    cum = np.cumsum(weights / weights.sum()).tolist()
+    kinds, kind_w = zip(*KINDS, strict=True)
+    order = list(range(len(src.snippets)))
+    rng.shuffle(order)
+    texts, spaces, kind_list, times = [], [], [], []
+    for i in range(n):
+        if rng.random() < 0.4:
+            speaker, text, names = rng.choice(src.turns)
+            text = _vary(f"{speaker}: {text}", rng, names)
+        else:
+            text = _vary(src.snippets[order[i % len(order)]], rng, ())
+        texts.append(text)
+        spaces.append(ns_names[min(_bisect(cum, rng.random()), N_NAMESPACES - 1)])
+        kind_list.append(rng.choices(kinds, kind_w)[0])
+        times.append(YEAR_END - rng.random() * YEAR)
+    qrng = random.Random(seed + 1)
+    names = tuple({s for _, _, sp in src.turns for s in sp})
+    queries = [_vary(qrng.choice(src.questions), qrng, names) for _ in range(n_queries)]
+    qspaces = [spaces[qrng.randrange(n)] for _ in range(n_queries)]
+    ids = [f"m{i:07d}" for i in range(n)]
+    return Corpus(ids, texts, kind_list, times, spaces, queries, qspaces)
+
+
+def _bisect(cum: list[float], x: float) -> int:
+    lo, hi = 0, len(cum)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cum[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+# -- embeddings, computed once and cached on disk ----------------------------------------------
+
+
+def embed_cached(texts: Sequence[str], cache: Path, embedder: Any) -> np.ndarray:
+    """Embeddings of ``texts``, cached in chunks keyed by their content (reruns are free)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    parts = []
+    for start in range(0, len(texts), EMB_CHUNK):
+        chunk = list(texts[start : start + EMB_CHUNK])
+        key = hashlib.sha1("\x1e".join([embedder.name, *chunk]).encode()).hexdigest()[:20]
+        f = cache / f"emb-{key}.npy"
+        if f.exists():
+            parts.append(np.load(f))
+            continue
+        t0 = time.perf_counter()
+        mat = embedder.embed(chunk).astype(np.float32)
+        np.save(f, mat)
+        parts.append(mat)
+        log(
+            f"  embedded {start + len(chunk)}/{len(texts)}"
+            f" ({len(chunk) / (time.perf_counter() - t0):.0f}/s)"
+        )
+    return np.concatenate(parts) if parts else np.empty((0, 384), np.float32)
+
+
+class LookupEmbedder:
+    """Norax's ONNX embedder, serving precomputed vectors for known texts while ``lookup``.
+
+    Used by every system so that ingest and query can be timed with and without embedding
+    through each one's normal code path.
+    """
+
+    def __init__(self, inner: Any, table: dict[str, np.ndarray]) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self.table = table
+        self.lookup = True
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if self.lookup:
+            try:
+                return np.stack([self.table[t] for t in texts])
+            except KeyError:
+                pass
+        return self.inner.embed(texts)
+
+    async def aembed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts)
+
+
+# -- the systems ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Built:
+    """A built system: how long ingest took and how to query it."""
+
+    ingest_s: float
+    query: Callable[[str, str], Any]
+    folder: Path | None
+    close: Callable[[], None] = lambda: None
+
+
+def _batches(n: int) -> list[tuple[int, int]]:
+    return [(s, min(s + BATCH, n)) for s in range(0, n, BATCH)]
+
+
+def build_norax(c: Corpus, emb: LookupEmbedder, folder: Path, server: str | None) -> Built:
+    from norax_core import NoraxMemory
+
+    if server:
+        import chromadb
+
+        host, port = server.rsplit("//", 1)[-1].rsplit(":", 1)
+        client = chromadb.HttpClient(host=host, port=int(port))
+        mem = NoraxMemory(client=client, collection=f"scale-{uuid.uuid4().hex[:8]}", embedder=emb)
+    else:
+        mem = NoraxMemory(folder, embedder=emb)
+    t0 = time.perf_counter()
+    for s, e in _batches(len(c.ids)):
+        mem.add(
+            c.texts[s:e],
+            ids=c.ids[s:e],
+            kind=c.kinds[s:e],
+            created_at=c.times[s:e],
+            namespace=c.namespaces[s:e],
+        )
+    ingest = time.perf_counter() - t0
+
+    def query(q: str, ns: str) -> Any:
+        return mem.search(q, k=K, namespace=ns, now=YEAR_END)
+
+    def close() -> None:
+        if server:
+            mem._client.delete_collection(mem.collection_name)
+        mem.close()
+
+    return Built(ingest, query, None if server else folder, close)
+
+
+def build_chroma(c: Corpus, emb: LookupEmbedder, folder: Path, server: str | None) -> Built:
+    import chromadb
+
+    if server:
+        host, port = server.rsplit("//", 1)[-1].rsplit(":", 1)
+        client = chromadb.HttpClient(host=host, port=int(port))
+    else:
+        client = chromadb.PersistentClient(path=str(folder))
+    name = f"plain-{uuid.uuid4().hex[:8]}"
+    col = client.create_collection(name, configuration={"hnsw": {"space": "cosine"}})
+    t0 = time.perf_counter()
+    for s, e in _batches(len(c.ids)):
+        col.add(
+            ids=c.ids[s:e],
+            documents=c.texts[s:e],
+            embeddings=emb.embed(c.texts[s:e]),
+            metadatas=[
+                {"namespace": ns, "kind": k, "created_at": t}
+                for ns, k, t in zip(c.namespaces[s:e], c.kinds[s:e], c.times[s:e], strict=True)
+            ],
+        )
+    ingest = time.perf_counter() - t0
+
+    def query(q: str, ns: str) -> Any:
+        return col.query(
+            query_embeddings=emb.embed([q]),
+            n_results=K,
+            where={"namespace": ns},
+            include=["documents", "metadatas", "distances"],
+        )
+
+    def close() -> None:
+        if server:
+            client.delete_collection(name)
+
+    return Built(ingest, query, None if server else folder, close)
+
+
+def _by_namespace(c: Corpus) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for i, ns in enumerate(c.namespaces):
+        out.setdefault(ns, []).append(i)
+    return out
+
+
+def build_langchain(c: Corpus, emb: LookupEmbedder, folder: Path, server: str | None) -> Built:
+    import chromadb
+    from langchain_chroma import Chroma
+    from langchain_classic.retrievers import EnsembleRetriever
+    from langchain_community.retrievers import BM25Retriever
+    from langchain_core.embeddings import Embeddings
+
+    class LCEmbeddings(Embeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return emb.embed(texts).tolist()
+
+        def embed_query(self, text: str) -> list[float]:
+            return emb.embed([text])[0].tolist()
+
+    client = chromadb.PersistentClient(path=str(folder))
+    store = Chroma(
+        collection_name="langchain",
+        embedding_function=LCEmbeddings(),
+        client=client,
+        collection_metadata={"hnsw:space": "cosine"},
+    )
+    metas = [
+        {"namespace": ns, "kind": k, "created_at": t}
+        for ns, k, t in zip(c.namespaces, c.kinds, c.times, strict=True)
+    ]
+    t0 = time.perf_counter()
+    for s, e in _batches(len(c.ids)):
+        store.add_texts(c.texts[s:e], metadatas=metas[s:e], ids=c.ids[s:e])
+    ensembles = {}
+    for ns, rows in _by_namespace(c).items():
+        bm25 = BM25Retriever.from_texts(
+            [c.texts[i] for i in rows],
+            metadatas=[metas[i] for i in rows],
+            ids=[c.ids[i] for i in rows],
+            k=K,
+        )
+        dense = store.as_retriever(search_kwargs={"k": K, "filter": {"namespace": ns}})
+        ensembles[ns] = EnsembleRetriever(retrievers=[bm25, dense], weights=[0.5, 0.5])
+    ingest = time.perf_counter() - t0
+    return Built(ingest, lambda q, ns: ensembles[ns].invoke(q), folder)
+
+
+def build_llamaindex(c: Corpus, emb: LookupEmbedder, folder: Path, server: str | None) -> Built:
+    import chromadb
+    from llama_index.core import StorageContext, VectorStoreIndex
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+    from llama_index.core.llms.mock import MockLLM
+    from llama_index.core.retrievers import QueryFusionRetriever
+    from llama_index.core.retrievers.fusion_retriever import FUSION_MODES
+    from llama_index.core.schema import TextNode
+    from llama_index.core.vector_stores import MetadataFilter, MetadataFilters
+    from llama_index.retrievers.bm25 import BM25Retriever
+    from llama_index.vector_stores.chroma import ChromaVectorStore
+
+    class LIEmbedding(BaseEmbedding):
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return emb.embed([query])[0].tolist()
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return self._get_query_embedding(query)
+
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return emb.embed([text])[0].tolist()
+
+        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            return emb.embed(texts).tolist()
+
+    embed_model = LIEmbedding(model_name=emb.name, embed_batch_size=64)
+    client = chromadb.PersistentClient(path=str(folder))
+    col = client.create_collection("llamaindex", configuration={"hnsw": {"space": "cosine"}})
+    storage = StorageContext.from_defaults(vector_store=ChromaVectorStore(chroma_collection=col))
+    nodes = [
+        TextNode(id_=i, text=t, metadata={"namespace": ns, "kind": k, "created_at": ts})
+        for i, t, ns, k, ts in zip(c.ids, c.texts, c.namespaces, c.kinds, c.times, strict=True)
+    ]
+    t0 = time.perf_counter()
+    index = VectorStoreIndex(
+        nodes, storage_context=storage, embed_model=embed_model, insert_batch_size=BATCH
+    )
+    fusions = {}
+    for ns, rows in _by_namespace(c).items():
+        ns_nodes = [nodes[i] for i in rows]
+        bm25 = BM25Retriever.from_defaults(nodes=ns_nodes, similarity_top_k=min(K, len(ns_nodes)))
+        dense = index.as_retriever(
+            similarity_top_k=K,
+            filters=MetadataFilters(filters=[MetadataFilter(key="namespace", value=ns)]),
+        )
+        fusions[ns] = QueryFusionRetriever(
+            [dense, bm25],
+            llm=MockLLM(),
+            mode=FUSION_MODES.RECIPROCAL_RANK,
+            similarity_top_k=K,
+            num_queries=1,
+            use_async=False,
+        )
+    ingest = time.perf_counter() - t0
+    return Built(ingest, lambda q, ns: fusions[ns].retrieve(q), folder)
+
+
+BUILDERS = {
+    "norax": build_norax,
+    "chroma": build_chroma,
+    "langchain_ensemble": build_langchain,
+    "llamaindex_fusion": build_llamaindex,
+}
+
+
+# -- one system, in its own process ------------------------------------------------------------
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _du_mb(path: Path | None) -> float | None:
+    if path is None:
+        return None
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
+
+
+def _pct(xs: Sequence[float], p: float) -> float:
+    return float(np.percentile(np.asarray(xs) * 1000.0, p))
+
+
+def worker(args: argparse.Namespace) -> None:
+    from norax_core.embedders import OnnxMiniLMEmbedder
+
+    work = Path(args.work)
+    c = Corpus(**json.loads((work / "corpus.json").read_text()))
+    vectors = np.load(work / "emb.npy")
+    qvectors = np.load(work / "qemb.npy")
+    table = dict(zip(c.texts, vectors, strict=True))
+    table.update(zip(c.queries, qvectors, strict=True))
+    emb = LookupEmbedder(OnnxMiniLMEmbedder(), table)
+    emb.inner.embed(["warm up"])
+    base = _rss_mb()
+    folder = Path(tempfile.mkdtemp(prefix=f"scale-{args.worker}-", dir=args.tmp))
+    try:
+        built = BUILDERS[args.worker](c, emb, folder, args.server)
+        disk = _du_mb(built.folder)
+        pairs = list(zip(c.queries, c.query_namespaces, strict=True))
+        for q, ns in pairs[: args.warmup]:
+            built.query(q, ns)
+        out: dict[str, list[float]] = {}
+        modes = ["no_embed", "embed"] + (["embed_no_graph"] if args.worker == "norax" else [])
+        for mode in modes:
+            emb.lookup = mode == "no_embed"
+            if mode == "embed_no_graph":  # no query entities: the graph signal finds nothing
+                built.query.__closure__[0].cell_contents.extractor = None  # type: ignore[index]
+            lat = []
+            for q, ns in pairs:
+                t0 = time.perf_counter()
+                built.query(q, ns)
+                lat.append(time.perf_counter() - t0)
+            out[mode] = lat
+        lat, lat_ne = out["embed"], out["no_embed"]
+        result = {
+            "query_p50_ms": _pct(lat, 50),
+            "query_p95_ms": _pct(lat, 95),
+            "query_p50_ms_no_embed": _pct(lat_ne, 50),
+            "query_p95_ms_no_embed": _pct(lat_ne, 95),
+            "ingest_per_s_no_embed": len(c.ids) / built.ingest_s,
+            "rss_mb": _rss_mb(),
+            "rss_base_mb": base,
+            "disk_mb": disk,
+        }
+        if args.worker == "norax":
+            result["query_p50_ms_without_graph"] = _pct(out["embed_no_graph"], 50)
+        built.close()
+        Path(args.out).write_text(json.dumps(result))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# -- orchestration -------------------------------------------------------------------------------
+
+
+def throughput(src: Sources, n: int) -> dict[str, float]:
+    """Texts/s of the embedder and of the spaCy extractor on the same ``n`` corpus texts."""
+    from norax_core.embedders import OnnxMiniLMEmbedder
+    from norax_core.entities import load_extractor
+
+    sample = make_corpus(src, n, 0, seed=7).texts
+    embedder, extractor = OnnxMiniLMEmbedder(), load_extractor()
+    embedder.embed(sample[:64])
+    extractor.extract(sample[:64])
+    t0 = time.perf_counter()
+    embedder.embed(sample)
+    t1 = time.perf_counter()
+    extractor.extract(sample)
+    t2 = time.perf_counter()
+    return {"embed_per_s": len(sample) / (t1 - t0), "extract_per_s": len(sample) / (t2 - t1)}
+
+
+def _round(v: Any) -> Any:
+    return round(v, 2) if isinstance(v, float) else v
+
+
+def run_one(system: str, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    out = work / f"{system}.json"
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        system,
+        "--work",
+        str(work),
+        "--out",
+        str(out),
+        "--tmp",
+        str(args.tmp),
+        "--warmup",
+        str(args.warmup),
+    ]
+    if args.server:
+        cmd += ["--server", args.server]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False)
+    if proc.returncode != 0:
+        log(f"  {system}: worker failed ({proc.returncode})")
+        return {"error": f"worker exit {proc.returncode}"}
+    res = json.loads(out.read_text())
+    log(
+        f"  {system}: {json.dumps({k: _round(v) for k, v in res.items()})}"
+        f" [{time.perf_counter() - t0:.0f}s]"
+    )
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--n", default="10000,100000", help="comma-separated store sizes")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument("--merge", action="store_true", help="keep the other sizes already in --json")
+    ap.add_argument("--quick", action="store_true", help="N=2000, 40 queries (about a minute)")
+    ap.add_argument("--server", help="Chroma server URL: measure norax and chroma over HttpClient")
+    ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "norax-scale")
+    ap.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--work", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    if args.worker:
+        worker(args)
+        return
+    if args.quick:
+        args.n, args.queries, args.warmup = "2000", 40, 5
+    sizes = [int(x) for x in args.n.split(",")]
+    systems = [s for s in args.systems.split(",") if s]
+    if args.server:
+        systems = [s for s in systems if s in SERVER_SYSTEMS]
+    from norax_core.embedders import OnnxMiniLMEmbedder
+
+    log("loading sources ...")
+    src = load_sources(args.data)
+    log(
+        f"  {len(src.turns)} LoCoMo turns, {len(src.snippets)} BEAM snippets,"
+        f" {len(src.questions)} questions"
+    )
+    embedder = OnnxMiniLMEmbedder()
+    # Embeddings are cached in aligned chunks: a smaller N reuses the larger run's prefix.
+    full = make_corpus(src, -(-max(sizes) // EMB_CHUNK) * EMB_CHUNK, args.queries)
+    log(f"embedding {len(full.texts)} memories (cached in {args.cache}) ...")
+    vectors = embed_cached(full.texts, args.cache, embedder)
+    qvectors = embed_cached(full.queries, args.cache, embedder)
+    rates = throughput(src, 300 if args.quick else 2_000)
+    log(
+        f"  embedder {rates['embed_per_s']:.0f} texts/s,"
+        f" spaCy extraction {rates['extract_per_s']:.0f} texts/s"
+    )
+    report: dict[str, Any] = {"n": {}}
+    if args.merge and args.json and args.json.exists():
+        report = json.loads(args.json.read_text())
+    for n in sizes:
+        c = make_corpus(src, n, args.queries)
+        work = Path(tempfile.mkdtemp(prefix="scale-work-", dir=args.tmp))
+        (work / "corpus.json").write_text(json.dumps(vars(c)))
+        np.save(work / "emb.npy", vectors[:n])
+        np.save(work / "qemb.npy", qvectors)
+        log(
+            f"N={n}: {len(set(c.namespaces))} namespaces,"
+            f" largest {max(len(v) for v in _by_namespace(c).values())}"
+        )
+        rows: dict[str, Any] = {}
+        for system in systems:
+            res = run_one(system, work, args)
+            if "ingest_per_s_no_embed" in res:
+                res["ingest_per_s"] = 1.0 / (
+                    1.0 / res["ingest_per_s_no_embed"] + 1.0 / rates["embed_per_s"]
+                )
+            rows[system] = res
+            report["n"][str(n)] = {**report["n"].get(str(n), {}), **rows}
+            _save(report, rates, args)
+        shutil.rmtree(work, ignore_errors=True)
+    _save(report, rates, args)
+    print_report(report)
+
+
+def _save(report: dict[str, Any], rates: dict[str, float], args: argparse.Namespace) -> None:
+    """Write the JSON after every system, so a long run that is stopped keeps its results."""
+    report["meta"] = {
+        **rates,
+        "k": K,
+        "queries": args.queries,
+        "namespaces": N_NAMESPACES,
+        "server": args.server,
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        "load_avg_at_end": os.getloadavg(),
+        "python": platform.python_version(),
+    }
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
+def print_report(report: dict[str, Any]) -> None:
+    print(markdown_table(report))
+    meta = report["meta"]
+    print(
+        f"\ningest: embedder {meta['embed_per_s']:.0f} texts/s, spaCy entity extraction "
+        f"{meta['extract_per_s']:.0f} texts/s (extraction / embedding cost: "
+        f"{meta['embed_per_s'] / meta['extract_per_s']:.2f})"
+    )
+    for n, rows in report["n"].items():
+        nx = rows.get("norax", {})
+        if "query_p50_ms_without_graph" in nx:
+            p50, without = nx["query_p50_ms"], nx["query_p50_ms_without_graph"]
+            print(
+                f"N={n}: the entity graph (query extraction + graph signal) adds "
+                f"{100 * (p50 / without - 1):.0f}% to Norax's query p50"
+                f" ({without:.1f} -> {p50:.1f} ms)"
+            )
+        ch, lc, li = (
+            rows.get("chroma"),
+            rows.get("langchain_ensemble"),
+            rows.get("llamaindex_fusion"),
+        )
+        if nx and ch and "query_p50_ms" in ch:
+            print(
+                f"N={n}: norax/chroma query p50 {nx['query_p50_ms'] / ch['query_p50_ms']:.2f}x "
+                f"(no embed {nx['query_p50_ms_no_embed'] / ch['query_p50_ms_no_embed']:.2f}x); "
+                f"ingest norax/chroma {nx['ingest_per_s'] / ch['ingest_per_s']:.2f}x"
+            )
+        for name, peer in (("langchain", lc), ("llamaindex", li)):
+            if nx and peer and "query_p50_ms" in peer:
+                print(
+                    f"N={n}: {name} / norax query p50"
+                    f" {peer['query_p50_ms'] / nx['query_p50_ms']:.1f}x "
+                    f"(no embed {peer['query_p50_ms_no_embed'] / nx['query_p50_ms_no_embed']:.1f}x)"
+                )
+    sizes = list(report["n"])
+    if len(sizes) > 1 and all("norax" in report["n"][s] for s in sizes):
+        a, b = report["n"][sizes[0]]["norax"], report["n"][sizes[-1]]["norax"]
+        print(
+            f"norax query p50 growth {sizes[0]} -> {sizes[-1]}: "
+            f"{b['query_p50_ms'] / a['query_p50_ms']:.2f}x "
+            f"(no embed {b['query_p50_ms_no_embed'] / a['query_p50_ms_no_embed']:.2f}x)"
+        )
+
+
+def markdown_table(report: dict[str, Any]) -> str:
+    """The results as a Markdown table (one row per N and system)."""
+
+    def f(v: Any, digits: int = 1) -> str:
+        return "n/a" if v is None else f"{v:,.{digits}f}"
+
+    lines = [
+        "| N | system | query p50 ms | p95 ms | p50 no-embed ms | ingest /s | ingest /s no-embed"
+        " | peak RSS MB | disk MB |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n, rows in report["n"].items():
+        for system, r in rows.items():
+            if "error" in r:
+                lines.append(f"| {int(n):,} | {system} | {r['error']} | | | | | | |")
+                continue
+            lines.append(
+                f"| {int(n):,} | {system} | {f(r['query_p50_ms'])} | {f(r['query_p95_ms'])} | "
+                f"{f(r['query_p50_ms_no_embed'])} | {f(r['ingest_per_s'], 0)} | "
+                f"{f(r['ingest_per_s_no_embed'], 0)} | {f(r['rss_mb'], 0)} | {f(r['disk_mb'])} |"
+            )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
