@@ -252,14 +252,10 @@ class _Space:
         self.version = next(_CLOCK)
 
     def louvain(self, seed: int, max_edges: int) -> None:
-        us, vs, ws = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
-        for e in self.post:
-            nb, w = self.neighbours(e)
-            upper = nb > e
-            us.append(np.full(int(upper.sum()), e))
-            vs.append(nb[upper])
-            ws.append(w[upper])
-        a, b, wt = np.concatenate(us), np.concatenate(vs), np.concatenate(ws)
+        pairs = [(u, v, w) for u, nbrs in self.adj.items() for v, w in nbrs.items() if u < v]
+        a = np.fromiter((p[0] for p in pairs), np.int64, len(pairs))
+        b = np.fromiter((p[1] for p in pairs), np.int64, len(pairs))
+        wt = np.fromiter((p[2] for p in pairs), np.float64, len(pairs))
         if len(wt) > max_edges:  # the heaviest edges; ties broken by content, not history
             lo, hi = np.minimum(self.tie[a], self.tie[b]), np.maximum(self.tie[a], self.tie[b])
             kept = np.lexsort((hi, lo, -wt))[:max_edges]
