@@ -51,7 +51,9 @@ def locomo_turns(path: Path, n: int) -> list[str]:
     return texts[:n]
 
 
-def extraction_methods(model: str) -> dict[str, Callable[[Sequence[str]], object]]:
+def extraction_methods(
+    model: str, with_chroma: bool
+) -> dict[str, Callable[[Sequence[str]], object]]:
     default = load_extractor(model)
     methods: dict[str, Callable[[Sequence[str]], object]] = {
         f"spaCy, POS-tag noun heads (default) [{default.name}]": default.extract,
@@ -61,6 +63,8 @@ def extraction_methods(model: str) -> dict[str, Callable[[Sequence[str]], object
     try:
         from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
+        if not with_chroma:
+            raise RuntimeError("skipped (--skip-chroma)")
         chroma = ONNXMiniLM_L6_V2()
         chroma.DOWNLOAD_PATH = SHARED / "all-MiniLM-L6-v2"  # offline: the shared copy
         methods["embedder: Chroma ONNXMiniLM_L6_V2 (pads to 256 tokens)"] = chroma
@@ -76,12 +80,12 @@ def extraction_methods(model: str) -> dict[str, Callable[[Sequence[str]], object
     return methods
 
 
-def bench_extraction(locomo: Path, n: int, rounds: int) -> None:
+def bench_extraction(locomo: Path, n: int, rounds: int, with_chroma: bool) -> None:
     texts = locomo_turns(locomo, n)
     model = os.environ.get("NORAX_SPACY_MODEL") or str(SHARED / "en_core_web_sm-3.8.0")
     mean_len = np.mean([len(t) for t in texts])
     print(f"(a) extraction on {len(texts)} LoCoMo turns (mean {mean_len:.0f} chars)")
-    methods = extraction_methods(model)
+    methods = extraction_methods(model, with_chroma)
     for fn in methods.values():
         fn(texts[:32])  # warm up
     spent = dict.fromkeys(methods, 0.0)
@@ -169,6 +173,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--skip-extraction", action="store_true")
+    ap.add_argument("--skip-chroma", action="store_true", help="its 256-token padding is slow")
     args = ap.parse_args()
     machine = platform.processor() or platform.machine()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -177,7 +182,7 @@ def main() -> None:
         f" load average {load:.1f} at start"
     )
     if not args.skip_extraction:
-        bench_extraction(args.locomo, args.texts, args.rounds)
+        bench_extraction(args.locomo, args.texts, args.rounds, not args.skip_chroma)
     print("(b) graph signal, synthetic Zipf entities (50k vocabulary, 2-8 per memory)")
     for n in args.sizes:
         for namespaces in (1, 300):
