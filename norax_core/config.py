@@ -37,6 +37,12 @@ class NoraxConfig:
         recency_candidates: Beside other signals, the temporal signal proposes this many
             most recent memories (0: none; it still scores every candidate). When it is the
             only signal with a weight, it proposes a full pool.
+        context_window: Context propagation (:mod:`norax_core.signals.context`): a memory
+            gains a share of the best fused score among this many memories on each side of
+            it in time (same namespace and session). 0 turns it off.
+        context_weight: That share (lambda); 0 turns context propagation off.
+        context_gap_seconds: Memories further apart in time than this are in different
+            sessions and never each other's context.
     """
 
     decay_days: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_DECAY_DAYS))
@@ -48,6 +54,9 @@ class NoraxConfig:
     pool_min: int = 50
     pool_factor: int = 3
     recency_candidates: int = 5
+    context_window: int = 0
+    context_weight: float = 0.0
+    context_gap_seconds: float = 3600.0
 
     def __post_init__(self) -> None:
         for kind, tau in self.decay_days.items():
@@ -60,7 +69,20 @@ class NoraxConfig:
             raise InvalidInputError(
                 "pool_min and pool_factor must be >= 1, recency_candidates >= 0"
             )
+        if isinstance(self.context_window, bool) or not isinstance(self.context_window, int):
+            raise InvalidInputError(f"context_window must be an int, got {self.context_window!r}")
+        if self.context_window < 0:
+            raise InvalidInputError(f"context_window must be >= 0, got {self.context_window}")
+        w = self.context_weight
+        if not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0):
+            raise InvalidInputError(f"context_weight must be a finite number >= 0, got {w!r}")
+        _positive("context_gap_seconds", self.context_gap_seconds)
         object.__setattr__(self, "decay_days", MappingProxyType(dict(self.decay_days)))
+
+    @property
+    def context_on(self) -> bool:
+        """Whether searches propagate context between neighbouring memories."""
+        return self.context_window > 0 and self.context_weight > 0
 
     def tau_days(self, kind: str) -> float:
         """Decay constant (days) for ``kind``."""

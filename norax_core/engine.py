@@ -43,6 +43,7 @@ from norax_core.models import (
 from norax_core.presets import get_preset
 from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.signals.base import Query, Signal
+from norax_core.signals.context import propagate
 from norax_core.signals.dense import NAMESPACE_KEY, DenseSignal, chroma_where
 from norax_core.sync import ChangeLog, SyncConfig
 from norax_core.weights import Weights
@@ -58,6 +59,9 @@ ENTITIES_KEY = "norax_entities"
 SIDECAR_FILE = "norax_index.sqlite3"
 DEFAULT_COLLECTION = "norax"
 CHROMA_BATCH = 4_000
+CONTEXT_SEEDS = 2
+"""With context propagation, the neighbours of the best ``CONTEXT_SEEDS * k`` candidates are
+scored and join the pool (a memory's context can lift it into the top k)."""
 MODEL_CHARS = 10_000
 """The embedder and the entity extractor read at most this many characters of a text (or
 query); the whole text is stored and BM25-indexed. The embedding model reads 256 word pieces
@@ -516,6 +520,9 @@ class NoraxMemory:
         w = self.weights if weights is None else resolve_weights(weights)
         cands = self.candidates(query, k=k, namespace=namespace, where=where, now=now, weights=w)
         fused = fuse(cands.signals, cands.ids, w)
+        cfg = self.config.with_params(w.params) if w.params else self.config
+        if cfg.context_on and cands.k:
+            cands, fused = self._with_context(cands, fused, w, cfg)
         best = rank(fused, cands.k)
         records = {m.id: m for m in self.get(best)}
         return [
@@ -617,6 +624,42 @@ class NoraxMemory:
             scores = {name: sig.score(q, cand) for name, sig in signals.items()}
             matched = self._indexes.graph_signal.explain(q, cand)
         return Candidates(q, k, cand, scores, matched)
+
+    def _with_context(
+        self, cands: Candidates, fused: dict[str, float], w: Weights, cfg: NoraxConfig
+    ) -> tuple[Candidates, dict[str, float]]:
+        """Context propagation (:mod:`norax_core.signals.context`).
+
+        The neighbours of the best ``CONTEXT_SEEDS * k`` candidates join the pool, then every
+        memory borrows from its best-scoring neighbour.
+        """
+        q = cands.query
+        catalog = self._indexes.temporal
+        window, gap = cfg.context_window, cfg.context_gap_seconds
+        with self._lock:
+            seeds = rank(fused, CONTEXT_SEEDS * cands.k)
+            near = catalog.neighbours(q.namespace, seeds, window, gap)
+            known = set(cands.ids)
+            extra = [
+                m
+                for m in dict.fromkeys(n for s in seeds for n in near.get(s, ()))
+                if m not in known and (q.allowed is None or m in q.allowed)
+            ]
+            if extra:
+                signals: dict[str, Signal] = {
+                    "bm25": self._indexes.bm25_signal,
+                    "dense": self._dense,
+                    "temporal": catalog.with_decay(cfg.tau_days),
+                    "graph": self._indexes.graph_signal,
+                }
+                scores = {s: {**cands.signals[s], **signals[s].score(q, extra)} for s in SIGNALS}
+                matched = {**cands.matched, **self._indexes.graph_signal.explain(q, extra)}
+                cands = dataclasses.replace(
+                    cands, ids=[*cands.ids, *extra], signals=scores, matched=matched
+                )
+                fused = fuse(cands.signals, cands.ids, w)
+            near = catalog.neighbours(q.namespace, cands.ids, window, gap)
+        return cands, propagate(fused, near, cfg.context_weight)
 
     async def asearch(self, query: str, k: int = 10, **kwargs: Any) -> list[SearchResult]:
         """Async :meth:`search`; the work runs in a thread, the event loop stays free."""

@@ -14,16 +14,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from norax_core.bench.pools import Pool
+from norax_core.bench.pools import Pool, timeline
 from norax_core.config import NoraxConfig
+from norax_core.engine import CONTEXT_SEEDS
 from norax_core.models import SIGNALS
+from norax_core.signals.context import neighbour_map
 from norax_core.signals.temporal import decay
 
 __all__ = ["PoolBatch", "Setting"]
 
 _B, _D, _T, _G = (SIGNALS.index(s) for s in ("bm25", "dense", "temporal", "graph"))
 _NEVER = np.iinfo(np.int32).max
-_CHUNK = 128
+_CHUNK = 512
 
 
 @dataclass(frozen=True)
@@ -35,12 +37,16 @@ class Setting:
         decay_days: tau per memory kind (kinds not listed keep the pools' values).
         pool_min: ``NoraxConfig.pool_min``.
         recency_candidates: ``NoraxConfig.recency_candidates``.
+        context_window: ``NoraxConfig.context_window``.
+        context_weight: ``NoraxConfig.context_weight``.
     """
 
     weights: tuple[float, float, float, float]
     decay_days: Mapping[str, float] = field(default_factory=dict)
     pool_min: int = 50
     recency_candidates: int = 5
+    context_window: int = 0
+    context_weight: float = 0.0
 
     def params(self) -> dict[str, object]:
         """The ``Weights.params`` that carry this setting's engine parameters."""
@@ -50,6 +56,9 @@ class Setting:
         }
         if self.decay_days:
             out["decay_days"] = dict(self.decay_days)
+        if self.context_window > 0 and self.context_weight > 0:
+            out["context_window"] = self.context_window
+            out["context_weight"] = self.context_weight
         return out
 
 
@@ -101,12 +110,18 @@ class PoolBatch:
             idx = [j for j in (p.index(r) for r in rel) if j is not None]
             self.gold[i, : len(idx)] = idx
             self.size[i] = p.size
+        q_of, g_at = np.nonzero(self.gold >= 0)
+        self._pairs = (q_of, g_at)
+        """Every (pool, gold slot) pair that holds a candidate: the only ranks needed."""
         self.rank = {
             s: _ranks(self.scores[j], self.valid, s in ("bm25", "graph"))
             for j, s in enumerate(SIGNALS)
             if s != "temporal"
         }
         self._temporal_cache: dict[tuple[float, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._neighbour_cache: dict[int, np.ndarray] = {}
+        self.full = all(len(p.ids) >= p.size for p in pools)
+        """Whether every pool holds its whole namespace (needed for context propagation)."""
 
     def __len__(self) -> int:
         return len(self.pools)
@@ -149,7 +164,54 @@ class PoolBatch:
         sc = self.scores
         # the same operations, in the same order, as fusion.weighted_sum
         fused = (0.0 + w[_B] * sc[_B] + w[_D] * sc[_D] + w[_T] * t_scores + w[_G] * sc[_G]) / sum(w)
+        if setting.context_window > 0 and setting.context_weight > 0:
+            return self._context(fused, cand, setting, k)
         return fused, cand
+
+    def neighbours(self, window: int) -> np.ndarray:
+        """``(q, n, 2 * window)`` column of each memory's neighbours, -1 where there is none."""
+        hit = self._neighbour_cache.get(window)
+        if hit is not None:
+            return hit
+        if not self.full:
+            raise ValueError("context propagation needs pools that hold the whole namespace")
+        gap = self.config.context_gap_seconds
+        out = np.full((*self.valid.shape, 2 * window), -1, dtype=np.int64)
+        for i, p in enumerate(self.pools):
+            ordered, times = timeline(p)
+            row = p.index_of
+            near = neighbour_map(ordered, times, window, gap)
+            for m, ns in near.items():
+                out[i, row[m], : len(ns)] = [row[x] for x in ns]
+        self._neighbour_cache[window] = out
+        return out
+
+    def _context(
+        self, fused: np.ndarray, cand: np.ndarray, setting: Setting, k: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`~norax_core.bench.pools.rank_pool`'s context step, for all pools at once."""
+        nbr = self.neighbours(setting.context_window)
+        q, n = fused.shape
+        order = np.argsort(np.where(cand, -fused, np.inf), axis=1, kind="stable")
+        pos = np.empty((q, n), dtype=np.int64)
+        np.put_along_axis(pos, order, np.arange(n)[None, :].repeat(q, 0), axis=1)
+        seeds = cand & (pos < CONTEXT_SEEDS * np.minimum(k, self.size)[:, None])
+        known = cand.copy()
+        rows, cols = np.nonzero(seeds)
+        targets = nbr[rows, cols]
+        ok = targets >= 0
+        known[np.repeat(rows, targets.shape[1])[ok.ravel()], targets[ok]] = True
+        sent = np.where(known, fused, 0.0)
+        gathered = np.where(
+            nbr >= 0,
+            np.take_along_axis(sent, np.where(nbr >= 0, nbr, 0).reshape(q, -1), axis=1).reshape(
+                nbr.shape
+            ),
+            0.0,
+        )
+        best = gathered.max(axis=2) if nbr.shape[2] else np.zeros_like(fused)
+        lam = setting.context_weight
+        return (fused + lam * best) / (1.0 + lam), known
 
     def positions(self, setting: Setting, k: int) -> np.ndarray:
         """Rank (from 0) of each gold memory in the search's fused ranking, ``(q, g)``.
@@ -157,21 +219,17 @@ class PoolBatch:
         Padding and gold memories outside the candidate pool get a huge rank.
         """
         fused, cand = self.fused(setting, k)
-        q, n = fused.shape
+        masked = np.where(cand, fused, -np.inf)
+        q_of, g_at = self._pairs
         out = np.full(self.gold.shape, _NEVER, dtype=np.int64)
-        idx = np.arange(n)[None, None, :]
-        for a in range(0, q, _CHUNK):
-            b = min(a + _CHUNK, q)
-            rows = np.arange(a, b)[:, None]
-            gold = self.gold[a:b]
-            has = gold >= 0
-            gi = np.where(has, gold, 0)
-            g_score = fused[rows, gi]
-            g_cand = cand[rows, gi] & has
-            masked = np.where(cand[a:b], fused[a:b], -np.inf)[:, None, :]
-            better = (masked > g_score[:, :, None]).sum(axis=2)
-            tied = ((masked == g_score[:, :, None]) & (idx < gi[:, :, None])).sum(axis=2)
-            out[a:b] = np.where(g_cand, better + tied, _NEVER)
+        idx = np.arange(masked.shape[1])[None, :]
+        for a in range(0, q_of.size, _CHUNK):
+            qs, gs = q_of[a : a + _CHUNK], self.gold[q_of[a : a + _CHUNK], g_at[a : a + _CHUNK]]
+            rows = masked[qs]
+            own = rows[np.arange(qs.size), gs][:, None]
+            ahead = (rows > own) | ((rows == own) & (idx < gs[:, None]))
+            rank = ahead.sum(axis=1)
+            out[qs, g_at[a : a + _CHUNK]] = np.where(cand[qs, gs], rank, _NEVER)
         return out
 
     def recall(self, setting: Setting, k: int) -> np.ndarray:

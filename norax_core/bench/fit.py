@@ -61,6 +61,10 @@ POOL_GRID = (10, 20, 30, 50, 75, 100, 150, 200)
 """``pool_min`` values tried (each signal proposes at least this many candidates)."""
 RECENCY_GRID = (0, 5, 10, 20, 50)
 """``recency_candidates`` values tried."""
+CONTEXT_WINDOW_GRID = (0, 1, 2, 3)
+"""``context_window`` values tried (pools must hold whole namespaces)."""
+CONTEXT_WEIGHT_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
+"""``context_weight`` values tried."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,8 @@ def _setting_from(weights: Weights, batch: PoolBatch) -> Setting:
         decay_days={k: cfg.tau_days(k) for k in batch.kind_names},
         pool_min=cfg.pool_min,
         recency_candidates=cfg.recency_candidates,
+        context_window=cfg.context_window if cfg.context_on else 0,
+        context_weight=cfg.context_weight if cfg.context_on else 0.0,
     )
 
 
@@ -183,7 +189,12 @@ class _Objective:
 
 
 def _neighbours(
-    s: Setting, kinds: Sequence[str], params: bool, pool_cap: int, recency_cap: int
+    s: Setting,
+    kinds: Sequence[str],
+    params: bool,
+    pool_cap: int,
+    recency_cap: int,
+    context: bool = False,
 ) -> Iterator[Setting]:
     """Every setting one coordinate move away from ``s``."""
     for i in range(len(SIGNALS)):
@@ -200,6 +211,11 @@ def _neighbours(
     for r in RECENCY_GRID:
         if r <= recency_cap:
             yield replace(s, recency_candidates=r)
+    if context:
+        for win in CONTEXT_WINDOW_GRID:
+            yield replace(s, context_window=win, context_weight=s.context_weight or 0.75)
+        for lam in CONTEXT_WEIGHT_GRID:
+            yield replace(s, context_weight=lam, context_window=s.context_window or 2)
 
 
 def _ascend(
@@ -211,12 +227,13 @@ def _ascend(
     max_sweeps: int,
     pool_cap: int,
     recency_cap: int,
+    context: bool = False,
 ) -> tuple[Setting, tuple[float, float]]:
     """Coordinate ascent from ``start``: keep any strictly better move, stop at a fixpoint."""
     best, best_val = start, obj(start)
     for _ in range(max_sweeps):
         improved = False
-        for cand in list(_neighbours(best, kinds, params, pool_cap, recency_cap)):
+        for cand in list(_neighbours(best, kinds, params, pool_cap, recency_cap, context)):
             if sum(cand.weights) <= 0:
                 continue
             val = obj(cand)
@@ -266,6 +283,11 @@ def fit_pools(
     from norax_core.presets import get_preset
 
     first = _setting_from(start or get_preset("seed"), batch)
+    if first.context_window and not batch.full:
+        raise InvalidInputError(
+            "the starting weights use context propagation, which needs pools holding the "
+            "whole namespace: build them with depth=None"
+        )
     rng = random.Random(seed)
     starts = [
         first,
@@ -296,6 +318,7 @@ def fit_pools(
             max_sweeps=max_sweeps,
             pool_cap=max(depth, 1),
             recency_cap=max(depth, 1),
+            context=fit_params and batch.full,
         )
         if val > best_val:
             best, best_val = found, val
@@ -313,7 +336,7 @@ def fit_weights(
     k: int = 10,
     restarts: int = 4,
     fit_params: bool = True,
-    depth: int = max(POOL_GRID),
+    depth: int | None = None,
     seed: int = 0,
 ) -> FitResult:
     """Learn fusion weights for ``memory`` from judged queries.
@@ -328,7 +351,9 @@ def fit_weights(
         k: The recall cut-off to maximise.
         restarts: Random starts besides the current and equal weights.
         fit_params: Also fit the query-time engine parameters.
-        depth: Candidates each signal proposes per query.
+        depth: Candidates each signal proposes per query (default: the whole namespace,
+            needed to evaluate context propagation exactly; give a number for big stores
+            whose weights do not use context propagation).
         seed: Seed of the random starts.
 
     Returns:

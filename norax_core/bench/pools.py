@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from norax_core.config import NoraxConfig
-from norax_core.engine import NoraxMemory
+from norax_core.engine import CONTEXT_SEEDS, NoraxMemory
 from norax_core.fusion import fuse, rank
 from norax_core.models import SIGNALS
+from norax_core.signals.context import neighbour_map, propagate
 from norax_core.signals.temporal import SECONDS_PER_DAY, decay
 from norax_core.weights import Weights
 
@@ -91,11 +92,16 @@ class Pool:
     config: NoraxConfig
     _index: dict[str, int] = field(default_factory=dict, repr=False)
 
-    def index(self, mid: str) -> int | None:
-        """Position of ``mid`` among the candidates, ``None`` if it is not one."""
+    @property
+    def index_of(self) -> dict[str, int]:
+        """``{id: position among the candidates}``."""
         if not self._index:
             self._index = {m: i for i, m in enumerate(self.ids)}
-        return self._index.get(mid)
+        return self._index
+
+    def index(self, mid: str) -> int | None:
+        """Position of ``mid`` among the candidates, ``None`` if it is not one."""
+        return self.index_of.get(mid)
 
 
 def pool_temporal(pool: Pool, config: NoraxConfig) -> np.ndarray:
@@ -150,7 +156,47 @@ def rank_pool(pool: Pool, weights: Weights, k: int, config: NoraxConfig | None =
             chosen.update(proposals(s, scores[SIGNALS.index(s)], n).tolist())
     cand = [pool.ids[i] for i in sorted(chosen)]
     table = {s: {pool.ids[i]: float(scores[j, i]) for i in chosen} for j, s in enumerate(SIGNALS)}
-    return rank(fuse(table, cand, weights), k)
+    fused = fuse(table, cand, weights)
+    if cfg.context_on:
+        fused = _context(pool, scores, cand, fused, weights, cfg, k)
+    return rank(fused, k)
+
+
+def timeline(pool: Pool) -> tuple[list[str], list[float]]:
+    """The pool's memories in time order, ties by id (the engine's neighbour order)."""
+    order = sorted(range(len(pool.ids)), key=lambda i: (pool.created_at[i], pool.ids[i]))
+    return [pool.ids[i] for i in order], [float(pool.created_at[i]) for i in order]
+
+
+def _context(
+    pool: Pool,
+    scores: np.ndarray,
+    cand: list[str],
+    fused: dict[str, float],
+    weights: Weights,
+    cfg: NoraxConfig,
+    k: int,
+) -> dict[str, float]:
+    """What ``NoraxMemory._with_context`` does, on a pool that holds the whole namespace."""
+    if len(pool.ids) < pool.size:
+        raise ValueError("context propagation needs pools that hold the whole namespace")
+    ordered, times = timeline(pool)
+    window, gap = cfg.context_window, cfg.context_gap_seconds
+    seeds = rank(fused, CONTEXT_SEEDS * k)
+    near = neighbour_map(ordered, times, window, gap, wanted=seeds)
+    known = set(cand)
+    extra = [m for m in dict.fromkeys(n for s in seeds for n in near[s]) if m not in known]
+    if extra:
+        cand = cand + extra
+        rows = [pool.index(m) for m in cand]
+        table = {
+            s: {m: float(scores[j, r]) for m, r in zip(cand, rows, strict=True) if r is not None}
+            for j, s in enumerate(SIGNALS)
+        }
+        fused = fuse(table, cand, weights)
+    return propagate(
+        fused, neighbour_map(ordered, times, window, gap, wanted=cand), cfg.context_weight
+    )
 
 
 def build_pools(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
 from norax_core.signals.base import Query
+from norax_core.signals.context import neighbour_map
 
 SECONDS_PER_DAY = 86_400.0
 
@@ -44,6 +45,7 @@ class _Namespace:
         self.kind = np.empty(0, dtype=np.int32)
         self.alive = np.empty(0, dtype=bool)
         self.n = 0
+        self.timeline: tuple[list[str], list[float], dict[str, int]] | None = None
 
     def _grow(self) -> None:
         cap = max(16, 2 * len(self.ts))
@@ -54,6 +56,7 @@ class _Namespace:
             setattr(self, name, new)
 
     def add(self, mid: str, ts: float, kind: int) -> None:
+        self.timeline = None
         if mid in self.slot:
             i = self.slot[mid]
         else:
@@ -69,6 +72,7 @@ class _Namespace:
         i = self.slot.pop(mid, None)
         if i is None:
             return False
+        self.timeline = None
         self.alive[i] = False
         if len(self.slot) * 2 < self.n and self.n > 64:
             self._compact()
@@ -124,6 +128,26 @@ class TemporalSignal:
         """Ids known in ``namespace``."""
         ns = self._ns.get(namespace)
         return set(ns.slot) if ns else set()
+
+    def neighbours(
+        self, namespace: str, ids: Iterable[str], window: int, gap: float
+    ) -> dict[str, tuple[str, ...]]:
+        """Each of ``ids``' neighbours in time, within ``window`` and session ``gap``.
+
+        See :func:`~norax_core.signals.context.neighbour_map`. The namespace's time order is
+        computed once and kept until its next write.
+        """
+        ns = self._ns.get(namespace)
+        if ns is None or window <= 0:
+            return {}
+        if ns.timeline is None:
+            ts, names = ns.ts.tolist(), ns.ids
+            live = np.flatnonzero(ns.alive[: ns.n]).tolist()
+            order = sorted(live, key=lambda i: (ts[i], names[i]))
+            ordered = [names[i] for i in order]
+            ns.timeline = (ordered, [ts[i] for i in order], {m: j for j, m in enumerate(ordered)})
+        ordered, times, pos = ns.timeline
+        return neighbour_map(ordered, times, window, gap, wanted=ids, pos=pos)
 
     def _scores(self, ns: _Namespace, now: float, idx: np.ndarray) -> np.ndarray:
         taus = np.empty(max(len(self._kinds), 1), dtype=np.float64)

@@ -33,7 +33,9 @@ def make_pool(
     s = rng.random((len(SIGNALS), n)) if scores is None else scores
     if ties:  # coarse scores: many exact ties, and zeros that BM25/graph do not propose
         s = np.round(s * 4) / 4
-    age = rng.random(n) * 60
+    # sessions of consecutive turns, a few seconds apart, days between sessions
+    session = np.sort(rng.integers(0, 6, size=n))
+    age = (6 - session) * 3.0 + (n - np.arange(n)) * 5 / 86_400
     kinds = kinds or ["episodic"] * n
     cfg = NoraxConfig()
     s = s.copy()
@@ -65,6 +67,8 @@ WEIGHTINGS = [
     Weights(0.1, 0.6, 0.0, 0.3),
     Weights(0.2, 0.2, 0.4, 0.2, params={"pool_min": 10, "recency_candidates": 3}),
     Weights(0.3, 0.3, 0.2, 0.2, params={"decay_days": {"episodic": 2.0, "semantic": 500.0}}),
+    Weights(0.3, 0.5, 0.05, 0.15, params={"context_window": 2, "context_weight": 0.75}),
+    Weights(1.0, 0, 0, 0, params={"context_window": 1, "context_weight": 1.5, "pool_min": 3}),
 ]
 
 
