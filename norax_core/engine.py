@@ -44,7 +44,7 @@ from norax_core.presets import get_preset
 from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.signals.base import Query, Signal
 from norax_core.signals.context import propagate
-from norax_core.signals.dense import NAMESPACE_KEY, DenseSignal, chroma_where
+from norax_core.signals.dense import EXACT_LIMIT, NAMESPACE_KEY, DenseSignal, chroma_where
 from norax_core.sync import ChangeLog, SyncConfig
 from norax_core.weights import Weights
 
@@ -202,7 +202,11 @@ class NoraxMemory:
             self._finalizer = weakref.finalize(self, _drop_collection, self._client, collection)
 
         self._indexes = DerivedIndexes(Sidecar(sidecar_path), self.config)
-        self._dense = DenseSignal(self._collection, lambda mid: self._indexes.namespace_of.get(mid))
+        self._dense = DenseSignal(
+            self._collection,
+            lambda mid: self._indexes.namespace_of.get(mid),
+            members=self._small_namespace,
+        )
         self._indexes.load()
         if reconcile:
             self._indexes.reconcile(self._collection, self._row_from_record)
@@ -664,6 +668,14 @@ class NoraxMemory:
     async def asearch(self, query: str, k: int = 10, **kwargs: Any) -> list[SearchResult]:
         """Async :meth:`search`; the work runs in a thread, the event loop stays free."""
         return await asyncio.to_thread(self.search, query, k, **kwargs)
+
+    def _small_namespace(self, namespace: str) -> set[str] | None:
+        """A namespace's ids when the dense signal searches it exactly (it is small enough).
+
+        Called by a search (holding the lock) from the worker thread: reads only.
+        """
+        catalog = self._indexes.temporal
+        return catalog.ids(namespace) if catalog.count(namespace) <= EXACT_LIMIT else None
 
     def _allowed(self, ns: str, flt: dict[str, Any] | None) -> frozenset[str] | None:
         if flt is None:

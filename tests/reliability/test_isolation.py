@@ -166,3 +166,41 @@ def test_a_dense_score_does_not_depend_on_how_it_was_computed():
         other = Query("q", "n", 0.0, embedding=np.array(emb))  # not the search top answered
         via_get = dense.score(other, sorted(via_top))
         assert via_get == via_top and len(via_top) == len(texts)
+
+
+def test_small_tenants_find_all_their_memories_in_a_big_shared_collection():
+    """Chroma's filtered HNSW search misses small namespaces' memories once many tenants
+    store near-duplicate texts; the dense signal searches small namespaces exactly."""
+    import random
+
+    from norax_core.signals.dense import chroma_where
+
+    rng = random.Random(5)
+    phrases = [f"the user prefers {a} answers" for a in VOCAB[4:14]]  # ten, shared by all
+    with open_store() as mem:
+        items = [
+            (f"t{t}", rng.choice(phrases)) for t in range(2500) for _ in range(rng.randint(1, 4))
+        ]
+        for s in range(0, len(items), 500):
+            batch = items[s : s + 500]
+            mem.add(
+                [text for _, text in batch],
+                ids=[f"m{s + i}" for i in range(len(batch))],
+                namespace=[ns for ns, _ in batch],
+            )
+        chroma_misses = norax_misses = 0
+        for t in range(0, 2500, 5):
+            ns, size = f"t{t}", mem.count(f"t{t}")
+            q = mem.embedder.embed([rng.choice(phrases)])[0]
+            raw = mem._collection.query(
+                query_embeddings=[q.tolist()], n_results=size, where=chroma_where(ns, None)
+            )
+            chroma_misses += len(raw["ids"][0]) < size
+            res = mem.search("the user prefers", k=size, namespace=ns, weights={"dense": 1.0})
+            norax_misses += len(res) < size
+        print(
+            f"\nshared collection of {mem.count()} memories, 500 tenants searched: Chroma's "
+            f"filtered HNSW missed memories for {chroma_misses}, the dense signal for "
+            f"{norax_misses}"
+        )
+        assert norax_misses == 0
