@@ -7,7 +7,7 @@ the writer is gone it prints ``exit ROUND STATUS``.
 
 The writer opens the store, prints ``open``, and writes until it is killed: adds of one to
 three memories, upserts and deletes of memories it knows, chosen by ``SEED``. Before each
-call it prints ``B <json>`` and after the call returns ``A <json>`` (flushed), so the parent
+call it prints ``B <json>`` and after the call returns ``A <json>`` (one write each), so the parent
 knows every acknowledged write and the one that may have been in flight.
 """
 
@@ -51,8 +51,13 @@ def text_for(tag: str, rng: random.Random) -> str:
     return f"Note zq{tag}x about Proj{tag}Alpha: {rng.choice(WORDS)} and {rng.choice(WORDS)}."
 
 
+def out(line: str) -> None:
+    """One line in one write(2): a kill never leaves half a line for the parent to read."""
+    os.write(1, (line + "\n").encode())
+
+
 def say(kind: str, payload: object) -> None:
-    print(f"{kind} {json.dumps(payload)}", flush=True)
+    out(f"{kind} {json.dumps(payload)}")
 
 
 def writer(store: str, rnd: int, seed: int, real: bool) -> None:
@@ -67,7 +72,7 @@ def writer(store: str, rnd: int, seed: int, real: bool) -> None:
         kwargs["extractor"].extract(["Warm up the pipeline."])  # what the kills should hit
     mem = open_store(store, **kwargs)
     known = dict(mem._indexes.namespace_of)
-    print("open", flush=True)
+    out("open")
     n = 0
     for _ in range(100_000):
         roll = rng.random()
@@ -101,7 +106,7 @@ def writer(store: str, rnd: int, seed: int, real: bool) -> None:
 def main() -> None:
     store, real = sys.argv[1], "--real" in sys.argv
     RuleBasedExtractor().extract(["Warm up: this imports spaCy's stop words once."])
-    print("ready", flush=True)
+    out("ready")
     for line in sys.stdin:
         cmd, rnd, seed = line.split()
         if cmd != "go":
@@ -112,12 +117,12 @@ def main() -> None:
             try:
                 writer(store, int(rnd), int(seed), real)
             except BaseException as exc:  # reported, so a bug is not taken for a kill
-                print(f"error {type(exc).__name__}: {exc}", flush=True)
+                out(f"error {type(exc).__name__}: {exc}")
                 code = 3
             os._exit(code)
-        print(f"pid {rnd} {pid}", flush=True)
+        out(f"pid {rnd} {pid}")
         _, status = os.waitpid(pid, 0)
-        print(f"exit {rnd} {status}", flush=True)
+        out(f"exit {rnd} {status}")
 
 
 if __name__ == "__main__":
