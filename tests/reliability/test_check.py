@@ -159,3 +159,25 @@ def test_cli_check_on_a_missing_store_is_an_error(tmp_path, capsys):
     assert main(["--store", str(tmp_path / "nothing"), "check"]) == 2
     assert "no Norax store" in capsys.readouterr().err
     assert not (tmp_path / "nothing").exists()
+
+
+def test_maintenance_public_surface():
+    from norax_core import maintenance
+
+    assert sorted(maintenance.__all__) == sorted(
+        [
+            "SOURCES",
+            "CheckReport",
+            "NamespaceCheck",
+            "RepairReport",
+            "check_store",
+            "export_jsonl",
+            "import_jsonl",
+            "register",
+            "repair_store",
+        ]
+    )
+    from norax_core.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert {"check", "export", "import"} <= set(commands)
