@@ -535,6 +535,17 @@ BUILDERS = {
 
 
 def _rss_mb() -> float:
+    """Peak RSS of this process image (VmHWM).
+
+    Not ``ru_maxrss``: Linux carries that across ``exec``, so a worker would report its
+    parent's size.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
@@ -671,6 +682,9 @@ def main() -> None:
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    models = ROOT.parent / "shared" / "models"
+    os.environ.setdefault("NORAX_EMBEDDING_MODEL_DIR", str(models / "all-MiniLM-L6-v2"))
+    os.environ.setdefault("NORAX_SPACY_MODEL", str(models / "en_core_web_sm-3.8.0"))
     if args.worker:
         worker(args)
         return
