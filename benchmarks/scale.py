@@ -318,11 +318,8 @@ class LookupEmbedder:
         self.lookup = True
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        if self.lookup:
-            try:
-                return np.stack([self.table[t] for t in texts])
-            except KeyError:
-                pass
+        if self.lookup:  # strict: a miss means a system embeds other text than the corpus's
+            return np.stack([self.table[t] for t in texts])
         return self.inner.embed(texts)
 
     async def aembed(self, texts: Sequence[str]) -> np.ndarray:
@@ -495,8 +492,17 @@ def build_llamaindex(c: Corpus, emb: LookupEmbedder, folder: Path, server: str |
     client = chromadb.PersistentClient(path=str(folder))
     col = client.create_collection("llamaindex", configuration={"hnsw": {"space": "cosine"}})
     storage = StorageContext.from_defaults(vector_store=ChromaVectorStore(chroma_collection=col))
+    # Metadata stays out of the embedded text (LlamaIndex prepends it by default), so that
+    # every system embeds exactly the same strings.
+    keys = ["namespace", "kind", "created_at"]
     nodes = [
-        TextNode(id_=i, text=t, metadata={"namespace": ns, "kind": k, "created_at": ts})
+        TextNode(
+            id_=i,
+            text=t,
+            metadata={"namespace": ns, "kind": k, "created_at": ts},
+            excluded_embed_metadata_keys=keys,
+            excluded_llm_metadata_keys=keys,
+        )
         for i, t, ns, k, ts in zip(c.ids, c.texts, c.namespaces, c.kinds, c.times, strict=True)
     ]
     t0 = time.perf_counter()
