@@ -218,7 +218,6 @@ class ChangeLog:
         self.stats.pulls += 1
         return list(changed)
 
-
     def sync(self, collection: Any, indexes: Any, row_from_record: Callable[..., Any]) -> None:
         """Pull if due and apply the changes to ``indexes`` (a ``DerivedIndexes``).
 

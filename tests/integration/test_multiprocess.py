@@ -2,12 +2,13 @@
 
 Two real subprocesses open the same collection through ``chromadb.HttpClient``; each answers
 commands on stdin. One writes, the other polls its *derived* indexes (``count`` and a
-recency-only search, whose candidates never come from Chroma) until the write shows, and the delay is checked
-against the documented bound: the sync interval plus the pull's own time.
+recency-only search, whose candidates never come from Chroma) until the write shows, and the
+delay is checked against the documented bound: the sync interval plus the pull's own time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -97,10 +98,8 @@ class Child:
 
     def close(self) -> None:
         if self.proc.poll() is None:
-            try:
+            with contextlib.suppress(RuntimeError, BrokenPipeError, ValueError):
                 self.ask(op="quit")
-            except (RuntimeError, BrokenPipeError, ValueError):
-                pass
             self.proc.wait(timeout=60)
 
 
@@ -137,7 +136,10 @@ def test_two_processes_see_each_others_adds_and_deletes(pair) -> None:  # type: 
     for i in range(3):
         last = b.ask(op="add", id=f"note-{i}", text=f"Reminder {i}: water the ficus in room {i}")
     seen = a.ask(
-        op="wait", id="note-2", text="Reminder 2: water the ficus in room 2", present=True,
+        op="wait",
+        id="note-2",
+        text="Reminder 2: water the ficus in room 2",
+        present=True,
         timeout=INTERVAL + SLACK + 5,
     )
     assert seen["seen"] and seen["count"] == 3
@@ -146,8 +148,9 @@ def test_two_processes_see_each_others_adds_and_deletes(pair) -> None:  # type: 
 
 def test_without_sync_only_refresh_catches_up(chroma_url: str) -> None:
     """The control: with sync off, another process's add stays invisible to the indexes."""
-    import chromadb
     from urllib.parse import urlparse
+
+    import chromadb
 
     from norax_core import NoraxMemory
 
