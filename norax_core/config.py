@@ -28,8 +28,9 @@ class NoraxConfig:
     Attributes:
         decay_days: tau in days per memory kind for the temporal signal.
         default_decay_days: tau for custom kinds not listed in ``decay_days``.
-        bm25_k1: BM25 term-frequency saturation.
-        bm25_b: BM25 length normalisation.
+        bm25_k1: BM25 term-frequency saturation (applied at query time, so weights files
+            may carry a learned value).
+        bm25_b: BM25 length normalisation (query time too).
         stem: Snowball-stem BM25 tokens.
         stopwords: Stop-word list name for BM25 (``"english"``) or ``None``.
         pool_min: Each signal proposes at least this many candidates.

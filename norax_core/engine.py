@@ -590,7 +590,7 @@ class NoraxMemory:
                 where=flt,
             )
             signals: dict[str, Signal] = {
-                "bm25": self._indexes.bm25_signal,
+                "bm25": self._indexes.bm25_signal.with_params(cfg.bm25_k1, cfg.bm25_b),
                 "dense": self._dense,
                 "temporal": self._indexes.temporal.with_decay(cfg.tau_days),
                 "graph": self._indexes.graph_signal,
@@ -651,7 +651,7 @@ class NoraxMemory:
             ]
             if extra:
                 signals: dict[str, Signal] = {
-                    "bm25": self._indexes.bm25_signal,
+                    "bm25": self._indexes.bm25_signal.with_params(cfg.bm25_k1, cfg.bm25_b),
                     "dense": self._dense,
                     "temporal": catalog.with_decay(cfg.tau_days),
                     "graph": self._indexes.graph_signal,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from norax_core.bench.pools import Pool, timeline
+from norax_core.bench.pools import Pool, pool_bm25, timeline
 from norax_core.config import NoraxConfig
 from norax_core.engine import CONTEXT_SEEDS
 from norax_core.models import SIGNALS
@@ -39,6 +39,8 @@ class Setting:
         recency_candidates: ``NoraxConfig.recency_candidates``.
         context_window: ``NoraxConfig.context_window``.
         context_weight: ``NoraxConfig.context_weight``.
+        bm25_k1: ``NoraxConfig.bm25_k1`` (``None``: the pools' own).
+        bm25_b: ``NoraxConfig.bm25_b`` (``None``: the pools' own).
     """
 
     weights: tuple[float, float, float, float]
@@ -47,6 +49,8 @@ class Setting:
     recency_candidates: int = 5
     context_window: int = 0
     context_weight: float = 0.0
+    bm25_k1: float | None = None
+    bm25_b: float | None = None
 
     def params(self) -> dict[str, object]:
         """The ``Weights.params`` that carry this setting's engine parameters."""
@@ -56,6 +60,10 @@ class Setting:
         }
         if self.decay_days:
             out["decay_days"] = dict(self.decay_days)
+        if self.bm25_k1 is not None:
+            out["bm25_k1"] = self.bm25_k1
+        if self.bm25_b is not None:
+            out["bm25_b"] = self.bm25_b
         if self.context_window > 0 and self.context_weight > 0:
             out["context_window"] = self.context_window
             out["context_weight"] = self.context_weight
@@ -119,7 +127,8 @@ class PoolBatch:
             if s != "temporal"
         }
         self._temporal_cache: dict[tuple[float, ...], tuple[np.ndarray, np.ndarray]] = {}
-        self._neighbour_cache: dict[int, np.ndarray] = {}
+        self._neighbour_cache: dict[int, list[np.ndarray]] = {}
+        self._bm25_cache: dict[tuple[float, float], tuple[np.ndarray, np.ndarray]] = {}
         self.full = all(len(p.ids) >= p.size for p in pools)
         """Whether every pool holds its whole namespace (needed for context propagation)."""
 
@@ -152,10 +161,11 @@ class PoolBatch:
             raise ValueError(f"weights must be >= 0 with a positive sum, got {w}")
         t_scores, t_rank = self.temporal(setting.decay_days)
         n_pool = max(setting.pool_min, self.config.pool_factor * k)
+        bm25, bm25_rank = self.bm25(setting.bm25_k1, setting.bm25_b)
         cand = np.zeros_like(self.valid)
         for s, r in self.rank.items():
             if w[SIGNALS.index(s)] > 0:
-                cand |= r < n_pool
+                cand |= (bm25_rank if s == "bm25" else r) < n_pool
         recency_only = w[_T] > 0 and w[_B] == w[_D] == w[_G] == 0
         n_recent = n_pool if recency_only else setting.recency_candidates
         if w[_T] > 0 and n_recent > 0:
@@ -163,53 +173,90 @@ class PoolBatch:
         cand &= self.valid
         sc = self.scores
         # the same operations, in the same order, as fusion.weighted_sum
-        fused = (0.0 + w[_B] * sc[_B] + w[_D] * sc[_D] + w[_T] * t_scores + w[_G] * sc[_G]) / sum(w)
+        fused = (0.0 + w[_B] * bm25 + w[_D] * sc[_D] + w[_T] * t_scores + w[_G] * sc[_G]) / sum(w)
         if setting.context_window > 0 and setting.context_weight > 0:
             return self._context(fused, cand, setting, k)
         return fused, cand
 
-    def neighbours(self, window: int) -> np.ndarray:
-        """``(q, n, 2 * window)`` column of each memory's neighbours, -1 where there is none."""
+    def bm25_variants(self) -> list[tuple[float, float]]:
+        """The ``(k1, b)`` pairs every pool has BM25 scores for, the pools' own first."""
+        own = (self.config.bm25_k1, self.config.bm25_b)
+        shared = set.intersection(*(set(p.bm25_rows) for p in self.pools))
+        return [own, *sorted(shared - {own})]
+
+    def bm25(self, k1: float | None, b: float | None) -> tuple[np.ndarray, np.ndarray]:
+        """BM25 scores and ranks under ``k1`` and ``b`` (``None``: the pools' own)."""
+        key = (self.config.bm25_k1 if k1 is None else k1, self.config.bm25_b if b is None else b)
+        hit = self._bm25_cache.get(key)
+        if hit is None:
+            if key == (self.config.bm25_k1, self.config.bm25_b):
+                scores = self.scores[_B]
+            else:
+                scores = np.zeros_like(self.valid, dtype=np.float64)
+                for i, p in enumerate(self.pools):
+                    scores[i, : len(p.ids)] = pool_bm25(
+                        p, self.config.with_params({"bm25_k1": key[0], "bm25_b": key[1]})
+                    )
+            hit = self._bm25_cache[key] = (scores, _ranks(scores, self.valid, True))
+        return hit
+
+    def neighbours(self, window: int) -> list[np.ndarray]:
+        """Per neighbour slot, the ``(q, n)`` column of that neighbour; ``n`` where none.
+
+        Column ``n`` is one past the last memory: a padding column that always scores 0.
+        """
         hit = self._neighbour_cache.get(window)
         if hit is not None:
             return hit
         if not self.full:
             raise ValueError("context propagation needs pools that hold the whole namespace")
         gap = self.config.context_gap_seconds
-        out = np.full((*self.valid.shape, 2 * window), -1, dtype=np.int64)
+        q, n = self.valid.shape
+        out = np.full((2 * window, q, n), n, dtype=np.int64)
         for i, p in enumerate(self.pools):
             ordered, times = timeline(p)
             row = p.index_of
-            near = neighbour_map(ordered, times, window, gap)
-            for m, ns in near.items():
-                out[i, row[m], : len(ns)] = [row[x] for x in ns]
-        self._neighbour_cache[window] = out
-        return out
+            for m, near in neighbour_map(ordered, times, window, gap).items():
+                out[: len(near), i, row[m]] = [row[x] for x in near]
+        slots = list(out)
+        self._neighbour_cache[window] = slots
+        return slots
+
+    def _seeds(self, fused: np.ndarray, cand: np.ndarray, k: int) -> np.ndarray:
+        """Mask of each pool's best ``CONTEXT_SEEDS * k`` candidates (ties to the smaller id)."""
+        masked = np.where(cand, fused, -np.inf)
+        want = CONTEXT_SEEDS * np.minimum(k, self.size)
+        seeds = np.zeros_like(cand)
+        for m in np.unique(want):
+            rows = np.flatnonzero(want == m)
+            sub = masked[rows]
+            m = int(min(m, sub.shape[1]))
+            if m == 0:
+                continue
+            kth = -np.partition(-sub, m - 1, axis=1)[:, m - 1 : m]
+            above = sub > kth
+            tied = sub == kth
+            room = m - above.sum(axis=1, keepdims=True)
+            seeds[rows] = (above | (tied & (np.cumsum(tied, axis=1) <= room))) & cand[rows]
+        return seeds
 
     def _context(
         self, fused: np.ndarray, cand: np.ndarray, setting: Setting, k: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """:func:`~norax_core.bench.pools.rank_pool`'s context step, for all pools at once."""
-        nbr = self.neighbours(setting.context_window)
+        slots = self.neighbours(setting.context_window)
         q, n = fused.shape
-        order = np.argsort(np.where(cand, -fused, np.inf), axis=1, kind="stable")
-        pos = np.empty((q, n), dtype=np.int64)
-        np.put_along_axis(pos, order, np.arange(n)[None, :].repeat(q, 0), axis=1)
-        seeds = cand & (pos < CONTEXT_SEEDS * np.minimum(k, self.size)[:, None])
-        known = cand.copy()
-        rows, cols = np.nonzero(seeds)
-        targets = nbr[rows, cols]
-        ok = targets >= 0
-        known[np.repeat(rows, targets.shape[1])[ok.ravel()], targets[ok]] = True
-        sent = np.where(known, fused, 0.0)
-        gathered = np.where(
-            nbr >= 0,
-            np.take_along_axis(sent, np.where(nbr >= 0, nbr, 0).reshape(q, -1), axis=1).reshape(
-                nbr.shape
-            ),
-            0.0,
-        )
-        best = gathered.max(axis=2) if nbr.shape[2] else np.zeros_like(fused)
+        rows, cols = np.nonzero(self._seeds(fused, cand, k))
+        known = np.zeros((q, n + 1), dtype=bool)
+        known[:, :n] = cand
+        for nb in slots:
+            known[rows, nb[rows, cols]] = True
+        known = known[:, :n]
+        sent = np.zeros((q, n + 1))
+        sent[:, :n] = np.where(known, fused, 0.0)
+        best = np.zeros_like(fused)
+        for nb in slots:
+            np.maximum(best, np.take_along_axis(sent, nb, axis=1), out=best)
         lam = setting.context_weight
         return (fused + lam * best) / (1.0 + lam), known
 

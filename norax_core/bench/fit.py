@@ -39,6 +39,8 @@ from norax_core.models import SIGNALS
 from norax_core.weights import Weights, save_weights
 
 __all__ = [
+    "B_GRID",
+    "K1_GRID",
     "POOL_GRID",
     "RECENCY_GRID",
     "SHARE_GRID",
@@ -53,7 +55,7 @@ __all__ = [
 
 logger = logging.getLogger("norax")
 
-SHARE_GRID = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+SHARE_GRID = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
 """Shares of the total weight tried for one signal (the others keep their ratios)."""
 TAU_GRID = (0.5, 1.0, 2.0, 4.0, 7.0, 14.0, 30.0, 60.0, 120.0, 240.0, 480.0, 1000.0, 3650.0)
 """Decay constants (days) tried per memory kind."""
@@ -61,6 +63,10 @@ POOL_GRID = (10, 20, 30, 50, 75, 100, 150, 200)
 """``pool_min`` values tried (each signal proposes at least this many candidates)."""
 RECENCY_GRID = (0, 5, 10, 20, 50)
 """``recency_candidates`` values tried."""
+K1_GRID = (0.9, 1.2, 1.5, 2.0)
+"""``bm25_k1`` values tried (when the pools carry BM25 scores for them)."""
+B_GRID = (0.3, 0.5, 0.75, 0.9, 1.0)
+"""``bm25_b`` values tried (when the pools carry BM25 scores for them)."""
 CONTEXT_WINDOW_GRID = (0, 1, 2, 3)
 """``context_window`` values tried (pools must hold whole namespaces)."""
 CONTEXT_WEIGHT_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
@@ -148,6 +154,8 @@ def _setting_from(weights: Weights, batch: PoolBatch) -> Setting:
         recency_candidates=cfg.recency_candidates,
         context_window=cfg.context_window if cfg.context_on else 0,
         context_weight=cfg.context_weight if cfg.context_on else 0.0,
+        bm25_k1=None if cfg.bm25_k1 == batch.config.bm25_k1 else cfg.bm25_k1,
+        bm25_b=None if cfg.bm25_b == batch.config.bm25_b else cfg.bm25_b,
     )
 
 
@@ -195,6 +203,7 @@ def _neighbours(
     pool_cap: int,
     recency_cap: int,
     context: bool = False,
+    bm25: Sequence[tuple[float, float]] = (),
 ) -> Iterator[Setting]:
     """Every setting one coordinate move away from ``s``."""
     for i in range(len(SIGNALS)):
@@ -211,6 +220,8 @@ def _neighbours(
     for r in RECENCY_GRID:
         if r <= recency_cap:
             yield replace(s, recency_candidates=r)
+    for i, (k1, b) in enumerate(bm25):  # the first pair is the pools' own: None
+        yield replace(s, bm25_k1=k1 if i else None, bm25_b=b if i else None)
     if context:
         for win in CONTEXT_WINDOW_GRID:
             yield replace(s, context_window=win, context_weight=s.context_weight or 0.75)
@@ -228,12 +239,13 @@ def _ascend(
     pool_cap: int,
     recency_cap: int,
     context: bool = False,
+    bm25: Sequence[tuple[float, float]] = (),
 ) -> tuple[Setting, tuple[float, float]]:
     """Coordinate ascent from ``start``: keep any strictly better move, stop at a fixpoint."""
     best, best_val = start, obj(start)
     for _ in range(max_sweeps):
         improved = False
-        for cand in list(_neighbours(best, kinds, params, pool_cap, recency_cap, context)):
+        for cand in list(_neighbours(best, kinds, params, pool_cap, recency_cap, context, bm25)):
             if sum(cand.weights) <= 0:
                 continue
             val = obj(cand)
@@ -319,6 +331,7 @@ def fit_pools(
             pool_cap=max(depth, 1),
             recency_cap=max(depth, 1),
             context=fit_params and batch.full,
+            bm25=batch.bm25_variants() if fit_params else (),
         )
         if val > best_val:
             best, best_val = found, val

@@ -12,10 +12,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from norax_core.bench.data import BenchDataset
-from norax_core.bench.fit import cross_validate, fit_pools, summarize_weights
+from norax_core.bench.fit import B_GRID, K1_GRID, cross_validate, fit_pools, summarize_weights
 from norax_core.bench.harness import (
     DEFAULT_KS,
+    bm25_needed,
     default_methods,
+    documents_for,
     evaluate,
     ingest,
     open_store,
@@ -23,7 +25,7 @@ from norax_core.bench.harness import (
     requests_for,
 )
 from norax_core.bench.metrics import mean, mean_by
-from norax_core.bench.pools import Pool
+from norax_core.bench.pools import Pool, add_bm25_variants
 
 __all__ = ["cv_report", "run_fit"]
 
@@ -126,6 +128,9 @@ def run_fit(
         for ds, _ in datasets:
             ingest(mem, ds, progress=progress)
             got = pool_dataset(mem, requests_for(ds), progress=progress)
+            grid = {(k1, b) for k1 in K1_GRID for b in B_GRID}
+            grid |= bm25_needed(got, default_methods())
+            add_bm25_variants(got, documents_for(ds), sorted(grid))
             pools += got
             dataset_of += [ds.name] * len(got)
     finally:

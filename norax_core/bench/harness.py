@@ -19,7 +19,13 @@ from tqdm.auto import tqdm
 from norax_core.bench.cache import CachedEmbedder, CachedExtractor, TextCache
 from norax_core.bench.data import BenchDataset
 from norax_core.bench.metrics import latest_wins, mean, mean_by, recall_at_k
-from norax_core.bench.pools import Pool, PoolRequest, build_pools, rank_pool
+from norax_core.bench.pools import (
+    Pool,
+    PoolRequest,
+    add_bm25_variants,
+    build_pools,
+    rank_pool,
+)
 from norax_core.config import NoraxConfig
 from norax_core.embedders import resolve_embedder
 from norax_core.engine import NoraxMemory
@@ -31,6 +37,8 @@ from norax_core.weights import Weights
 __all__ = [
     "DEFAULT_KS",
     "BenchRun",
+    "bm25_needed",
+    "documents_for",
     "default_methods",
     "evaluate",
     "ingest",
@@ -94,6 +102,26 @@ def ingest(memory: NoraxMemory, dataset: BenchDataset, *, progress: bool = True)
                 )
                 bar.update(len(batch))
     return total
+
+
+def documents_for(dataset: BenchDataset) -> dict[str, list[tuple[str, str]]]:
+    """Each namespace's ``(store id, text)`` pairs, in ingestion order."""
+    return {
+        c.name: [(store_id(c.name, m.id), m.text) for m in c.memories]
+        for c in dataset.conversations
+    }
+
+
+def bm25_needed(pools: Sequence[Pool], methods: Mapping[str, Weights]) -> set[tuple[float, float]]:
+    """The ``(k1, b)`` pairs the methods use beside the pools' own."""
+    if not pools:
+        return set()
+    base = pools[0].config
+    out = set()
+    for w in methods.values():
+        cfg = base.with_params(w.params) if w.params else base
+        out.add((cfg.bm25_k1, cfg.bm25_b))
+    return out - {(base.bm25_k1, base.bm25_b)}
 
 
 def requests_for(dataset: BenchDataset) -> list[PoolRequest]:
@@ -220,6 +248,7 @@ def run_benchmark(
         ingest(mem, dataset, progress=progress)
         t2 = time.perf_counter()
         pools = pool_dataset(mem, requests_for(dataset), progress=progress)
+        add_bm25_variants(pools, documents_for(dataset), sorted(bm25_needed(pools, methods)))
         t3 = time.perf_counter()
     finally:
         if own:

@@ -9,7 +9,7 @@ any :class:`Weights` (a test pins that), using the engine's own fusion functions
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,16 +17,21 @@ import numpy as np
 from norax_core.config import NoraxConfig
 from norax_core.engine import CONTEXT_SEEDS, NoraxMemory
 from norax_core.fusion import fuse, rank
-from norax_core.models import SIGNALS
+from norax_core.models import DEFAULT_NAMESPACE, SIGNALS
+from norax_core.signals.base import Query
+from norax_core.signals.bm25 import BM25Index, BM25Signal
 from norax_core.signals.context import neighbour_map, propagate
 from norax_core.signals.temporal import SECONDS_PER_DAY, decay
+from norax_core.tokenize import Tokenizer
 from norax_core.weights import Weights
 
 __all__ = [
     "ALL_SIGNALS",
     "Pool",
     "PoolRequest",
+    "add_bm25_variants",
     "build_pools",
+    "pool_bm25",
     "pool_temporal",
     "proposals",
     "rank_pool",
@@ -90,6 +95,8 @@ class Pool:
     created_at: np.ndarray
     size: int
     config: NoraxConfig
+    bm25_rows: dict[tuple[float, float], np.ndarray] = field(default_factory=dict, repr=False)
+    """BM25 scores of the candidates under other ``(k1, b)`` (see :func:`add_bm25_variants`)."""
     _index: dict[str, int] = field(default_factory=dict, repr=False)
 
     @property
@@ -102,6 +109,48 @@ class Pool:
     def index(self, mid: str) -> int | None:
         """Position of ``mid`` among the candidates, ``None`` if it is not one."""
         return self.index_of.get(mid)
+
+
+def pool_bm25(pool: Pool, config: NoraxConfig) -> np.ndarray:
+    """BM25 scores of the candidates under ``config``'s ``bm25_k1`` and ``bm25_b``."""
+    key = (config.bm25_k1, config.bm25_b)
+    if key == (pool.config.bm25_k1, pool.config.bm25_b):
+        return pool.scores[SIGNALS.index("bm25")]
+    try:
+        return pool.bm25_rows[key]
+    except KeyError:
+        raise ValueError(
+            f"the pool has no BM25 scores for k1={key[0]}, b={key[1]}: add them with "
+            "add_bm25_variants"
+        ) from None
+
+
+def add_bm25_variants(
+    pools: Sequence[Pool],
+    documents: Mapping[str, Sequence[tuple[str, str]]],
+    grid: Sequence[tuple[float, float]],
+) -> None:
+    """Score every pool's candidates with BM25 under each ``(k1, b)`` of ``grid``.
+
+    ``documents`` maps a namespace to its ``(id, text)`` pairs in the order the store
+    ingested them; the index is rebuilt here with the pools' tokenizer settings, so the
+    scores equal what the store's BM25 signal gives with those parameters.
+    """
+    if not pools:
+        return
+    cfg = pools[0].config
+    tokenizer = Tokenizer(stem=cfg.stem, stopwords=cfg.stopwords)
+    index = BM25Index(k1=cfg.bm25_k1, b=cfg.bm25_b)
+    for ns, docs in documents.items():
+        for mid, text in docs:
+            index.add(ns, mid, tokenizer(text))
+    for k1, b in grid:
+        signal = BM25Signal(index, tokenizer, k1=k1, b=b)
+        for p in pools:
+            ns = p.request.namespace or DEFAULT_NAMESPACE
+            q = Query(p.request.query, ns, p.request.now, tokens=tuple(tokenizer(p.request.query)))
+            got = signal.score(q, p.ids)
+            p.bm25_rows[(k1, b)] = np.array([got.get(m, 0.0) for m in p.ids], dtype=np.float64)
 
 
 def pool_temporal(pool: Pool, config: NoraxConfig) -> np.ndarray:
@@ -142,8 +191,8 @@ def rank_pool(pool: Pool, weights: Weights, k: int, config: NoraxConfig | None =
     if k == 0:
         return []
     scores = pool.scores.copy()
-    t = SIGNALS.index("temporal")
-    scores[t] = pool_temporal(pool, cfg)
+    scores[SIGNALS.index("temporal")] = pool_temporal(pool, cfg)
+    scores[SIGNALS.index("bm25")] = pool_bm25(pool, cfg)
     n_pool = cfg.pool_size(k)
     weight = weights.as_dict()
     # As in the engine: beside other signals recency proposes a few of the newest memories,

@@ -410,12 +410,21 @@ class BM25Index:
         namespace: str,
         query_tokens: Sequence[str],
         allowed: Collection[str] | None = None,
+        *,
+        k1: float | None = None,
+        b: float | None = None,
     ) -> BM25Scores:
-        """Score every document of ``namespace``, keeping those in ``allowed`` (all if None)."""
+        """Score every document of ``namespace``, keeping those in ``allowed`` (all if None).
+
+        ``k1`` and ``b`` override the index's own for this search: the index keeps term
+        frequencies and lengths, so both are free to change at query time.
+        """
         part = self._parts.get(namespace)
         if part is None:
             return BM25Scores()
-        raw = part.raw_scores(query_tokens, self.k1, self.b, self.epsilon)
+        k1 = self.k1 if k1 is None else k1
+        b = self.b if b is None else b
+        raw = part.raw_scores(query_tokens, k1, b, self.epsilon)
         return BM25Scores(raw, part, allowed)
 
     def scores(
@@ -454,18 +463,36 @@ class BM25Signal:
 
     name = "bm25"
 
-    def __init__(self, index: BM25Index, tokenizer: Tokenizer) -> None:
+    def __init__(
+        self,
+        index: BM25Index,
+        tokenizer: Tokenizer,
+        *,
+        k1: float | None = None,
+        b: float | None = None,
+    ) -> None:
         self.index = index
         self.tokenizer = tokenizer
+        self.k1 = index.k1 if k1 is None else float(k1)
+        self.b = index.b if b is None else float(b)
         self._last: tuple[tuple[object, ...], BM25Scores] | None = None
+
+    def with_params(self, k1: float, b: float) -> BM25Signal:
+        """This signal scoring with other ``k1`` and ``b`` (itself if they are the same).
+
+        Learned weights carry ``bm25_k1`` / ``bm25_b`` this way: no re-indexing needed.
+        """
+        if (k1, b) == (self.k1, self.b):
+            return self
+        return BM25Signal(self.index, self.tokenizer, k1=k1, b=b)
 
     def _search(self, query: Query) -> BM25Scores:
         tokens = query.tokens or tuple(self.tokenizer(query.text))
-        key = (query.namespace, tokens, query.allowed, self.index.version)
+        key = (query.namespace, tokens, query.allowed, self.index.version, self.k1, self.b)
         last = self._last
         if last is not None and last[0] == key:
             return last[1]
-        result = self.index.search(query.namespace, tokens, query.allowed)
+        result = self.index.search(query.namespace, tokens, query.allowed, k1=self.k1, b=self.b)
         self._last = (key, result)
         return result
 

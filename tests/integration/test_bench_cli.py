@@ -86,16 +86,24 @@ def test_pooled_rankings_equal_search(tiny_locomo: Path, tmp_path: Path) -> None
     from norax_core.bench.data import load_locomo
     from norax_core.bench.harness import (
         default_methods,
+        documents_for,
         ingest,
         open_store,
         pool_dataset,
         requests_for,
     )
-    from norax_core.bench.pools import rank_pool
+    from norax_core.bench.pools import add_bm25_variants, rank_pool
     from norax_core.weights import Weights
 
     ds = load_locomo(tiny_locomo)
     methods = default_methods()
+    methods["ctx"] = Weights(
+        0.3,
+        0.5,
+        0.05,
+        0.15,
+        params={"bm25_k1": 1.2, "bm25_b": 0.3, "context_window": 2, "context_weight": 0.75},
+    )
     methods["tuned"] = Weights(
         0.2,
         0.5,
@@ -106,6 +114,7 @@ def test_pooled_rankings_equal_search(tiny_locomo: Path, tmp_path: Path) -> None
     with open_store(tmp_path / "cache") as mem:
         ingest(mem, ds, progress=False)
         pools = pool_dataset(mem, requests_for(ds), progress=False)
+        add_bm25_variants(pools, documents_for(ds), [(1.2, 0.3)])
         for pool in pools:
             req = pool.request
             for name, w in methods.items():

@@ -40,7 +40,10 @@ def make_pool(
     cfg = NoraxConfig()
     s = s.copy()
     s[SIGNALS.index("temporal")] = np.exp(-age / np.array([cfg.tau_days(k) for k in kinds]))
-    return Pool(
+    variant = np.where(rng.random(n) < 0.3, 0.0, rng.random(n))
+    if ties:
+        variant = np.round(variant * 4) / 4
+    pool = Pool(
         request=PoolRequest(
             query="q", namespace=group, now=NOW, relevant=tuple(ids[i] for i in relevant)
         ),
@@ -52,6 +55,8 @@ def make_pool(
         size=n,
         config=cfg,
     )
+    pool.bm25_rows[(1.2, 0.3)] = variant
+    return pool
 
 
 def recall(pool: Pool, ranking: list[str], k: int) -> float:
@@ -69,6 +74,14 @@ WEIGHTINGS = [
     Weights(0.3, 0.3, 0.2, 0.2, params={"decay_days": {"episodic": 2.0, "semantic": 500.0}}),
     Weights(0.3, 0.5, 0.05, 0.15, params={"context_window": 2, "context_weight": 0.75}),
     Weights(1.0, 0, 0, 0, params={"context_window": 1, "context_weight": 1.5, "pool_min": 3}),
+    Weights(
+        0.4,
+        0.4,
+        0.0,
+        0.2,
+        params={"bm25_k1": 1.2, "bm25_b": 0.3, "context_window": 2, "context_weight": 0.5},
+    ),
+    Weights(1.0, 0, 0, 0, params={"bm25_k1": 1.2, "bm25_b": 0.3, "pool_min": 4}),
 ]
 
 
@@ -175,3 +188,21 @@ def test_setting_params_are_engine_params() -> None:
     cfg = NoraxConfig().with_params(s.params())
     assert cfg.tau_days("episodic") == 7.0 and cfg.pool_min == 20
     assert cfg.recency_candidates == 10
+
+
+def test_query_time_bm25_parameters_equal_an_index_built_with_them() -> None:
+    from norax_core.signals.base import Query
+    from norax_core.signals.bm25 import BM25Index, BM25Signal
+    from norax_core.tokenize import Tokenizer
+
+    tok = Tokenizer()
+    docs = ["the cat sat on the mat", "a dog and a cat", "dogs bark at night", "cat cat cat"]
+    default, tuned = BM25Index(), BM25Index(k1=0.9, b=0.3)
+    for i, d in enumerate(docs):
+        default.add("ns", str(i), tok(d))
+        tuned.add("ns", str(i), tok(d))
+    q = Query("cat at night", "ns", NOW, tokens=tuple(tok("cat at night")))
+    ids = [str(i) for i in range(len(docs))]
+    view = BM25Signal(default, tok).with_params(0.9, 0.3)
+    assert view.score(q, ids) == BM25Signal(tuned, tok).score(q, ids)
+    assert BM25Signal(default, tok).with_params(1.5, 0.75).k1 == 1.5  # same params: itself
