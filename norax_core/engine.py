@@ -320,12 +320,27 @@ class NoraxMemory:
         namespace: str | Sequence[str] | None = None,
         metadata: Mapping[str, MetadataValue] | Sequence[Mapping[str, MetadataValue]] | None = None,
     ) -> list[str]:
-        """Add memories, replacing any stored under the same ids."""
+        """Add memories, replacing any stored under the same ids.
+
+        A memory cannot change namespace this way: namespaces are a security boundary, so
+        an id stored in another namespace is refused (delete it there first).
+
+        Raises:
+            InvalidInputError: Bad input, or an id that lives in another namespace. Nothing
+                is written.
+        """
         if ids is None:
             raise InvalidInputError("upsert needs ids")
         prepared = self._prepare(texts, ids, kind, created_at, namespace, metadata)
         with self._lock:
             self._maybe_sync()
+            known = self._indexes.namespace_of
+            moved = [r.id for r in prepared.rows if known.get(r.id, r.namespace) != r.namespace]
+            if moved:
+                raise InvalidInputError(
+                    f"{len(moved)} id(s) belong to another namespace, e.g. {moved[0]!r}; "
+                    "upsert cannot move a memory between namespaces (delete it there first)"
+                )
             self._write(prepared, upsert=True)
         return prepared.ids
 

@@ -389,3 +389,11 @@ def test_http_client_store(chroma_url, embedder, extractor):
     assert ids(other.search("TypeORM", k=1, namespace="team", now=NOW)) == ["m1"]
     other.close()
     client.delete_collection(name)
+
+
+def test_upsert_cannot_move_a_memory_into_another_namespace(store):
+    with pytest.raises(InvalidInputError, match="another namespace"):
+        store.upsert(["hijacked", "fine"], ids=["m1", "fresh"], namespace="attacker")
+    (m,) = store.get("m1")
+    assert m.namespace == "team" and "TypeORM" in m.text
+    assert store.get("fresh") == [] and store.count("attacker") == 0
