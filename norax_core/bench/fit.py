@@ -180,7 +180,16 @@ class _Objective:
         self._memo: dict[tuple[Any, ...], tuple[float, float]] = {}
 
     def __call__(self, s: Setting) -> tuple[float, float]:
-        key = (s.weights, tuple(sorted(s.decay_days.items())), s.pool_min, s.recency_candidates)
+        key = (
+            s.weights,
+            tuple(sorted(s.decay_days.items())),
+            s.pool_min,
+            s.recency_candidates,
+            s.context_window,
+            s.context_weight,
+            s.bm25_k1,
+            s.bm25_b,
+        )
         hit = self._memo.get(key)
         if hit is not None:
             return hit

@@ -206,3 +206,25 @@ def test_query_time_bm25_parameters_equal_an_index_built_with_them() -> None:
     view = BM25Signal(default, tok).with_params(0.9, 0.3)
     assert view.score(q, ids) == BM25Signal(tuned, tok).score(q, ids)
     assert BM25Signal(default, tok).with_params(1.5, 0.75).k1 == 1.5  # same params: itself
+
+
+def test_fit_turns_context_on_when_answers_follow_matching_turns() -> None:
+    """The gold memory is the turn right after the best keyword match, and scores low itself."""
+    rng = np.random.default_rng(21)
+    pools = []
+    for _ in range(30):
+        n = 60
+        p = make_pool(rng, n, [])
+        p.scores[[0, 1, 3]] *= 0.3  # weak noise in bm25, dense and graph
+        order = np.argsort(p.created_at, kind="stable")
+        j = int(rng.integers(1, n - 1))
+        hit, gold = order[j], order[j + 1]
+        p.created_at[order[:j]] -= 86_400.0  # the hit opens a session: gold is its only neighbour
+        p.scores[[0, 1, 3], gold] = 0.01
+        p.scores[SIGNALS.index("bm25"), hit] = 1.0
+        p.scores[SIGNALS.index("dense"), hit] = 1.0
+        p.request = PoolRequest("q", "ns", NOW, (p.ids[gold],))
+        pools.append(p)
+    res = fit_pools(pools, k=2, restarts=0)
+    assert res.weights.params.get("context_weight", 0) > 0
+    assert res.score > res.baseline
