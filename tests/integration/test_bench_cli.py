@@ -153,3 +153,27 @@ def test_fit_cli_writes_a_loadable_weights_file(tiny_locomo: Path, tmp_path: Pat
     w = load_weights(out)
     assert w.name == "fitted"
     assert json.loads(out.read_text())["fit"]["n_queries"] == 5
+
+
+def test_fit_weights_from_user_feedback(tiny_locomo: Path, tmp_path: Path) -> None:
+    from norax_core.bench import Feedback, fit_weights
+    from norax_core.bench.data import load_locomo
+    from norax_core.bench.harness import ingest, open_store, store_id
+    from norax_core.weights import load_weights
+
+    ds = load_locomo(tiny_locomo)
+    conv = ds.conversations[0]
+    feedback = [
+        Feedback(q.text, [store_id(conv.name, g) for g in q.gold], conv.name, conv.now)
+        for q in conv.questions
+        if q.gold
+    ]
+    with open_store(tmp_path / "cache") as mem:
+        ingest(mem, ds, progress=False)
+        res = fit_weights(mem, feedback, k=5, restarts=0)
+        assert res.n_queries == len(feedback)
+        assert res.score >= res.baseline  # never worse than where it started, on its data
+        res.save(tmp_path / "w.json")
+        assert load_weights(tmp_path / "w.json") == res.weights
+        # the learned weights are usable as they are
+        assert mem.search(feedback[0].query, k=3, namespace=conv.name, weights=res.weights)

@@ -228,3 +228,10 @@ def test_fit_turns_context_on_when_answers_follow_matching_turns() -> None:
     res = fit_pools(pools, k=2, restarts=0)
     assert res.weights.params.get("context_weight", 0) > 0
     assert res.score > res.baseline
+
+
+def test_public_surface_of_the_bench_package() -> None:
+    import norax_core.bench as bench
+
+    assert bench.__all__ == ["CVResult", "Feedback", "FitResult", "cross_validate", "fit_weights"]
+    assert all(hasattr(bench, name) for name in bench.__all__)
