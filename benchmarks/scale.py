@@ -260,7 +260,7 @@ def make_corpus(src: Sources, n: int, n_queries: int, seed: int = 0) -> Corpus:
         kind_list.append(rng.choices(kinds, kind_w)[0])
         times.append(YEAR_END - rng.random() * YEAR)
     qrng = random.Random(seed + 1)
-    names = tuple({s for _, _, sp in src.turns for s in sp})
+    names = tuple(sorted({s for _, _, sp in src.turns for s in sp}))  # sorted: no hash order
     queries = [_vary(qrng.choice(src.questions), qrng, names) for _ in range(n_queries)]
     qspaces = [spaces[qrng.randrange(n)] for _ in range(n_queries)]
     ids = [f"m{i:07d}" for i in range(n)]
