@@ -63,10 +63,12 @@ POOL_GRID = (10, 20, 30, 50, 75, 100, 150, 200)
 """``pool_min`` values tried (each signal proposes at least this many candidates)."""
 RECENCY_GRID = (0, 5, 10, 20, 50)
 """``recency_candidates`` values tried."""
-K1_GRID = (0.9, 1.2, 1.5, 2.0)
+K1_GRID = (1.2, 2.0)
 """``bm25_k1`` values tried (when the pools carry BM25 scores for them)."""
-B_GRID = (0.3, 0.5, 0.75, 0.9, 1.0)
+B_GRID = (0.3, 0.5, 0.75, 1.0)
 """``bm25_b`` values tried (when the pools carry BM25 scores for them)."""
+PAIR_SHARE_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5)
+"""BM25 shares tried together with each ``(k1, b)`` pair."""
 CONTEXT_WINDOW_GRID = (0, 1, 2, 3)
 """``context_window`` values tried (pools must hold whole namespaces)."""
 CONTEXT_WEIGHT_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
@@ -229,13 +231,19 @@ def _neighbours(
     for r in RECENCY_GRID:
         if r <= recency_cap:
             yield replace(s, recency_candidates=r)
+    # BM25's parameters only matter with its weight: move the pair and the share together.
     for i, (k1, b) in enumerate(bm25):  # the first pair is the pools' own: None
-        yield replace(s, bm25_k1=k1 if i else None, bm25_b=b if i else None)
-    if context:
+        for v in PAIR_SHARE_GRID:
+            yield replace(
+                s,
+                weights=_with_share(s.weights, 0, v),
+                bm25_k1=k1 if i else None,
+                bm25_b=b if i else None,
+            )
+    if context:  # window and weight together, for the same reason
         for win in CONTEXT_WINDOW_GRID:
-            yield replace(s, context_window=win, context_weight=s.context_weight or 0.75)
-        for lam in CONTEXT_WEIGHT_GRID:
-            yield replace(s, context_weight=lam, context_window=s.context_window or 2)
+            for lam in CONTEXT_WEIGHT_GRID:
+                yield replace(s, context_window=win, context_weight=lam)
 
 
 def _ascend(
@@ -340,7 +348,13 @@ def fit_pools(
             pool_cap=max(depth, 1),
             recency_cap=max(depth, 1),
             context=fit_params and batch.full,
-            bm25=batch.bm25_variants() if fit_params else (),
+            bm25=[
+                v
+                for i, v in enumerate(batch.bm25_variants())
+                if i == 0 or (v[0] in K1_GRID and v[1] in B_GRID)
+            ]
+            if fit_params
+            else (),
         )
         if val > best_val:
             best, best_val = found, val
