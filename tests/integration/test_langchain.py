@@ -19,7 +19,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from norax_core import NoraxMemory, SearchResult, Weights
-from norax_core.errors import DuplicateIdError, WeightsError
+from norax_core.errors import DuplicateIdError, InvalidInputError, WeightsError
 from norax_langchain import LangChainEmbedder, NoraxRetriever, add_documents
 from norax_langchain._convert import (
     _document_to_memory,
@@ -255,8 +255,10 @@ def test_add_documents_keeps_ids_times_kinds_and_storable_metadata(embedder, ext
             mem, [Document(id="a", page_content="Alpha v2.")], namespace="ns", upsert=True
         )
         assert mem.get("a")[0].text == "Alpha v2."
-        assert add_documents(mem, docs[:1], kind="semantic", upsert=True) == ["a"]
+        assert add_documents(mem, docs[:1], namespace="ns", kind="semantic", upsert=True) == ["a"]
         assert mem.get("a")[0].kind == "semantic"
+        with pytest.raises(InvalidInputError, match="another namespace"):
+            add_documents(mem, docs[:1], upsert=True)  # no moving a memory between tenants
 
 
 def test_retrieved_documents_reingest_as_the_same_memories(
