@@ -149,7 +149,7 @@ def register(subparsers: Any) -> None:
     fit.add_argument("--out", default="weights.json", help="weights file to write")
     fit.add_argument("--name", default="fitted", help="name recorded in the weights file")
     fit.add_argument("--k", dest="fit_k", type=int, default=10, help="recall cut-off to maximise")
-    fit.add_argument("--restarts", type=int, default=4, help="random starts besides two fixed")
+    fit.add_argument("--restarts", type=int, default=1, help="random starts besides two fixed")
     fit.add_argument("--no-cv", action="store_true", help="skip cross-validation")
     fit.add_argument("--json", help="write the fit and CV report as JSON here")
     fit.add_argument("--cache", help="embedding/entity cache folder (default ~/.cache/norax)")

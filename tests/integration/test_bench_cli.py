@@ -85,6 +85,7 @@ def test_pooled_rankings_equal_search(tiny_locomo: Path, tmp_path: Path) -> None
     """Every method's ranking re-derived from one pool equals what search() returns."""
     from norax_core.bench.data import load_locomo
     from norax_core.bench.harness import (
+        bm25_needed,
         default_methods,
         documents_for,
         ingest,
@@ -114,7 +115,7 @@ def test_pooled_rankings_equal_search(tiny_locomo: Path, tmp_path: Path) -> None
     with open_store(tmp_path / "cache") as mem:
         ingest(mem, ds, progress=False)
         pools = pool_dataset(mem, requests_for(ds), progress=False)
-        add_bm25_variants(pools, documents_for(ds), [(1.2, 0.3)])
+        add_bm25_variants(pools, documents_for(ds), sorted(bm25_needed(pools, methods)))
         for pool in pools:
             req = pool.request
             for name, w in methods.items():
