@@ -6,9 +6,12 @@ matplotlib is an optional dependency (``pip install 'norax[bench]'``), imported 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from norax_core.errors import NoraxError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["DRAGON_LOCOMO_R10", "plot_run"]
 
@@ -26,15 +29,16 @@ _COLORS = {
 _TITLES = {"locomo": "LoCoMo", "beam": "BEAM"}
 
 
-def _pyplot() -> Any:
+def _figure() -> Figure:
+    """A detached Agg figure: no pyplot, so the process's backend (a notebook's) is untouched."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
     except ImportError as exc:
         raise NoraxError("plotting needs matplotlib: pip install 'norax[bench]'") from exc
-    return plt
+    fig = Figure(figsize=(13, 5), constrained_layout=True)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def plot_run(result: dict[str, Any], path: str | Path, *, k: int = 10, title: str = "") -> None:
@@ -43,7 +47,6 @@ def plot_run(result: dict[str, Any], path: str | Path, *, k: int = 10, title: st
     Left: recall@k per method, best first, values on the bars (plus the DRAGON reference
     for LoCoMo at k = 10). Right: recall@k per category for fused and the two text signals.
     """
-    plt = _pyplot()
     key = f"recall@{k}"
     methods = result["methods"]
     if not methods or key not in next(iter(methods.values())):
@@ -51,9 +54,8 @@ def plot_run(result: dict[str, Any], path: str | Path, *, k: int = 10, title: st
     order = sorted(methods, key=lambda m: -methods[m][key])
     values = [methods[m][key] for m in order]
     cats = result.get("by_category", {})
-    fig, (ax, bx) = plt.subplots(
-        1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [1, 1.6]}, constrained_layout=True
-    )
+    fig = _figure()
+    ax, bx = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.6]})
     bars = ax.bar(order, values, color=[_COLORS.get(m, "#999999") for m in order])
     for bar, v in zip(bars, values, strict=True):
         ax.text(bar.get_x() + bar.get_width() / 2, v + 0.01, f"{v:.3f}", ha="center", fontsize=10)
@@ -90,4 +92,3 @@ def plot_run(result: dict[str, Any], path: str | Path, *, k: int = 10, title: st
     name = _TITLES.get(str(result.get("dataset")), str(result.get("dataset")))
     fig.suptitle(title or f"Norax retrieval on {name}", fontsize=13)
     fig.savefig(path, dpi=120)
-    plt.close(fig)
