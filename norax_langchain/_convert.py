@@ -7,8 +7,9 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from norax_core.models import MetadataValue, SearchResult
-from norax_core.validation import storable_metadata as _storable_metadata
+from norax_core.ingest import MemoryRecord, memory_record
+from norax_core.models import SearchResult
+from norax_core.validation import storable_metadata as _storable_metadata  # noqa: F401 - the tests use it
 
 logger = logging.getLogger("norax")
 
@@ -33,23 +34,14 @@ def _result_to_document(result: SearchResult) -> Document:
     return Document(id=result.id, page_content=result.text, metadata=metadata)
 
 
-def _document_to_memory(
-    doc: Document, created_at_key: str
-) -> tuple[str | None, str, Any, str | None, dict[str, MetadataValue]]:
+def _document_to_memory(doc: Document, created_at_key: str) -> MemoryRecord:
     """``(id, text, created_at, kind, metadata)`` of a document to ingest.
 
     ``created_at`` is the ``created_at_key`` metadata value (``None`` when absent) and
     ``kind`` the ``kind`` metadata value when it is a string. Keys a search writes
     (:data:`SEARCH_KEYS`) are not stored, so a retrieved document re-ingests as the memory it
-    came from.
+    came from. A blank id is ``None``: a new one is generated.
     """
-    created_at = doc.metadata.get(created_at_key)
-    kind = doc.metadata.get("kind")
-    metadata = _storable_metadata(doc.metadata, skip=(created_at_key, *SEARCH_KEYS))
-    return (
-        doc.id or None,
-        doc.page_content,
-        created_at,
-        kind if isinstance(kind, str) else None,
-        metadata,
+    return memory_record(
+        doc.id or None, doc.page_content, doc.metadata, time_key=created_at_key, skip=SEARCH_KEYS
     )

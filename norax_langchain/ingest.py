@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 
 from langchain_core.documents import Document
 
 from norax_core.engine import NoraxMemory
+from norax_core.ingest import write_records
 from norax_langchain._convert import _document_to_memory
 
 
@@ -43,16 +43,5 @@ def add_documents(
         InvalidInputError: Empty text, bad time, bad kind; nothing is written.
         DuplicateIdError: An id repeats, or (without ``upsert``) is already stored.
     """
-    if not documents:
-        return []
     rows = [_document_to_memory(doc, created_at_key) for doc in documents]
-    ids = [mid or uuid.uuid4().hex for mid, *_ in rows]
-    write = memory.upsert if upsert else memory.add
-    return write(
-        [text for _, text, *_ in rows],
-        ids=ids,
-        kind=[kind or row_kind or "episodic" for *_, row_kind, _ in rows],
-        created_at=[created for _, _, created, _, _ in rows],
-        namespace=namespace,
-        metadata=[meta for *_, meta in rows],
-    )
+    return write_records(memory, rows, namespace=namespace, kind=kind, upsert=upsert)

@@ -8,8 +8,9 @@ from typing import Any
 
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
 
-from norax_core.models import SIGNALS, MetadataValue, SearchResult
-from norax_core.validation import storable_metadata as _storable_metadata
+from norax_core.ingest import MemoryRecord, memory_record
+from norax_core.models import SIGNALS, SearchResult
+from norax_core.validation import storable_metadata as _storable_metadata  # noqa: F401 - the tests use it
 
 logger = logging.getLogger("norax")
 
@@ -75,21 +76,13 @@ def _node_text(node: BaseNode) -> str:
     return node.get_content(metadata_mode=MetadataMode.NONE)
 
 
-def _node_to_memory(
-    node: BaseNode, time_key: str
-) -> tuple[str, str, Any, str | None, dict[str, MetadataValue]]:
+def _node_to_memory(node: BaseNode, time_key: str) -> MemoryRecord:
     """``(id, text, created_at, kind, metadata)`` of a node to ingest.
 
     ``created_at`` is ``metadata[time_key]`` (``None`` when absent), ``kind`` the ``kind``
     metadata value when it is a string. Keys a search writes (:data:`SEARCH_KEYS`) are not
     stored, so a retrieved node re-ingests as the memory it came from.
     """
-    kind = node.metadata.get("kind")
-    metadata = _storable_metadata(node.metadata, skip=(time_key, *SEARCH_KEYS))
-    return (
-        node.node_id,
-        _node_text(node),
-        node.metadata.get(time_key),
-        kind if isinstance(kind, str) else None,
-        metadata,
+    return memory_record(
+        node.node_id, _node_text(node), node.metadata, time_key=time_key, skip=SEARCH_KEYS
     )

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from llama_index.core.schema import BaseNode
 
 from norax_core.engine import NoraxMemory
+from norax_core.ingest import write_records
 from norax_llamaindex._convert import _node_to_memory
 
 
@@ -42,15 +43,5 @@ def add_nodes(
         InvalidInputError: Empty text, bad time, bad kind; nothing is written.
         DuplicateIdError: An id repeats, or (without ``upsert``) is already stored.
     """
-    if not nodes:
-        return []
     rows = [_node_to_memory(node, time_key) for node in nodes]
-    write = memory.upsert if upsert else memory.add
-    return write(
-        [text for _, text, *_ in rows],
-        ids=[mid for mid, *_ in rows],
-        kind=[kind or row_kind or "episodic" for *_, row_kind, _ in rows],
-        created_at=[created for _, _, created, _, _ in rows],
-        namespace=namespace,
-        metadata=[meta for *_, meta in rows],
-    )
+    return write_records(memory, rows, namespace=namespace, kind=kind, upsert=upsert)
