@@ -81,6 +81,11 @@ class _Batch:
         """Positions of candidates with text (blank ones score 0 on text signals)."""
         return [i for i, t in enumerate(self.texts) if t.strip()]
 
+    @property
+    def to_embed(self) -> list[str]:
+        """What the embedder gets: the query, then the scorable texts."""
+        return [self.query, *(self.texts[i] for i in self.scorable)]
+
 
 def _batch(
     query: str,
@@ -197,10 +202,6 @@ def _graph(batch: _Batch, extractor: EntityExtractor | None) -> dict[str, float]
     return GraphSignal(graph).score(query, batch.ids)
 
 
-def _embed_texts(batch: _Batch) -> list[str]:
-    return [batch.query, *(batch.texts[i] for i in batch.scorable)]
-
-
 def _check_vectors(vectors: np.ndarray, batch: _Batch, embedder: Embedder) -> np.ndarray:
     if vectors.ndim != 2 or vectors.shape[0] != len(batch.scorable) + 1:
         raise NoraxError(f"embedder {embedder.name!r} returned {vectors.shape} for the batch")
@@ -208,8 +209,17 @@ def _check_vectors(vectors: np.ndarray, batch: _Batch, embedder: Embedder) -> np
 
 
 def _score(
-    batch: _Batch, vectors: np.ndarray | None, extractor: EntityExtractor | None
+    batch: _Batch,
+    embedder: Embedder | None,
+    vectors: np.ndarray | None,
+    extractor: EntityExtractor | None,
 ) -> SignalScores:
+    """Every signal's scores, given ``embedder``'s ``vectors`` of ``batch.to_embed``.
+
+    Everything the sync and async scorers share but obtaining the vectors (I/O).
+    """
+    if embedder is not None and vectors is not None:
+        vectors = _check_vectors(vectors, batch, embedder)
     return {
         "bm25": _bm25(batch),
         "dense": _dense(batch, vectors),
@@ -299,10 +309,8 @@ def score_candidate_set(
        Beyond", Foundations and Trends in Information Retrieval 3(4), 2009.
     """  # noqa: D416 - NumPy sections on purpose: an algorithm docstring (STYLE.md)
     batch = _batch(query, texts, ids, times, kinds, config, now)
-    vectors = None
-    if embedder is not None:
-        vectors = _check_vectors(embedder.embed(_embed_texts(batch)), batch, embedder)
-    return _score(batch, vectors, extractor)
+    vectors = None if embedder is None else embedder.embed(batch.to_embed)
+    return _score(batch, embedder, vectors, extractor)
 
 
 async def ascore_candidate_set(
@@ -319,10 +327,8 @@ async def ascore_candidate_set(
 ) -> SignalScores:
     """Async :func:`score_candidate_set`: ``embedder.aembed``, the rest in a worker thread."""
     batch = _batch(query, texts, ids, times, kinds, config, now)
-    vectors = None
-    if embedder is not None:
-        vectors = _check_vectors(await embedder.aembed(_embed_texts(batch)), batch, embedder)
-    return await asyncio.to_thread(_score, batch, vectors, extractor)
+    vectors = None if embedder is None else await embedder.aembed(batch.to_embed)
+    return await asyncio.to_thread(_score, batch, embedder, vectors, extractor)
 
 
 def store_signal_scores(
