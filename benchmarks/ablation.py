@@ -1,0 +1,102 @@
+"""Which signal earns its place? Leave-one-signal-out ablation of the shipped presets.
+
+For each dataset, every shipped preset (``default``, ``chat``, ``project``, ``seed``, ``rrf``)
+is ranked as shipped and once more with each of its signals' weights set to 0 (the other
+weights and learned parameters unchanged, so the ranking is what a user who turned that
+signal off would get; nothing is refitted). The pools come from one ``norax bench`` style run,
+so every row of a dataset is ranked over the same candidates.
+
+Run from the repository root (the data path is an argument; nothing is copied)::
+
+    python benchmarks/ablation.py --data ../shared/data \
+        --json benchmarks/results/ablation.json
+
+``--data`` is the folder holding ``locomo/locomo10_dev.json`` and ``beam/100K``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from norax_core.bench.data import BenchDataset, load_beam, load_locomo
+from norax_core.bench.harness import run_benchmark
+from norax_core.models import SIGNALS
+from norax_core.presets import get_preset, preset_names
+from norax_core.weights import Weights
+
+PRESETS = ("default", "chat", "project", "seed", "rrf")
+
+
+def variants(preset: Weights) -> dict[str, Weights]:
+    """The preset itself, and one copy per positive-weight signal with that signal off."""
+    out = {preset.name: preset}
+    weights = preset.as_dict()
+    live = [s for s in SIGNALS if weights[s] > 0]
+    for s in live:
+        if len(live) > 1:
+            out[f"{preset.name} - {s}"] = replace(preset, **{s: 0.0}, name=f"{preset.name}-{s}")
+    return out
+
+
+def datasets(root: Path) -> list[tuple[str, BenchDataset]]:
+    """The dev splits the project evaluates on."""
+    return [
+        ("locomo", load_locomo(root / "locomo" / "locomo10_dev.json")),
+        ("beam_100k", load_beam(root / "beam" / "100K")),
+    ]
+
+
+def ablate(
+    root: Path, ks: Sequence[int], cache: str | None, progress: bool
+) -> dict[str, dict[str, dict[str, float]]]:
+    """``{dataset: {method: {"recall@k": value, ..., ["latest_wins": value]}}}``."""
+    names = [p for p in PRESETS if p in preset_names()]
+    methods: dict[str, Weights] = {}
+    for p in names:
+        methods.update(variants(get_preset(p)))
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for label, data in datasets(root):
+        run, _pools = run_benchmark(data, methods, ks, cache=cache, progress=progress)
+        doc = run.to_json()
+        rows = {m: dict(v) for m, v in doc["methods"].items()}
+        for m, v in doc.get("latest_wins", {}).items():
+            rows[m]["latest_wins"] = v
+        out[label] = rows
+    return out
+
+
+def table(results: dict[str, dict[str, dict[str, float]]], k: int) -> str:
+    """A plain-text table: recall@k per method, with the change against the full preset."""
+    lines = []
+    for label, rows in results.items():
+        lines += ["", f"{label}: recall@{k} (change against the full preset)"]
+        for m, v in rows.items():
+            base = rows[m.split(" - ")[0]][f"recall@{k}"]
+            delta = "" if " - " not in m else f"  {v[f'recall@{k}'] - base:+.3f}"
+            lw = f"  latest-wins {v['latest_wins']:.3f}" if "latest_wins" in v else ""
+            lines.append(f"  {m:<22}{v[f'recall@{k}']:.3f}{delta}{lw}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--data", required=True, type=Path, help="folder with locomo/ and beam/")
+    ap.add_argument("--k", default="1,5,10,25", help="cut-offs")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--cache", help="embedding/entity cache folder (default ~/.cache/norax)")
+    ap.add_argument("-q", "--quiet", action="store_true")
+    args = ap.parse_args(argv)
+    ks = tuple(int(x) for x in args.k.split(","))
+    results = ablate(args.data, ks, args.cache, not args.quiet)
+    print(table(results, 10 if 10 in ks else ks[-1]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
