@@ -38,7 +38,15 @@ def variants(preset: Weights) -> dict[str, Weights]:
     live = [s for s in SIGNALS if weights[s] > 0]
     for s in live:
         if len(live) > 1:
-            out[f"{preset.name} - {s}"] = replace(preset, **{s: 0.0}, name=f"{preset.name}-{s}")
+            off = {**weights, s: 0.0}
+            out[f"{preset.name} - {s}"] = replace(
+                preset,
+                bm25=off["bm25"],
+                dense=off["dense"],
+                temporal=off["temporal"],
+                graph=off["graph"],
+                name=f"{preset.name}-{s}",
+            )
     return out
 
 
