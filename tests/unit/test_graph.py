@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 from networkx.algorithms.link_analysis.pagerank_alg import _pagerank_python
 
+from norax_core.signals import entity_graph as entity_graph_mod
 from norax_core.signals import graph as graph_mod
 from norax_core.signals.base import Query, Signal
+from norax_core.signals.entity_graph import MAX_EDGE_ENTITIES
 from norax_core.signals.graph import (
-    MAX_EDGE_ENTITIES,
     EntityGraph,
     GraphConfig,
     GraphSignal,
@@ -179,7 +180,7 @@ def louvain_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         calls.append(g.number_of_edges())
         return real(g, **kw)
 
-    monkeypatch.setattr(graph_mod.nx.community, "louvain_communities", spy)
+    monkeypatch.setattr(entity_graph_mod.nx.community, "louvain_communities", spy)
     return calls
 
 
@@ -331,6 +332,7 @@ def test_docstring_examples() -> None:
     import doctest
 
     assert doctest.testmod(graph_mod).failed == 0
+    assert doctest.testmod(entity_graph_mod).failed == 0
 
 
 def test_graph_signal_is_a_signal() -> None:

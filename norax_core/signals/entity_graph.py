@@ -1,0 +1,443 @@
+"""The entity graph: per-namespace co-occurrence graphs, postings and communities.
+
+:class:`EntityGraph` holds one co-occurrence graph per namespace: entities are nodes (with the
+number of memories that mention them), two entities of the same memory are joined by an edge
+whose weight counts such memories, and an inverted index maps each entity to its memories.
+Namespaces share nothing (ids, counts, IDF, edges, communities, caches), so writes to one can
+never change a score in another.
+
+Community policy. Louvain (networkx, fixed seed) partitions each namespace's graph. Between
+runs, an entity seen for the first time joins the community it has the most edge weight to
+(a new one if none) when the namespace is next read; removed entities just leave. Every add,
+replace or remove of a memory is one change; once a namespace's changes since its last run
+exceed ``refresh_fraction`` (10 %) of its memories, its next read (a query or
+:meth:`EntityGraph.communities`) reruns Louvain for that namespace only. A rebuilt graph thus
+runs Louvain once, at its first query, unless :meth:`EntityGraph.load_state_dict` supplied
+communities saved for the identical graph (same fingerprint). networkx's Louvain is pure Python
+(seconds for 10^5 edges), so it runs on the ``louvain_max_edges`` heaviest edges only; entities
+left out are then placed like new ones. :meth:`EntityGraph.refresh` runs it off the query path.
+
+The graph is derived data, rebuilt from ``(namespace, id, entities)`` triples with
+:meth:`EntityGraph.add_many`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import combinations, count
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+__all__ = ["EntityGraph", "NamespaceGraph"]
+
+STATE_VERSION = 1
+LOUVAIN_SEED = 42
+MAX_EDGE_ENTITIES = 64
+"""Only the first this many entities of a memory get co-occurrence edges (bounds one huge
+text at 2,016 edges); all of them are still indexed."""
+_CLOCK = count(1)  # versions unique across spaces: a recreated namespace misses the cache
+
+
+def _memory_hash(memory_id: str, entities: Sequence[str]) -> int:
+    data = "\x1f".join([memory_id, *entities]).encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+
+
+class NamespaceGraph:
+    """One namespace: memories, entities (interned as ints), postings, edges, communities.
+
+    The live structure :class:`~norax_core.signals.graph.GraphSignal` reads (through
+    :meth:`EntityGraph.space`); only :class:`EntityGraph` writes it.
+    """
+
+    def __init__(self) -> None:
+        self.slot: dict[str, int] = {}  # memory id -> row
+        self.ids: list[str | None] = []  # row -> memory id (None: free)
+        self.ents: list[tuple[int, ...]] = []  # row -> entity ids
+        self.row_tie = np.zeros(64, np.int64)  # row -> crc32 of the id: content-based tie-break
+        self.free_rows: list[int] = []
+        self.eid: dict[str, int] = {}  # entity -> id
+        self.names: list[str] = []  # id -> entity ("" when free)
+        self.free_eids: list[int] = []
+        self.counts: list[int] = []  # id -> memories mentioning it
+        self._df = np.zeros(64, np.int64)  # numpy copy of counts, synced lazily at reads
+        self._stale: set[int] = set()
+        self.tie = np.zeros(64, np.int64)  # id -> crc32 of the name: content-based tie-break
+        self.comm = np.full(64, -1, np.int64)  # id -> community (-1: not placed yet)
+        self.post: dict[int, set[int]] = {}  # entity id -> rows
+        self.adj: dict[int, dict[int, int]] = {}  # entity id -> neighbour -> co-occurrences
+        self.post_arr: dict[int, np.ndarray] = {}  # caches, dropped when the entity changes
+        self.adj_arr: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.mask_arr: dict[int, np.ndarray] = {}
+        self.unplaced: set[int] = set()
+        self.next_comm = 0
+        self.changes = 0  # memory writes since the last Louvain run
+        self.fingerprint = 0  # XOR of the memories' hashes: equal graphs, equal prints
+        self.version = next(_CLOCK)
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def _intern(self, name: str) -> int:
+        e = self.eid.get(name)
+        if e is not None:
+            return e
+        if self.free_eids:
+            e = self.free_eids.pop()
+            self.names[e] = name
+        else:
+            e = len(self.names)
+            self.names.append(name)
+            self.counts.append(0)
+            if e == len(self._df):
+                self._df = np.concatenate([self._df, np.zeros(e, np.int64)])
+                self.tie = np.concatenate([self.tie, np.zeros(e, np.int64)])
+                self.comm = np.concatenate([self.comm, np.full(e, -1, np.int64)])
+        self.eid[name] = e
+        self.tie[e] = zlib.crc32(name.encode("utf-8", "surrogatepass"))
+        self.post[e] = set()
+        self.adj[e] = {}
+        self.unplaced.add(e)
+        return e
+
+    def add(self, memory_id: str, entities: Sequence[str]) -> None:
+        """Index a memory's entities (empty names dropped, repeats once), replacing it."""
+        if memory_id in self.slot:
+            self.remove(memory_id)
+        names = tuple(dict.fromkeys(e for e in entities if e))
+        ents = tuple(self._intern(e) for e in names)
+        row = self.free_rows.pop() if self.free_rows else len(self.ids)
+        if row == len(self.ids):
+            self.ids.append(memory_id)
+            self.ents.append(ents)
+            if row == len(self.row_tie):
+                self.row_tie = np.concatenate([self.row_tie, np.zeros(row, np.int64)])
+        else:
+            self.ids[row], self.ents[row] = memory_id, ents
+        self.row_tie[row] = zlib.crc32(memory_id.encode("utf-8", "surrogatepass"))
+        self.slot[memory_id] = row
+        counts, stale = self.counts, self._stale
+        for e in ents:
+            self.post[e].add(row)
+            counts[e] += 1
+            stale.add(e)
+            self.post_arr.pop(e, None)
+            self.mask_arr.pop(e, None)
+        self._link(ents, +1)
+        self.fingerprint ^= _memory_hash(memory_id, names)
+        self._changed()
+
+    def remove(self, memory_id: str) -> bool:
+        """Forget a memory, and entities no memory mentions any more; whether it was there."""
+        row = self.slot.pop(memory_id, None)
+        if row is None:
+            return False
+        ents = self.ents[row]
+        self.fingerprint ^= _memory_hash(memory_id, [self.names[e] for e in ents])
+        self.ids[row], self.ents[row] = None, ()
+        self.free_rows.append(row)
+        self._link(ents, -1)
+        for e in ents:
+            self.post[e].discard(row)
+            self.counts[e] -= 1
+            self._stale.add(e)
+            self.post_arr.pop(e, None)
+            self.mask_arr.pop(e, None)
+            if not self.post[e]:
+                del self.post[e], self.adj[e], self.eid[self.names[e]]
+                self.adj_arr.pop(e, None)
+                self.unplaced.discard(e)
+                self.names[e] = ""
+                self.comm[e] = -1
+                self.free_eids.append(e)
+        self._changed()
+        return True
+
+    def _link(self, ents: tuple[int, ...], delta: int) -> None:
+        adj = self.adj
+        linked = ents[:MAX_EDGE_ENTITIES]
+        for a, b in combinations(linked, 2):
+            w = adj[a].get(b, 0) + delta
+            if w:
+                adj[a][b] = adj[b][a] = w
+            else:
+                del adj[a][b], adj[b][a]
+        if len(linked) > 1:
+            for e in linked:
+                self.adj_arr.pop(e, None)
+
+    def _changed(self) -> None:
+        self.changes += 1
+        self.version = next(_CLOCK)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    @property
+    def df(self) -> np.ndarray:
+        """Memories per entity id, as an array (0 for free ids)."""
+        if self._stale:
+            idx = np.fromiter(self._stale, np.int64, len(self._stale))
+            self._df[idx] = [self.counts[e] for e in idx.tolist()]
+            self._stale.clear()
+        return self._df
+
+    def rows_of(self, e: int) -> np.ndarray:
+        """Rows of the memories mentioning entity ``e`` (cached until ``e`` changes)."""
+        arr = self.post_arr.get(e)
+        if arr is None:
+            arr = np.fromiter(self.post[e], np.int64, len(self.post[e]))
+            self.post_arr[e] = arr
+        return arr
+
+    def mask_of(self, e: int) -> np.ndarray:
+        """Row membership of entity ``e`` as a boolean array (for hubs: cheap to probe)."""
+        mask = self.mask_arr.get(e)
+        if mask is None or len(mask) != len(self.ids):
+            mask = np.zeros(len(self.ids), bool)
+            mask[self.rows_of(e)] = True
+            self.mask_arr[e] = mask
+        return mask
+
+    def neighbours(self, e: int) -> tuple[np.ndarray, np.ndarray]:
+        """Entity ``e``'s neighbours and co-occurrence weights, as two aligned arrays."""
+        arrs = self.adj_arr.get(e)
+        if arrs is None:
+            nbrs = self.adj[e]
+            arrs = (
+                np.fromiter(nbrs.keys(), np.int64, len(nbrs)),
+                np.fromiter(nbrs.values(), np.float64, len(nbrs)),
+            )
+            self.adj_arr[e] = arrs
+        return arrs
+
+    def communities(self) -> dict[str, int]:
+        """Entity -> community id, as placed so far."""
+        return {self.names[e]: int(self.comm[e]) for e in self.post}
+
+    # -- communities ----------------------------------------------------------------------
+
+    def place(self) -> None:
+        """Put unplaced entities, in name order, in their strongest neighbour's community."""
+        if not self.unplaced:
+            return
+        for e in sorted(self.unplaced, key=self.names.__getitem__):
+            pull: dict[int, int] = {}
+            for nb, w in self.adj[e].items():
+                c = int(self.comm[nb])
+                if c >= 0:
+                    pull[c] = pull.get(c, 0) + w
+            if pull:
+                self.comm[e] = min(pull, key=lambda c: (-pull[c], c))
+            else:
+                self.comm[e] = self.next_comm
+                self.next_comm += 1
+        self.unplaced.clear()
+        self.version = next(_CLOCK)
+
+    def set_communities(self, groups: Iterable[Iterable[str]]) -> None:
+        """Adopt ``groups`` (largest first get the lowest ids); place the entities left out."""
+        ordered = sorted((sorted(g) for g in groups), key=lambda g: (-len(g), g[:1]))
+        self.comm[:] = -1
+        self.unplaced = set(self.post)
+        for cid, group in enumerate(ordered):
+            for name in group:
+                e = self.eid.get(name)
+                if e is not None:
+                    self.comm[e] = cid
+                    self.unplaced.discard(e)
+        self.next_comm = len(ordered)
+        self.place()
+        self.version = next(_CLOCK)
+
+    def louvain(self, seed: int, max_edges: int) -> None:
+        """Rerun Louvain on the ``max_edges`` heaviest edges and adopt its communities."""
+        pairs = [(u, v, w) for u, nbrs in self.adj.items() for v, w in nbrs.items() if u < v]
+        a = np.fromiter((p[0] for p in pairs), np.int64, len(pairs))
+        b = np.fromiter((p[1] for p in pairs), np.int64, len(pairs))
+        wt = np.fromiter((p[2] for p in pairs), np.float64, len(pairs))
+        if len(wt) > max_edges:  # the heaviest edges; ties broken by content, not history
+            lo, hi = np.minimum(self.tie[a], self.tie[b]), np.maximum(self.tie[a], self.tie[b])
+            kept = np.lexsort((hi, lo, -wt))[:max_edges]
+            a, b, wt = a[kept], b[kept], wt[kept]
+        names = self.names
+        edges = sorted(
+            (min(names[x], names[y]), max(names[x], names[y]), c)
+            for x, y, c in zip(a.tolist(), b.tolist(), wt.tolist(), strict=True)
+        )
+        g = nx.Graph()
+        g.add_nodes_from(sorted({name for edge in edges for name in edge[:2]}))
+        g.add_weighted_edges_from(edges)
+        self.set_communities(nx.community.louvain_communities(g, weight="weight", seed=seed))
+        self.changes = 0
+
+
+class EntityGraph:
+    """Per-namespace entity co-occurrence graphs with an inverted index and communities.
+
+    Args:
+        refresh_fraction: Rerun Louvain for a namespace once its memory writes since the last
+            run exceed this fraction of its memories (see the module docstring).
+        louvain_max_edges: Louvain runs on at most this many of the heaviest edges.
+        seed: Louvain's random seed.
+    """
+
+    def __init__(
+        self,
+        *,
+        refresh_fraction: float = 0.1,
+        louvain_max_edges: int = 10_000,
+        seed: int = LOUVAIN_SEED,
+    ) -> None:
+        if refresh_fraction < 0:
+            raise ValueError(f"refresh_fraction must be >= 0, got {refresh_fraction}")
+        if louvain_max_edges < 1:
+            raise ValueError(f"louvain_max_edges must be >= 1, got {louvain_max_edges}")
+        self.refresh_fraction = refresh_fraction
+        self.louvain_max_edges = louvain_max_edges
+        self.seed = seed
+        self._spaces: dict[str, NamespaceGraph] = {}
+        self._pending: dict[str, dict[str, Any]] = {}
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def add(self, namespace: str, memory_id: str, entities: Sequence[str]) -> None:
+        """Index one memory's entities, replacing the memory if its id exists.
+
+        Raises:
+            TypeError: If ``entities`` is a string or holds a non-string.
+        """
+        if isinstance(entities, str) or not all(isinstance(e, str) for e in entities):
+            raise TypeError("entities must be a sequence of strings")
+        space = self._spaces.get(namespace)
+        if space is None:
+            space = self._spaces[namespace] = NamespaceGraph()
+        space.add(memory_id, entities)
+
+    def add_many(self, namespace: str, items: Iterable[tuple[str, Sequence[str]]]) -> None:
+        """Index ``(memory_id, entities)`` pairs: the fast path to rebuild a namespace."""
+        for memory_id, entities in items:
+            self.add(namespace, memory_id, entities)
+
+    def remove(self, namespace: str, memory_id: str) -> bool:
+        """Forget one memory; returns whether it was there."""
+        space = self._spaces.get(namespace)
+        if space is None or not space.remove(memory_id):
+            return False
+        if not space.slot:
+            del self._spaces[namespace]
+        return True
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def count(self, namespace: str) -> int:
+        """Number of memories indexed in ``namespace``."""
+        space = self._spaces.get(namespace)
+        return len(space.slot) if space else 0
+
+    def ids(self, namespace: str) -> list[str]:
+        """Memory ids of ``namespace``, in no particular order."""
+        space = self._spaces.get(namespace)
+        return list(space.slot) if space else []
+
+    def namespaces(self) -> list[str]:
+        """Namespaces holding at least one memory, sorted."""
+        return sorted(self._spaces)
+
+    def entities_of(self, namespace: str, memory_id: str) -> tuple[str, ...]:
+        """A memory's entities, in their stored order (empty if unknown)."""
+        space = self._spaces.get(namespace)
+        row = space.slot.get(memory_id) if space else None
+        if space is None or row is None:
+            return ()
+        return tuple(space.names[e] for e in space.ents[row])
+
+    def graph(self, namespace: str) -> nx.Graph:
+        """A copy of the namespace's graph.
+
+        Nodes carry ``count`` (memories mentioning the entity) and ``community``; edges carry
+        ``weight`` (memories mentioning both ends).
+        """
+        space = self.space(namespace)
+        g = nx.Graph()
+        if space is None:
+            return g
+        for e in sorted(space.post, key=space.names.__getitem__):
+            g.add_node(space.names[e], count=space.counts[e], community=int(space.comm[e]))
+        for a, nbrs in space.adj.items():
+            g.add_weighted_edges_from(
+                (space.names[a], space.names[b], w) for b, w in nbrs.items() if a < b
+            )
+        return g
+
+    def communities(self, namespace: str) -> dict[str, int]:
+        """Entity -> community id for ``namespace`` (brought up to date first)."""
+        space = self.space(namespace)
+        return space.communities() if space else {}
+
+    def refresh(self, namespace: str) -> None:
+        """Rerun Louvain for ``namespace`` now, for example after a bulk load."""
+        space = self._spaces.get(namespace)
+        if space is not None:
+            space.louvain(self.seed, self.louvain_max_edges)
+
+    def space(self, namespace: str) -> NamespaceGraph | None:
+        """The namespace's live structure with up-to-date communities; ``None`` if empty.
+
+        For readers such as :class:`~norax_core.signals.graph.GraphSignal`; do not modify it.
+        """
+        space = self._spaces.get(namespace)
+        if space is None:
+            return None
+        saved = self._pending.pop(namespace, None)
+        if saved is not None and saved.get("fingerprint") == f"{space.fingerprint:016x}":
+            try:
+                space.set_communities(saved["communities"])
+                space.changes = int(saved.get("changes", 0))
+            except (TypeError, ValueError):
+                space.changes = len(space.slot) + 1  # unreadable: recompute
+        if space.changes > self.refresh_fraction * len(space.slot):
+            space.louvain(self.seed, self.louvain_max_edges)
+        space.place()
+        return space
+
+    # -- persistence ----------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """The communities of every namespace, JSON-serialisable.
+
+        Each namespace is saved with the fingerprint of the graph they belong to, so that
+        :meth:`load_state_dict` reuses them only for that same graph.
+        """
+        out: dict[str, Any] = {}
+        for ns, space in self._spaces.items():
+            space.place()
+            groups: dict[int, list[str]] = {}
+            for e in space.post:
+                groups.setdefault(int(space.comm[e]), []).append(space.names[e])
+            out[ns] = {
+                "fingerprint": f"{space.fingerprint:016x}",
+                "changes": space.changes,
+                "communities": [sorted(g) for _, g in sorted(groups.items())],
+            }
+        return {"version": STATE_VERSION, "namespaces": out}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Adopt saved communities for the namespaces whose graph is unchanged.
+
+        May be called before or after the graph is rebuilt: the fingerprint is checked at the
+        namespace's next read, and a namespace whose graph differs is recomputed as usual.
+
+        Raises:
+            ValueError: If ``state`` is not a state of this version.
+        """
+        if not isinstance(state, Mapping) or state.get("version") != STATE_VERSION:
+            raise ValueError(f"not an EntityGraph state of version {STATE_VERSION}")
+        spaces = state.get("namespaces", {})
+        if not isinstance(spaces, Mapping):
+            raise ValueError("state['namespaces'] must be a mapping")
+        for ns, saved in spaces.items():
+            if isinstance(saved, Mapping) and isinstance(saved.get("communities"), list):
+                self._pending[ns] = dict(saved)
