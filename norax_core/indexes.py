@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from norax_core.config import NoraxConfig
@@ -157,13 +157,19 @@ class DerivedIndexes:
         return len(rows), len(gone)
 
 
-def chroma_ids(collection: Any) -> set[str]:
-    """Every id in a Chroma collection, paged."""
-    out: set[str] = set()
+def chroma_pages(
+    collection: Any, include: list[str], where: dict[str, Any] | None = None
+) -> Iterator[dict[str, Any]]:
+    """A Chroma collection's records (``include`` fields, ``where`` filter), a page at a time."""
     offset = 0
     while True:
-        got = collection.get(include=[], limit=CHROMA_PAGE, offset=offset)
-        out.update(got["ids"])
+        got = collection.get(include=include, where=where, limit=CHROMA_PAGE, offset=offset)
+        yield got
         if len(got["ids"]) < CHROMA_PAGE:
-            return out
+            return
         offset += CHROMA_PAGE
+
+
+def chroma_ids(collection: Any) -> set[str]:
+    """Every id in a Chroma collection, paged."""
+    return {mid for got in chroma_pages(collection, []) for mid in got["ids"]}

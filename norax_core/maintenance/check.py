@@ -1,34 +1,21 @@
-"""Store maintenance: consistency check and repair, JSONL export and import.
+"""The consistency check and repair behind ``norax check [--repair]``.
 
 Chroma holds the truth; the sidecar rows and the in-memory BM25, temporal, graph and id
 catalog indexes are derived from it. :func:`check_store` compares them, namespace by
 namespace: the ids every source holds, and (``deep``) whether each sidecar row still
 matches what Chroma's record derives (namespace, kind, time, tokens, entities).
-:func:`repair_store` re-derives what disagrees. Both back ``norax check [--repair]``.
-
-:func:`export_jsonl` writes every memory in the format ``norax add --jsonl`` reads (``text``,
-``id``, ``kind``, ``created_at`` as ISO 8601, ``namespace``, ``metadata``);
-:func:`import_jsonl` reads it back through :func:`norax_core.ingest.add_jsonl`, which
-validates the whole file before writing anything. Entities are not exported: the importing
-store extracts them again with its own extractor.
+:func:`repair_store` re-derives what disagrees.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from norax_core.embedders import CallableEmbedder
-from norax_core.errors import IndexInconsistentError, InvalidInputError, NoraxError
-from norax_core.indexes import CHROMA_PAGE, DerivedIndexes
-from norax_core.locking import StoreLock
+from norax_core.errors import IndexInconsistentError
+from norax_core.indexes import DerivedIndexes, chroma_pages
 from norax_core.models import DEFAULT_NAMESPACE
 from norax_core.sidecar import IndexRow
 
@@ -41,9 +28,6 @@ __all__ = [
     "NamespaceCheck",
     "RepairReport",
     "check_store",
-    "export_jsonl",
-    "import_jsonl",
-    "register",
     "repair_store",
 ]
 
@@ -293,180 +277,12 @@ def repair_store(memory: NoraxMemory) -> RepairReport:
     return RepairReport(before, after, rederived, dropped, rebuilt)
 
 
-def export_jsonl(memory: NoraxMemory, path: str | Path, *, namespace: str | None = None) -> int:
-    """Write every memory (or one namespace's) to a JSONL file; returns how many.
-
-    The file is written next to its destination and renamed into place, so an interrupted
-    export never leaves a truncated file under the final name. Runs under the store's lock
-    (writes wait), so the file is one consistent snapshot.
-    """
-    from norax_core import validation as check
-    from norax_core.engine import _memory_from_record
-    from norax_core.signals.dense import NAMESPACE_KEY
-
-    ns = None if namespace is None else check.namespace(namespace)
-    dest = Path(path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-    n = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out, memory._lock:
-            where = {NAMESPACE_KEY: ns} if ns is not None else None
-            for got in _pages(memory._collection, ["documents", "metadatas"], where):
-                for mid, doc, meta in zip(
-                    got["ids"], got["documents"], got["metadatas"], strict=True
-                ):
-                    m = _memory_from_record(mid, doc, dict(meta or {}))
-                    rec = {
-                        "id": m.id,
-                        "text": m.text,
-                        "kind": m.kind,
-                        "created_at": m.created_at.isoformat(),
-                        "namespace": m.namespace,
-                        "metadata": dict(m.metadata),
-                    }
-                    out.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                    n += 1
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return n
-
-
-def import_jsonl(memory: NoraxMemory, path: str | Path, *, progress: bool = False) -> int:
-    """Add every memory of an exported (or hand-written) JSONL file; returns how many.
-
-    The whole file is validated first and ids already stored are refused, so a bad file
-    writes nothing (see :func:`norax_core.ingest.add_jsonl`).
-    """
-    from norax_core.ingest import add_jsonl
-
-    return add_jsonl(memory, Path(path), progress=progress)
-
-
-# -- command line -----------------------------------------------------------------------------
-
-
-def register(sub: Any) -> None:
-    """Add ``check``, ``export`` and ``import`` to the ``norax`` sub-command parsers."""
-    c = sub.add_parser("check", help="verify that Chroma and every derived index agree")
-    c.add_argument("--repair", action="store_true", help="rebuild what is stale")
-    c.add_argument("--quick", action="store_true", help="compare ids only, not row contents")
-    c.add_argument("--json", action="store_true", help="print JSON")
-    c.set_defaults(func=_cmd_check)
-
-    e = sub.add_parser("export", help="write every memory to a JSONL file (add --jsonl format)")
-    e.add_argument("--out", required=True, help="destination .jsonl file")
-    e.add_argument("--namespace", help="export this namespace only")
-    e.set_defaults(func=_cmd_export)
-
-    i = sub.add_parser("import", help="add the memories of an exported JSONL file")
-    i.add_argument("file")
-    i.set_defaults(func=_cmd_import)
-
-
-def _cmd_check(args: argparse.Namespace) -> int:
-    # Not reconciled at open: the check must see the indexes as they were left on disk.
-    with _open_existing(args, reconcile=False) as mem:
-        if not args.repair:
-            report = check_store(mem, deep=not args.quick)
-            print(json.dumps(report.to_dict()) if args.json else report.format())
-            return 0 if report.ok else 1
-        result = repair_store(mem)
-    if args.json:
-        print(json.dumps({"before": result.before.to_dict(), "after": result.after.to_dict()}))
-    else:
-        print(result.before.format())
-        if not result.before.ok:
-            print(
-                f"repaired: {result.rederived} re-derived from Chroma, {result.dropped} dropped"
-                + (", in-memory indexes rebuilt" if result.rebuilt else "")
-            )
-            print(result.after.format())
-    return 0
-
-
-def _cmd_export(args: argparse.Namespace) -> int:
-    with _open_existing(args) as mem:
-        n = export_jsonl(mem, args.out, namespace=args.namespace)
-    print(f"exported {n} memories to {args.out}")
-    return 0
-
-
-def _cmd_import(args: argparse.Namespace) -> int:
-    from norax_core.cli import open_memory
-
-    path = Path(args.file)
-    if not path.is_file():
-        raise InvalidInputError(f"{path}: no such file")
-    with open_memory(args) as mem:
-        n = import_jsonl(mem, path, progress=True)
-    print(f"imported {n} memories")
-    return 0
-
-
-# -- helpers ----------------------------------------------------------------------------------
-
-
-def _open_existing(args: argparse.Namespace, **kwargs: Any) -> NoraxMemory:
-    """Open the CLI's store for ``check`` and ``export`` without loading any model.
-
-    These commands never embed nor extract, so the embedder is a stand-in with the name and
-    dimension the store recorded: a store built with any embedder (OpenAI's included) can be
-    checked or exported offline. A folder without a store is an error, not a new store.
-    """
-    import chromadb
-
-    from norax_core.cli import _store_path, open_memory
-    from norax_core.engine import DEFAULT_COLLECTION
-
-    path = _store_path(args)
-    if not (path / "chroma.sqlite3").is_file():
-        raise InvalidInputError(f"no Norax store at {path} (give --store or set NORAX_STORE)")
-    lock = StoreLock(path / "norax.lock")  # read the recorded embedder only while we own it
-    try:
-        client = chromadb.PersistentClient(path=str(path))
-        try:
-            meta = dict(client.get_collection(DEFAULT_COLLECTION).metadata or {})
-        except Exception as exc:  # Chroma raises several types for a missing collection
-            raise InvalidInputError(f"no Norax collection in {path}: {exc}") from None
-        finally:
-            close = getattr(client, "close", None)
-            if close is not None:
-                close()
-    finally:
-        lock.release()
-    name, dim = meta.get("norax_embedder"), meta.get("norax_dim")
-    if isinstance(name, str) and isinstance(dim, int):
-        kwargs["embedder"] = CallableEmbedder(_no_embedding, name=name, dim=dim)
-    return open_memory(args, extractor=False, **kwargs)  # type: ignore[no-any-return]
-
-
-def _no_embedding(texts: list[str]) -> list[list[float]]:
-    raise NoraxError("this maintenance command opened the store without an embedder")
-
-
-def _pages(
-    collection: Any, include: list[str], where: dict[str, Any] | None = None
-) -> Iterator[dict[str, Any]]:
-    offset = 0
-    while True:
-        got = collection.get(include=include, where=where, limit=CHROMA_PAGE, offset=offset)
-        yield got
-        if len(got["ids"]) < CHROMA_PAGE:
-            return
-        offset += CHROMA_PAGE
-
-
 def _chroma_rows(memory: NoraxMemory, deep: bool) -> Iterator[tuple[str, str, IndexRow | None]]:
     """``(namespace, id, derived row or None)`` for every Chroma record."""
     from norax_core.signals.dense import NAMESPACE_KEY
 
     include = ["documents", "metadatas"] if deep else ["metadatas"]
-    for got in _pages(memory._collection, include):
+    for got in chroma_pages(memory._collection, include):
         docs = got["documents"] if deep else [None] * len(got["ids"])
         for mid, doc, meta in zip(got["ids"], docs, got["metadatas"], strict=True):
             meta = dict(meta or {})

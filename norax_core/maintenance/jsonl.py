@@ -1,0 +1,77 @@
+"""JSONL export and import of a whole store (``norax export`` / ``norax import``).
+
+:func:`export_jsonl` writes every memory in the format ``norax add --jsonl`` reads (``text``,
+``id``, ``kind``, ``created_at`` as ISO 8601, ``namespace``, ``metadata``);
+:func:`import_jsonl` reads it back through :func:`norax_core.ingest.add_jsonl`, which
+validates the whole file before writing anything. Entities are not exported: the importing
+store extracts them again with its own extractor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from norax_core.indexes import chroma_pages
+
+if TYPE_CHECKING:
+    from norax_core.engine import NoraxMemory
+
+__all__ = ["export_jsonl", "import_jsonl"]
+
+
+def export_jsonl(memory: NoraxMemory, path: str | Path, *, namespace: str | None = None) -> int:
+    """Write every memory (or one namespace's) to a JSONL file; returns how many.
+
+    The file is written next to its destination and renamed into place, so an interrupted
+    export never leaves a truncated file under the final name. Runs under the store's lock
+    (writes wait), so the file is one consistent snapshot.
+    """
+    from norax_core import validation as check
+    from norax_core.engine import _memory_from_record
+    from norax_core.signals.dense import NAMESPACE_KEY
+
+    ns = None if namespace is None else check.namespace(namespace)
+    dest = Path(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    n = 0
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out, memory._lock:
+            where = {NAMESPACE_KEY: ns} if ns is not None else None
+            for got in chroma_pages(memory._collection, ["documents", "metadatas"], where):
+                for mid, doc, meta in zip(
+                    got["ids"], got["documents"], got["metadatas"], strict=True
+                ):
+                    m = _memory_from_record(mid, doc, dict(meta or {}))
+                    rec = {
+                        "id": m.id,
+                        "text": m.text,
+                        "kind": m.kind,
+                        "created_at": m.created_at.isoformat(),
+                        "namespace": m.namespace,
+                        "metadata": dict(m.metadata),
+                    }
+                    out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                    n += 1
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return n
+
+
+def import_jsonl(memory: NoraxMemory, path: str | Path, *, progress: bool = False) -> int:
+    """Add every memory of an exported (or hand-written) JSONL file; returns how many.
+
+    The whole file is validated first and ids already stored are refused, so a bad file
+    writes nothing (see :func:`norax_core.ingest.add_jsonl`).
+    """
+    from norax_core.ingest import add_jsonl
+
+    return add_jsonl(memory, Path(path), progress=progress)
