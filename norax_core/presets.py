@@ -3,7 +3,11 @@
 - ``seed``: the reference formula, 0.25 BM25 + 0.35 dense + 0.20 temporal + 0.20 graph.
 - ``rrf``: reciprocal rank fusion of the four signals with equal weights.
 - ``default``: weights learned on the LoCoMo / BEAM dev data, shipped as package data.
-- Single-signal presets ``bm25``, ``dense``, ``temporal``, ``graph`` for ablations.
+- Single-signal presets ``bm25``, ``dense``, ``temporal``, ``graph`` for ablations. With one
+  of them only that signal's proposals are candidates, so
+  :meth:`~norax_core.NoraxMemory.search` may return fewer than ``k`` results: ``bm25``
+  proposes only memories that share a query term, ``graph`` only memories that share or sit
+  near a query entity.
 """
 
 from __future__ import annotations
