@@ -44,6 +44,13 @@ class NoraxConfig:
         context_weight: That share (lambda); 0 turns context propagation off.
         context_gap_seconds: Memories further apart in time than this are in different
             sessions and never each other's context.
+        latest_wins_weight: Latest wins (:mod:`norax_core.latest`): among the best
+            ``latest_wins_depth`` candidates, a memory similar to an older, better-scored one
+            closes this share of the gap to it (above 1: passes it). 0 turns it off.
+        latest_wins_similarity: Cosine of the two memories' stored embeddings from which the
+            newer one counts as restating the older one.
+        latest_wins_depth: How many of the best candidates latest wins compares and reorders
+            (it never changes which memories are the best ``latest_wins_depth``).
     """
 
     decay_days: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_DECAY_DAYS))
@@ -58,6 +65,9 @@ class NoraxConfig:
     context_window: int = 0
     context_weight: float = 0.0
     context_gap_seconds: float = 3600.0
+    latest_wins_weight: float = 0.0
+    latest_wins_similarity: float = 0.5
+    latest_wins_depth: int = 10
 
     def __post_init__(self) -> None:
         for kind, tau in self.decay_days.items():
@@ -78,12 +88,26 @@ class NoraxConfig:
         if not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0):
             raise InvalidInputError(f"context_weight must be a finite number >= 0, got {w!r}")
         _positive("context_gap_seconds", self.context_gap_seconds)
+        lw = self.latest_wins_weight
+        if not (isinstance(lw, (int, float)) and math.isfinite(lw) and lw >= 0):
+            raise InvalidInputError(f"latest_wins_weight must be a finite number >= 0, got {lw!r}")
+        theta = self.latest_wins_similarity
+        if not (isinstance(theta, (int, float)) and -1.0 <= theta <= 1.0):
+            raise InvalidInputError(f"latest_wins_similarity must be in [-1, 1], got {theta!r}")
+        depth = self.latest_wins_depth
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2:
+            raise InvalidInputError(f"latest_wins_depth must be an int >= 2, got {depth!r}")
         object.__setattr__(self, "decay_days", MappingProxyType(dict(self.decay_days)))
 
     @property
     def context_on(self) -> bool:
         """Whether searches propagate context between neighbouring memories."""
         return self.context_window > 0 and self.context_weight > 0
+
+    @property
+    def latest_on(self) -> bool:
+        """Whether searches apply the latest-wins rule."""
+        return self.latest_wins_weight > 0
 
     def tau_days(self, kind: str) -> float:
         """Decay constant (days) for ``kind``."""

@@ -30,6 +30,7 @@ from norax_core.errors import (
 )
 from norax_core.fusion import fuse, rank
 from norax_core.indexes import DerivedIndexes
+from norax_core.latest import latest_wins, pair_cosines
 from norax_core.locking import StoreLock
 from norax_core.models import (
     DEFAULT_NAMESPACE,
@@ -542,6 +543,8 @@ class NoraxMemory:
         cfg = self.config.with_params(w.params) if w.params else self.config
         if cfg.context_on and cands.k:
             cands, fused = self._with_context(cands, fused, w, cfg)
+        if cfg.latest_on and cands.k:
+            fused = self._latest_wins(cands.query, fused, cfg)
         best = rank(fused, cands.k)
         records = {m.id: m for m in self.get(best)}
         return [
@@ -679,6 +682,39 @@ class NoraxMemory:
                 fused = fuse(cands.signals, cands.ids, w)
             near = catalog.neighbours(q.namespace, cands.ids, window, gap)
         return cands, propagate(fused, near, cfg.context_weight)
+
+    def _latest_wins(self, q: Query, fused: dict[str, float], cfg: NoraxConfig) -> dict[str, float]:
+        """The latest-wins rule (:mod:`norax_core.latest`) over the best candidates."""
+        top = rank(fused, cfg.latest_wins_depth)
+        with self._lock:
+            times = self._indexes.temporal.created(q.namespace, top)
+        vectors = self.embeddings(top)
+        # A memory deleted meanwhile has no vector or time: it is left out of the comparison.
+        keep = [i for i, m in enumerate(top) if m in vectors and not np.isnan(times[i])]
+        top = [top[i] for i in keep]
+        if len(top) < 2:
+            return fused
+        return latest_wins(
+            fused,
+            top,
+            [times[i] for i in keep],
+            pair_cosines(np.stack([vectors[m] for m in top])),
+            cfg.latest_wins_similarity,
+            cfg.latest_wins_weight,
+        )
+
+    def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored embedding of each of ``ids`` that exists (float32, unit norm)."""
+        id_list = list(dict.fromkeys(check.id_list(ids)))
+        if not id_list:
+            return {}
+        got = self._collection.get(ids=id_list, include=["embeddings"])
+        if got["embeddings"] is None:
+            return {}
+        return {
+            mid: np.asarray(vec, dtype=np.float32)
+            for mid, vec in zip(got["ids"], got["embeddings"], strict=True)
+        }
 
     async def asearch(self, query: str, k: int = 10, **kwargs: Any) -> list[SearchResult]:
         """Async :meth:`search`; the work runs in a thread, the event loop stays free."""

@@ -17,6 +17,7 @@ import numpy as np
 from norax_core.bench.pools import Pool, pool_bm25, timeline
 from norax_core.config import NoraxConfig
 from norax_core.engine import CONTEXT_SEEDS
+from norax_core.latest import pair_cosines
 from norax_core.models import SIGNALS
 from norax_core.signals.context import neighbour_map
 from norax_core.signals.temporal import decay
@@ -41,6 +42,9 @@ class Setting:
         context_weight: ``NoraxConfig.context_weight``.
         bm25_k1: ``NoraxConfig.bm25_k1`` (``None``: the pools' own).
         bm25_b: ``NoraxConfig.bm25_b`` (``None``: the pools' own).
+        latest_wins_weight: ``NoraxConfig.latest_wins_weight`` (0: off).
+        latest_wins_similarity: ``NoraxConfig.latest_wins_similarity``.
+        latest_wins_depth: ``NoraxConfig.latest_wins_depth``.
     """
 
     weights: tuple[float, float, float, float]
@@ -51,6 +55,9 @@ class Setting:
     context_weight: float = 0.0
     bm25_k1: float | None = None
     bm25_b: float | None = None
+    latest_wins_weight: float = 0.0
+    latest_wins_similarity: float = 0.5
+    latest_wins_depth: int = 10
 
     def params(self) -> dict[str, object]:
         """The ``Weights.params`` that carry this setting's engine parameters."""
@@ -67,6 +74,10 @@ class Setting:
         if self.context_window > 0 and self.context_weight > 0:
             out["context_window"] = self.context_window
             out["context_weight"] = self.context_weight
+        if self.latest_wins_weight > 0:
+            out["latest_wins_weight"] = self.latest_wins_weight
+            out["latest_wins_similarity"] = self.latest_wins_similarity
+            out["latest_wins_depth"] = self.latest_wins_depth
         return out
 
 
@@ -80,6 +91,26 @@ def _ranks(scores: np.ndarray, valid: np.ndarray, positive_only: bool) -> np.nda
     # Positives sort before the rest, so a positive's rank already counts positives only.
     blocked = (~valid | (scores <= 0)) if positive_only else ~valid
     return np.where(blocked, _NEVER, ranks)
+
+
+def _vector_table(pools: Sequence[Pool], n: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Pools' vectors stacked once (pools of a namespace share theirs), and each slot's row."""
+    if not pools or any(p.vectors is None or len(p.vectors) != len(p.ids) for p in pools):
+        return np.zeros((1, 1)), None
+    parts: list[np.ndarray] = []
+    start: dict[int, int] = {}
+    offset = 0
+    row = np.zeros((len(pools), n), dtype=np.int64)
+    for i, p in enumerate(pools):
+        vec = p.vectors
+        if vec is None:  # excluded above; narrows the type
+            continue
+        if id(vec) not in start:
+            start[id(vec)] = offset
+            parts.append(vec)
+            offset += len(vec)
+        row[i, : len(p.ids)] = start[id(vec)] + np.arange(len(p.ids))
+    return np.concatenate(parts) if offset else np.zeros((1, 1)), row
 
 
 class PoolBatch:
@@ -101,6 +132,7 @@ class PoolBatch:
         self.scores = np.zeros((len(SIGNALS), q, n))
         self.valid = np.zeros((q, n), dtype=bool)
         self.age = np.zeros((q, n))
+        self.created = np.zeros((q, n))
         self.kind_names = sorted({k for p in pools for k in p.kinds})
         code = {k: i for i, k in enumerate(self.kind_names)}
         self.kind = np.zeros((q, n), dtype=np.int32)
@@ -112,6 +144,7 @@ class PoolBatch:
             self.scores[:, i, :m] = p.scores
             self.valid[i, :m] = True
             self.age[i, :m] = p.age_days
+            self.created[i, :m] = p.created_at
             self.kind[i, :m] = [code[k] for k in p.kinds]
             rel = list(dict.fromkeys(p.request.relevant))
             self.n_relevant[i] = len(rel)
@@ -131,6 +164,8 @@ class PoolBatch:
         self._bm25_cache: dict[tuple[float, float], tuple[np.ndarray, np.ndarray]] = {}
         self.full = all(len(p.ids) >= p.size for p in pools)
         """Whether every pool holds its whole namespace (needed for context propagation)."""
+        self.vectors, self.vector_row = _vector_table(pools, n)
+        """Every distinct stored vector once, and each candidate's row in it (latest wins)."""
 
     def __len__(self) -> int:
         return len(self.pools)
@@ -175,8 +210,35 @@ class PoolBatch:
         # the same operations, in the same order, as fusion.weighted_sum
         fused = (0.0 + w[_B] * bm25 + w[_D] * sc[_D] + w[_T] * t_scores + w[_G] * sc[_G]) / sum(w)
         if setting.context_window > 0 and setting.context_weight > 0:
-            return self._context(fused, cand, setting, k)
+            fused, cand = self._context(fused, cand, setting, k)
+        if setting.latest_wins_weight > 0:
+            fused = self._latest(fused, cand, setting)
         return fused, cand
+
+    def _latest(self, fused: np.ndarray, cand: np.ndarray, setting: Setting) -> np.ndarray:
+        """:func:`~norax_core.bench.pools.rank_pool`'s latest-wins step, for all pools."""
+        if self.vector_row is None:
+            raise ValueError("latest wins needs pools with their vectors (build_pools keeps them)")
+        q, n = fused.shape
+        m = min(setting.latest_wins_depth, n)
+        masked = np.where(cand, fused, -np.inf)
+        top = np.argsort(-masked, axis=1, kind="stable")[:, :m]  # ties to the smaller id
+        live = np.take_along_axis(cand, top, axis=1)
+        score = np.take_along_axis(fused, top, axis=1)
+        times = np.take_along_axis(self.created, top, axis=1)
+        rows = np.take_along_axis(self.vector_row, top, axis=1)
+        lifted = score.copy()
+        lam, theta = setting.latest_wins_weight, setting.latest_wins_similarity
+        for a in range(0, q, 64):  # (chunk, m, m, dim) products: bound the memory
+            b = slice(a, a + 64)
+            sim = pair_cosines(self.vectors[rows[b]])
+            older = times[b][:, :, None] < times[b][:, None, :]  # [o, j]: o older than j
+            ok = older & (sim >= theta) & live[b][:, :, None] & live[b][:, None, :]
+            best = np.where(ok, score[b][:, :, None], -np.inf).max(axis=1)
+            lifted[b] = score[b] + lam * np.maximum(0.0, best - score[b])
+        out = fused.copy()
+        np.put_along_axis(out, top, np.where(live, lifted, score), axis=1)
+        return out
 
     def bm25_variants(self) -> list[tuple[float, float]]:
         """The ``(k1, b)`` pairs every pool has BM25 scores for, the pools' own first."""

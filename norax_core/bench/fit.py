@@ -73,6 +73,10 @@ CONTEXT_WINDOW_GRID = (0, 1, 2, 3)
 """``context_window`` values tried (pools must hold whole namespaces)."""
 CONTEXT_WEIGHT_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
 """``context_weight`` values tried."""
+LATEST_WEIGHT_GRID = (0.0, 0.5, 1.05, 1.5)
+"""``latest_wins_weight`` values tried (pools must carry their vectors)."""
+LATEST_SIMILARITY_GRID = (0.5, 0.6, 0.7, 0.8)
+"""``latest_wins_similarity`` values tried with each weight."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,9 @@ def _setting_from(weights: Weights, batch: PoolBatch) -> Setting:
         context_weight=cfg.context_weight if cfg.context_on else 0.0,
         bm25_k1=None if cfg.bm25_k1 == batch.config.bm25_k1 else cfg.bm25_k1,
         bm25_b=None if cfg.bm25_b == batch.config.bm25_b else cfg.bm25_b,
+        latest_wins_weight=cfg.latest_wins_weight,
+        latest_wins_similarity=cfg.latest_wins_similarity,
+        latest_wins_depth=cfg.latest_wins_depth,
     )
 
 
@@ -191,6 +198,9 @@ class _Objective:
             s.context_weight,
             s.bm25_k1,
             s.bm25_b,
+            s.latest_wins_weight,
+            s.latest_wins_similarity,
+            s.latest_wins_depth,
         )
         hit = self._memo.get(key)
         if hit is not None:
@@ -215,6 +225,7 @@ def _neighbours(
     recency_cap: int,
     context: bool = False,
     bm25: Sequence[tuple[float, float]] = (),
+    latest: bool = False,
 ) -> Iterator[Setting]:
     """Every setting one coordinate move away from ``s``."""
     for i in range(len(SIGNALS)):
@@ -244,6 +255,10 @@ def _neighbours(
         for win in CONTEXT_WINDOW_GRID:
             for lam in CONTEXT_WEIGHT_GRID:
                 yield replace(s, context_window=win, context_weight=lam)
+    if latest:  # the threshold matters only with a weight: move them together
+        for lam in LATEST_WEIGHT_GRID:
+            for theta in LATEST_SIMILARITY_GRID:
+                yield replace(s, latest_wins_weight=lam, latest_wins_similarity=theta)
 
 
 def _ascend(
@@ -257,12 +272,14 @@ def _ascend(
     recency_cap: int,
     context: bool = False,
     bm25: Sequence[tuple[float, float]] = (),
+    latest: bool = False,
 ) -> tuple[Setting, tuple[float, float]]:
     """Coordinate ascent from ``start``: keep any strictly better move, stop at a fixpoint."""
     best, best_val = start, obj(start)
     for _ in range(max_sweeps):
         improved = False
-        for cand in list(_neighbours(best, kinds, params, pool_cap, recency_cap, context, bm25)):
+        moves = _neighbours(best, kinds, params, pool_cap, recency_cap, context, bm25, latest)
+        for cand in list(moves):
             if sum(cand.weights) <= 0:
                 continue
             val = obj(cand)
@@ -317,6 +334,11 @@ def fit_pools(
             "the starting weights use context propagation, which needs pools holding the "
             "whole namespace: build them with depth=None"
         )
+    if first.latest_wins_weight > 0 and batch.vector_row is None:
+        raise InvalidInputError(
+            "the starting weights use latest wins, which needs pools with their stored "
+            "vectors (build_pools keeps them)"
+        )
     rng = random.Random(seed)
     starts = [
         first,
@@ -348,6 +370,7 @@ def fit_pools(
             pool_cap=max(depth, 1),
             recency_cap=max(depth, 1),
             context=fit_params and batch.full,
+            latest=fit_params and batch.vector_row is not None,
             bm25=[
                 v
                 for i, v in enumerate(batch.bm25_variants())

@@ -17,6 +17,7 @@ import numpy as np
 from norax_core.config import NoraxConfig
 from norax_core.engine import CONTEXT_SEEDS, NoraxMemory
 from norax_core.fusion import fuse, rank
+from norax_core.latest import latest_wins, pair_cosines
 from norax_core.models import DEFAULT_NAMESPACE, SIGNALS
 from norax_core.signals.base import Query
 from norax_core.signals.bm25 import BM25Index, BM25Signal
@@ -85,6 +86,8 @@ class Pool:
         created_at: Creation time of each candidate, epoch seconds.
         size: How many memories the searched namespace holds (caps ``k``).
         config: The store configuration the scores were computed with.
+        vectors: ``(n, dim)`` stored embeddings of the candidates (for latest wins), or
+            ``None``; pools of one namespace with the same ids share one array.
     """
 
     request: PoolRequest
@@ -95,6 +98,7 @@ class Pool:
     created_at: np.ndarray
     size: int
     config: NoraxConfig
+    vectors: np.ndarray | None = field(default=None, repr=False)
     bm25_rows: dict[tuple[float, float], np.ndarray] = field(default_factory=dict, repr=False)
     """BM25 scores of the candidates under other ``(k1, b)`` (see :func:`add_bm25_variants`)."""
     _index: dict[str, int] = field(default_factory=dict, repr=False)
@@ -208,7 +212,27 @@ def rank_pool(pool: Pool, weights: Weights, k: int, config: NoraxConfig | None =
     fused = fuse(table, cand, weights)
     if cfg.context_on:
         fused = _context(pool, scores, cand, fused, weights, cfg, k)
+    if cfg.latest_on:
+        fused = _latest(pool, fused, cfg)
     return rank(fused, k)
+
+
+def _latest(pool: Pool, fused: dict[str, float], cfg: NoraxConfig) -> dict[str, float]:
+    """What ``NoraxMemory._latest_wins`` does, from the pool's stored vectors."""
+    if pool.vectors is None:
+        raise ValueError("latest wins needs pools with their vectors (build_pools keeps them)")
+    top = rank(fused, cfg.latest_wins_depth)
+    rows = [pool.index_of[m] for m in top]
+    if len(rows) < 2:
+        return fused
+    return latest_wins(
+        fused,
+        top,
+        pool.created_at[rows].tolist(),
+        pair_cosines(pool.vectors[rows]),
+        cfg.latest_wins_similarity,
+        cfg.latest_wins_weight,
+    )
 
 
 def timeline(pool: Pool) -> tuple[list[str], list[float]]:
@@ -268,6 +292,7 @@ def build_pools(
     """
     every = Weights(1.0, 1.0, 1.0, 1.0, params={"recency_candidates": recency_depth}, name="all")
     meta: dict[str, tuple[float, str]] = {}
+    shared: dict[tuple[str, ...], np.ndarray] = {}
     out: list[Pool] = []
     for req in requests:
         size = memory.count(req.namespace)
@@ -288,6 +313,10 @@ def build_pools(
             [[cands.signals[s].get(m, 0.0) for m in ids] for s in SIGNALS], dtype=np.float64
         ).reshape(len(SIGNALS), len(ids))
         created = np.array([meta[m][0] for m in ids], dtype=np.float64)
+        key = tuple(ids)
+        if key not in shared:
+            got = memory.embeddings(ids)
+            shared[key] = np.stack([got[m] for m in ids]) if ids else np.zeros((0, 0), np.float32)
         out.append(
             Pool(
                 request=req,
@@ -298,6 +327,7 @@ def build_pools(
                 created_at=created,
                 size=size,
                 config=memory.config,
+                vectors=shared[key],
             )
         )
         if progress:

@@ -129,6 +129,13 @@ class TemporalSignal:
         ns = self._ns.get(namespace)
         return set(ns.slot) if ns else set()
 
+    def created(self, namespace: str, ids: Sequence[str]) -> list[float]:
+        """Creation time (epoch seconds) of each of ``ids``; NaN for ids not in ``namespace``."""
+        ns = self._ns.get(namespace)
+        if ns is None:
+            return [float("nan")] * len(ids)
+        return [float(ns.ts[ns.slot[m]]) if m in ns.slot else float("nan") for m in ids]
+
     def neighbours(
         self, namespace: str, ids: Iterable[str], window: int, gap: float
     ) -> dict[str, tuple[str, ...]]:

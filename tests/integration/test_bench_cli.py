@@ -112,6 +112,22 @@ def test_pooled_rankings_equal_search(tiny_locomo: Path, tmp_path: Path) -> None
         0.2,
         params={"pool_min": 5, "recency_candidates": 2, "decay_days": {"episodic": 3.0}},
     )
+    methods["latest"] = Weights(
+        0.2, 0.6, 0.1, 0.1, params={"latest_wins_weight": 1.05, "latest_wins_similarity": 0.2}
+    )
+    methods["latest_ctx"] = Weights(
+        0.3,
+        0.5,
+        0.05,
+        0.15,
+        params={
+            "context_window": 1,
+            "context_weight": 0.5,
+            "latest_wins_weight": 2.0,
+            "latest_wins_similarity": 0.1,
+            "latest_wins_depth": 30,
+        },
+    )
     with open_store(tmp_path / "cache") as mem:
         ingest(mem, ds, progress=False)
         pools = pool_dataset(mem, requests_for(ds), progress=False)
@@ -127,6 +143,9 @@ def test_pooled_rankings_equal_search(tiny_locomo: Path, tmp_path: Path) -> None
                         )
                     ]
                     assert rank_pool(pool, w, k) == expected, (name, k, req.query)
+    # the latest-wins weighting really reorders something here
+    plain = Weights(0.2, 0.6, 0.1, 0.1)
+    assert any(rank_pool(p, methods["latest"], 10) != rank_pool(p, plain, 10) for p in pools)
 
 
 def test_fit_cli_writes_a_loadable_weights_file(tiny_locomo: Path, tmp_path: Path) -> None:

@@ -43,6 +43,9 @@ def make_pool(
     variant = np.where(rng.random(n) < 0.3, 0.0, rng.random(n))
     if ties:
         variant = np.round(variant * 4) / 4
+    # a separate generator, so the other draws (and the tests built on them) do not change
+    vec = np.random.default_rng(n).normal(size=(n, 8))
+    vec /= np.linalg.norm(vec, axis=1, keepdims=True)
     pool = Pool(
         request=PoolRequest(
             query="q", namespace=group, now=NOW, relevant=tuple(ids[i] for i in relevant)
@@ -54,6 +57,7 @@ def make_pool(
         created_at=NOW - age * 86_400,
         size=n,
         config=cfg,
+        vectors=vec.astype(np.float32),
     )
     pool.bm25_rows[(1.2, 0.3)] = variant
     return pool
@@ -82,6 +86,23 @@ WEIGHTINGS = [
         params={"bm25_k1": 1.2, "bm25_b": 0.3, "context_window": 2, "context_weight": 0.5},
     ),
     Weights(1.0, 0, 0, 0, params={"bm25_k1": 1.2, "bm25_b": 0.3, "pool_min": 4}),
+    Weights(
+        0.3, 0.5, 0.05, 0.15, params={"latest_wins_weight": 1.05, "latest_wins_similarity": 0.2}
+    ),
+    Weights(
+        0.4,
+        0.4,
+        0.0,
+        0.2,
+        params={
+            "latest_wins_weight": 2.0,
+            "latest_wins_similarity": -0.1,
+            "latest_wins_depth": 30,
+            "context_window": 1,
+            "context_weight": 0.5,
+            "pool_min": 5,
+        },
+    ),
 ]
 
 
@@ -228,6 +249,28 @@ def test_fit_turns_context_on_when_answers_follow_matching_turns() -> None:
     res = fit_pools(pools, k=2, restarts=0)
     assert res.weights.params.get("context_weight", 0) > 0
     assert res.score > res.baseline
+
+
+def test_fit_turns_latest_wins_on_when_updates_answer() -> None:
+    """The gold memory restates the best-scored one, later; nothing else is like either."""
+    rng = np.random.default_rng(5)
+    pools = []
+    for _ in range(30):
+        n = 40
+        p = make_pool(rng, n, [])
+        p.scores[[0, 1, 3]] *= 0.5
+        old, new = (int(x) for x in rng.choice(n, size=2, replace=False))
+        p.created_at[new] = p.created_at[old] + 60.0
+        p.scores[[0, 1, 3], old] = 1.0
+        p.scores[[0, 1, 3], new] = 0.9
+        assert p.vectors is not None
+        p.vectors = p.vectors.copy()
+        p.vectors[new] = p.vectors[old]
+        p.request = PoolRequest("q", "ns", NOW, (p.ids[new],))
+        pools.append(p)
+    res = fit_pools(pools, k=1, restarts=0)
+    assert res.weights.params.get("latest_wins_weight", 0) > 1
+    assert res.score == pytest.approx(1.0) and res.baseline == 0.0
 
 
 def test_public_surface_of_the_bench_package() -> None:

@@ -1,0 +1,82 @@
+"""Latest wins: a newer memory that restates an older one ranks above it.
+
+Agent memories go stale: "the API answers in 250 ms" replaces "the API answers in 400 ms",
+"10 project cards" replaces "8 cards". Relevance alone often prefers the older wording (it
+was the fuller statement), so a question about the current value gets the stale one first.
+After fusion, among the best ``depth`` candidates, a memory that is similar in meaning to an
+OLDER, better-scored candidate closes a share of the gap to it (past it, with a share above
+1). Only the best ``depth`` candidates move and only upwards, so they stay the best ``depth``:
+recall at ``depth`` and beyond is unchanged; the order within them changes.
+
+Both functions are pure; the engine's search and the benchmark's rankings call the same ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["latest_wins", "pair_cosines"]
+
+
+def pair_cosines(vectors: np.ndarray) -> np.ndarray:
+    """Cosine of every pair of unit vectors, ``(..., m, d) -> (..., m, m)``, in float64.
+
+    Element-wise products summed over the last axis (not a matrix product), so a pair's
+    value does not depend on which other vectors are in the batch: the engine (a few
+    vectors) and the benchmark's batched ranker (many pools at once) get the same bits.
+    """
+    v = np.asarray(vectors, dtype=np.float64)
+    return (v[..., :, None, :] * v[..., None, :, :]).sum(axis=-1)
+
+
+def latest_wins(
+    fused: Mapping[str, float],
+    top: Sequence[str],
+    times: Sequence[float],
+    similarity: np.ndarray,
+    threshold: float,
+    weight: float,
+) -> dict[str, float]:
+    r"""Lift the newer of two similar top candidates towards (or past) the older one.
+
+    .. math::
+
+        s'(m) = s(m) + \lambda \max\Bigl(0, \max_{o \in T,\ t_o < t_m,\ \cos(o, m) \ge \theta}
+        s(o) - s(m)\Bigr)
+
+    for ``m`` in the top set ``T``; every other score is unchanged. The maximum is taken over
+    the scores before the lift (one step, as in context propagation). With ``weight`` 1 the
+    newer memory ties the older one; above 1 it passes it by ``weight - 1`` times the gap.
+
+    Args:
+        fused: Fused score per candidate.
+        top: The best candidates (best first), the only ones compared and moved.
+        times: Creation time of each of ``top``, epoch seconds.
+        similarity: ``(len(top), len(top))`` cosines of their stored embeddings
+            (:func:`pair_cosines`).
+        threshold: ``theta``: pairs at least this similar restate each other.
+        weight: ``lambda`` >= 0; 0 returns the scores unchanged.
+
+    Returns:
+        The new score of every candidate of ``fused``.
+
+    References:
+        The "latest wins" rule of knowledge updates in BEAM (Tavakoli et al., "Beyond a
+        Million Tokens", 2025) and LongMemEval (Wu et al., ICLR 2025): when a fact changes,
+        the updated statement must come before the original one.
+    """
+    out = dict(fused)
+    if weight <= 0 or len(top) < 2:
+        return out
+    score = [fused[m] for m in top]
+    for j, m in enumerate(top):
+        older = [
+            score[i]
+            for i in range(len(top))
+            if times[i] < times[j] and similarity[i, j] >= threshold
+        ]
+        best = max(older, default=-np.inf)
+        out[m] = score[j] + weight * max(0.0, best - score[j])
+    return out
