@@ -527,7 +527,10 @@ class NoraxMemory:
 
         Candidates are the union of each signal's own top hits (so a keyword-only or
         graph-only hit can surface); every candidate then gets all four signals' scores,
-        which are fused with ``weights`` (default: the store's).
+        which are fused with ``weights`` (default: the store's). With a single-signal
+        preset (``bm25``, ``dense``, ``temporal``, ``graph``) only that signal's proposals
+        are candidates, so ``search`` may return fewer than ``k`` results (``bm25`` proposes
+        only memories that share a query term).
 
         Args:
             query: The query text.
