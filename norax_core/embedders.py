@@ -23,6 +23,7 @@ import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable, Sequence
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -39,10 +40,12 @@ __all__ = [
     "MODEL_DIR_ENV",
     "CallableEmbedder",
     "Embedder",
+    "LongText",
     "OnnxMiniLMEmbedder",
     "OpenAIEmbedder",
     "default_embedder",
     "resolve_embedder",
+    "token_windows",
 ]
 
 logger = logging.getLogger("norax")
@@ -52,6 +55,7 @@ MODEL_DIR_ENV = "NORAX_EMBEDDING_MODEL_DIR"
 
 _MINILM = "all-MiniLM-L6-v2"
 _MINILM_DIM = 384
+_NAME = f"onnx:{_MINILM}"
 _REQUIRED_FILES = ("model.onnx", "tokenizer.json")
 _PROBE_TEXT = "dimension probe"
 _OPENAI_DIMS = {
@@ -180,6 +184,44 @@ def _hidden_size(folder: Path | None) -> int:
     return int(config.get("hidden_size", _MINILM_DIM))
 
 
+class LongText(str, Enum):
+    """What :class:`OnnxMiniLMEmbedder` does with a text longer than ``max_length`` pieces."""
+
+    TRUNCATE = "truncate"
+    """Embed its beginning only (the model's own behaviour; sentence-transformers does this)."""
+    MEAN = "mean"
+    """Embed overlapping windows that cover it and keep their normalised mean."""
+
+
+def token_windows(n: int, size: int, overlap: int) -> list[tuple[int, int]]:
+    """``[start, end)`` spans of at most ``size`` tokens that cover ``n`` tokens.
+
+    Consecutive spans share ``overlap`` tokens; the last one ends at ``n`` and is full size
+    (it may share more), so no window is a short tail that would weigh as much as a full one.
+    A text that fits gives one span; an empty one gives ``[(0, 0)]``.
+
+    Args:
+        n: Number of tokens.
+        size: Tokens per window (> ``overlap``).
+        overlap: Tokens shared by consecutive windows (>= 0).
+
+    Examples:
+        >>> token_windows(600, 254, 32)
+        [(0, 254), (222, 476), (346, 600)]
+
+    References:
+        Overlapping windows with a stride over inputs longer than the model's limit: Devlin
+        et al., "BERT: Pre-training of Deep Bidirectional Transformers for Language
+        Understanding" (NAACL 2019), the "doc stride" spans used for SQuAD.
+    """
+    if size < 1 or not 0 <= overlap < size:
+        raise InvalidInputError(f"need size >= 1 and 0 <= overlap < size, got {size}, {overlap}")
+    if n <= size:
+        return [(0, n)]
+    starts = list(range(0, n - size, size - overlap)) + [n - size]
+    return [(a, a + size) for a in starts]
+
+
 def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Average of the token vectors that the attention mask keeps (sentence-transformers)."""
     weights = mask[:, :, None].astype(np.float32)
@@ -194,9 +236,16 @@ class OnnxMiniLMEmbedder:
     of each batch; results come back in input order and match Chroma's
     ``ONNXMiniLM_L6_V2`` (which pads everything to 256 tokens) several times faster.
 
-    Text longer than ``max_length`` word pieces is TRUNCATED: only its beginning is embedded.
-    The first truncation is logged as a warning on the ``norax`` logger (once per embedder);
-    split long texts into chunks to embed all of them.
+    Text longer than ``max_length`` word pieces is TRUNCATED by default: only its beginning is
+    embedded, and the first truncation is logged as a warning on the ``norax`` logger (once per
+    embedder). With ``long_text="mean"`` the whole text (up to ``max_windows`` windows) is cut
+    into overlapping windows of ``max_length`` pieces (:func:`token_windows`), each embedded,
+    and the normalised mean of the window vectors is the text's one vector. Truncation stays the
+    default because it retrieves better on the agent-memory benchmark we measured (BEAM 100K,
+    where 35 % of the gold messages are longer than 256 pieces: dense recall@10 0.603
+    truncated, 0.545 with the window mean, 0.540 with the best window): the opening of a long
+    message usually says what it is about, and averaging in its body pulls every long
+    message towards the conversation's general topic.
 
     The model is looked up in this order: ``model_dir``; the folder named by the environment
     variable ``NORAX_EMBEDDING_MODEL_DIR``; Chroma's cache
@@ -209,6 +258,14 @@ class OnnxMiniLMEmbedder:
         batch_size: Texts per onnxruntime call.
         max_length: Word pieces kept per text, special tokens included (model limit 512).
         threads: onnxruntime intra-op threads; ``None`` lets onnxruntime decide.
+        long_text: :class:`LongText` (or its value): ``"truncate"`` or ``"mean"``.
+        window_overlap: Word pieces shared by consecutive windows (``"mean"`` only).
+        max_windows: Windows embedded per text at most (``"mean"`` only); the rest of a
+            longer text is ignored, as truncation ignores it.
+
+    The embedder's ``name`` records the variant whenever it is not the default (truncation at
+    256 pieces), e.g. ``"onnx:all-MiniLM-L6-v2[mean:256/32x16]"``, so stores and embedding caches
+    never mix vectors of different variants.
 
     Raises:
         ModelNotFoundError: ``model_dir`` or the environment variable names a folder without
@@ -226,6 +283,9 @@ class OnnxMiniLMEmbedder:
         batch_size: int = 32,
         max_length: int = 256,
         threads: int | None = None,
+        long_text: LongText | str = LongText.TRUNCATE,
+        window_overlap: int = 32,
+        max_windows: int = 16,
     ) -> None:
         if batch_size < 1:
             raise InvalidInputError(f"batch_size must be at least 1, got {batch_size}")
@@ -233,9 +293,23 @@ class OnnxMiniLMEmbedder:
             raise InvalidInputError(f"max_length must be between 3 and 512, got {max_length}")
         if threads is not None and threads < 1:
             raise InvalidInputError(f"threads must be at least 1 or None, got {threads}")
+        try:
+            self.long_text = LongText(long_text)
+        except ValueError:
+            valid = ", ".join(repr(m.value) for m in LongText)
+            raise InvalidInputError(f"unknown long_text {long_text!r}; valid: {valid}") from None
+        if not 0 <= window_overlap < max_length - 2:
+            raise InvalidInputError(
+                f"window_overlap must be >= 0 and below max_length - 2, got {window_overlap}"
+            )
+        if max_windows < 1:
+            raise InvalidInputError(f"max_windows must be at least 1, got {max_windows}")
+        self.window_overlap = window_overlap
+        self.max_windows = max_windows
         self.batch_size = batch_size
         self.max_length = max_length
         self.threads = threads
+        self.name = _variant_name(self.long_text, max_length, window_overlap, max_windows)
         self._folder, self._tried = _locate_model(model_dir)
         self.dim: int = _hidden_size(self._folder)
         self._load_lock = threading.Lock()
@@ -257,7 +331,10 @@ class OnnxMiniLMEmbedder:
 
                 tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
                 tokenizer.no_padding()  # tokenizer.json pads to 128; we pad per batch
-                tokenizer.enable_truncation(max_length=self.max_length)
+                if self.long_text is LongText.TRUNCATE:
+                    tokenizer.enable_truncation(max_length=self.max_length)
+                else:  # windows are cut from the whole text
+                    tokenizer.no_truncation()
                 options = onnxruntime.SessionOptions()
                 options.log_severity_level = 3
                 if self.threads is not None:
@@ -314,28 +391,76 @@ class OnnxMiniLMEmbedder:
         if not batch:
             return np.zeros((0, self.dim), dtype=np.float32)
         tokenizer, session = self._load()
+        if self.long_text is LongText.MEAN:
+            return self._embed_windows(batch, tokenizer, session)
         with self._tokenize_lock:
             encodings = tokenizer.encode_batch(batch)
         self._warn_truncated(encodings)
-        order = np.argsort([len(e.ids) for e in encodings], kind="stable")
-        out = np.empty((len(batch), self.dim), dtype=np.float32)
+        return _l2_normalise(self._forward([e.ids for e in encodings], session))
+
+    def _forward(self, seqs: list[list[int]], session: onnxruntime.InferenceSession) -> np.ndarray:
+        """Mean-pooled (not normalised) vectors of token id sequences, in input order.
+
+        Sequences are sorted by length and padded per batch to the longest of the batch.
+        """
+        order = np.argsort([len(ids) for ids in seqs], kind="stable")
+        out = np.empty((len(seqs), self.dim), dtype=np.float32)
         for start in range(0, len(order), self.batch_size):
             rows = order[start : start + self.batch_size]
-            width = max(len(encodings[i].ids) for i in rows)
+            width = max(len(seqs[i]) for i in rows)
             ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)
             for r, i in enumerate(rows):
-                n = len(encodings[i].ids)
-                ids[r, :n] = encodings[i].ids
-                mask[r, :n] = encodings[i].attention_mask
+                n = len(seqs[i])
+                ids[r, :n] = seqs[i]
+                mask[r, :n] = 1
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
             (hidden,) = session.run(["last_hidden_state"], feeds)
             out[rows] = _mean_pool(hidden, mask)
+        return out
+
+    def _embed_windows(
+        self, batch: list[str], tokenizer: Tokenizer, session: onnxruntime.InferenceSession
+    ) -> np.ndarray:
+        """``long_text="mean"``: the normalised mean of each text's window vectors."""
+        cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+        if cls is None or sep is None:
+            raise NoraxError(f"{self.name}: the tokenizer has no [CLS] / [SEP] token")
+        with self._tokenize_lock:
+            encodings = tokenizer.encode_batch(batch, add_special_tokens=False)
+        size = self.max_length - 2
+        seqs: list[list[int]] = []
+        owner: list[int] = []
+        for i, enc in enumerate(encodings):
+            spans = token_windows(len(enc.ids), size, self.window_overlap)
+            if len(spans) > self.max_windows and not self._warned:
+                self._warned = True
+                logger.warning(
+                    "%s: text #%d of the batch needs %d windows; only the first %d are "
+                    "embedded. (Logged once per embedder.)",
+                    self.name,
+                    i,
+                    len(spans),
+                    self.max_windows,
+                )
+            for a, b in spans[: self.max_windows]:
+                seqs.append([cls, *enc.ids[a:b], sep])
+                owner.append(i)
+        windows = _l2_normalise(self._forward(seqs, session))
+        out = np.zeros((len(batch), self.dim), dtype=np.float32)
+        np.add.at(out, np.asarray(owner), windows)
         return _l2_normalise(out)
 
     async def aembed(self, texts: Sequence[str]) -> np.ndarray:
         """Runs :meth:`embed` in a worker thread."""
         return await asyncio.to_thread(self.embed, texts)
+
+
+def _variant_name(long_text: LongText, max_length: int, overlap: int, windows: int) -> str:
+    """The embedder name: the model's for the default variant, else the variant appended."""
+    if long_text is LongText.TRUNCATE:
+        return _NAME if max_length == 256 else f"{_NAME}[truncate:{max_length}]"
+    return f"{_NAME}[mean:{max_length}/{overlap}x{windows}]"
 
 
 def default_embedder() -> Embedder:

@@ -1,10 +1,14 @@
 """On-disk caches for embeddings and entities, so a second benchmark run skips the models.
 
-Entries are keyed by the model's name and the SHA-256 of the text, in one SQLite file per
+Entries are keyed by the embedder's name and the SHA-256 of the text, in one SQLite file per
 cache folder (default ``~/.cache/norax``, or ``$NORAX_CACHE_DIR``). Both wrappers are drop-in:
 :class:`CachedEmbedder` is an :class:`~norax_core.embedders.Embedder` and
 :class:`CachedExtractor` an :class:`~norax_core.entities.EntityExtractor`, reporting the
-wrapped model's name so stores built through the cache are indistinguishable.
+wrapped model's name so stores built through the cache are indistinguishable. The name must
+therefore change with anything that changes the vectors:
+:class:`~norax_core.embedders.OnnxMiniLMEmbedder` appends
+its long-text variant to it (``onnx:all-MiniLM-L6-v2[mean:256/32x16]``) whenever that is not
+the default, so a cache never serves one variant's vectors to another.
 """
 
 from __future__ import annotations

@@ -183,3 +183,58 @@ def test_falls_back_to_a_download_into_chroma_cache(
     np.testing.assert_allclose(
         out, OnnxMiniLMEmbedder(MODEL_DIR).embed(["hello there", "general kenobi"]), atol=1e-6
     )
+
+
+# --- long texts as windows -------------------------------------------------------------------
+
+TRAINS = " ".join(
+    f"Train {i} leaves the central station at platform {i % 7} and the timetable lists it."
+    for i in range(30)
+)  # well over 256 word pieces
+TAIL = " My sister adopted a small grey kitten and the cat sleeps on the sofa."
+
+
+@pytest.fixture(scope="module")
+def windowed() -> OnnxMiniLMEmbedder:
+    return OnnxMiniLMEmbedder(MODEL_DIR, long_text="mean")
+
+
+def test_windows_change_nothing_for_texts_that_fit(
+    embedder: OnnxMiniLMEmbedder, windowed: OnnxMiniLMEmbedder
+) -> None:
+    short = [t for t in TEXTS if t != LONG]
+    np.testing.assert_allclose(windowed.embed(short), embedder.embed(short), atol=1e-5)
+
+
+def test_windows_see_the_end_of_a_long_text(
+    embedder: OnnxMiniLMEmbedder, windowed: OnnxMiniLMEmbedder
+) -> None:
+    query = embedder.embed(["cat kitten pet sister"])[0]
+    cut, whole = embedder.embed([TRAINS + TAIL])[0], windowed.embed([TRAINS + TAIL])[0]
+    assert np.isclose(np.linalg.norm(whole), 1.0, atol=1e-5)
+    np.testing.assert_allclose(cut, embedder.embed([TRAINS])[0], atol=1e-6)  # tail ignored
+    assert float(whole @ query) > float(cut @ query) + 0.05
+    assert float(windowed.embed([TRAINS])[0] @ query) < float(whole @ query)
+
+
+def test_window_cap_ignores_the_rest(caplog: pytest.LogCaptureFixture) -> None:
+    one = OnnxMiniLMEmbedder(MODEL_DIR, long_text="mean", max_windows=1)
+    plain = OnnxMiniLMEmbedder(MODEL_DIR)
+    with caplog.at_level(logging.WARNING, logger="norax"):
+        got = one.embed([TRAINS + TAIL])
+    np.testing.assert_allclose(got, plain.embed([TRAINS]), atol=1e-5)  # first window only
+    assert [r for r in caplog.records if "windows" in r.getMessage()]
+
+
+def test_embedding_cache_keeps_variants_apart(tmp_path: Path) -> None:
+    from norax_core.bench.cache import CachedEmbedder, TextCache
+
+    cache = TextCache(tmp_path)
+    cut = CachedEmbedder(OnnxMiniLMEmbedder(MODEL_DIR), cache)
+    whole = CachedEmbedder(OnnxMiniLMEmbedder(MODEL_DIR, long_text="mean"), cache)
+    a = cut.embed([TRAINS + TAIL])
+    b = whole.embed([TRAINS + TAIL])
+    assert whole.misses == 1 and whole.hits == 0  # never served the truncated vector
+    assert not np.allclose(a, b, atol=1e-3)
+    np.testing.assert_array_equal(whole.embed([TRAINS + TAIL]), b)
+    assert whole.hits == 1

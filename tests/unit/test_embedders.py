@@ -20,6 +20,7 @@ from norax_core.embedders import (
     OpenAIEmbedder,
     default_embedder,
     resolve_embedder,
+    token_windows,
 )
 from norax_core.errors import InvalidInputError, ModelNotFoundError, NoraxError
 
@@ -328,6 +329,69 @@ def test_failed_download_raises_model_not_found_on_first_use(
 def test_onnx_constructor_validation(kwargs: dict[str, int], tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError):
         OnnxMiniLMEmbedder(fake_model_dir(tmp_path), **kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"long_text": "max"},
+        {"long_text": "mean", "window_overlap": -1},
+        {"long_text": "mean", "window_overlap": 254},
+        {"long_text": "mean", "max_windows": 0},
+    ],
+)
+def test_onnx_long_text_validation(kwargs: dict[str, object], tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError) as info:
+        OnnxMiniLMEmbedder(fake_model_dir(tmp_path), **kwargs)  # type: ignore[arg-type]
+    if kwargs.get("long_text") == "max":
+        assert "'truncate'" in str(info.value) and "'mean'" in str(info.value)
+
+
+def test_onnx_name_records_every_non_default_variant(tmp_path: Path) -> None:
+    folder = fake_model_dir(tmp_path)
+    names = {
+        OnnxMiniLMEmbedder(folder).name,
+        OnnxMiniLMEmbedder(folder, long_text="truncate", max_length=128).name,
+        OnnxMiniLMEmbedder(folder, long_text="mean").name,
+        OnnxMiniLMEmbedder(folder, long_text="mean", window_overlap=64).name,
+        OnnxMiniLMEmbedder(folder, long_text="mean", max_windows=4).name,
+    }
+    assert len(names) == 5
+    assert OnnxMiniLMEmbedder(folder).name == "onnx:all-MiniLM-L6-v2"  # stores keep their name
+
+
+@pytest.mark.parametrize(
+    ("n", "size", "overlap"),
+    [
+        (0, 254, 32),
+        (1, 254, 32),
+        (254, 254, 32),
+        (255, 254, 32),
+        (600, 254, 32),
+        (1000, 10, 3),
+        (7, 2, 1),
+        (100, 10, 0),
+    ],
+)
+def test_token_windows_cover_every_token_with_full_windows(n: int, size: int, overlap: int) -> None:
+    spans = token_windows(n, size, overlap)
+    assert spans[0][0] == 0 and spans[-1][1] == n
+    covered = set().union(*(range(a, b) for a, b in spans))
+    assert covered == set(range(n))
+    if n <= size:
+        assert spans == [(0, n)]
+    else:
+        assert all(b - a == size for a, b in spans)  # the tail window is full size too
+        for (_, b1), (a2, _) in zip(spans[:-2], spans[1:-1], strict=True):
+            assert b1 - a2 == overlap  # consecutive windows share exactly `overlap`
+        assert spans[-1][0] >= spans[-2][0]  # the last one may share more
+
+
+def test_token_windows_example_and_validation() -> None:
+    assert token_windows(600, 254, 32) == [(0, 254), (222, 476), (346, 600)]
+    for size, overlap in ((0, 0), (10, 10), (10, -1)):
+        with pytest.raises(InvalidInputError):
+            token_windows(100, size, overlap)
 
 
 # --- OpenAI without a server -----------------------------------------------------------------
