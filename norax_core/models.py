@@ -51,6 +51,11 @@ class Memory:
     entities: tuple[str, ...] = ()
 
 
+SEARCH_KEYS = ("kind", "created_at", "namespace", "score", "signals", "matched_entities")
+"""Metadata keys an adapter's retrieved document or node gets from the search
+(:meth:`SearchResult.framework_metadata`); they replace same-named user keys."""
+
+
 @dataclass(frozen=True)
 class SearchResult(Memory):
     """A memory returned by a search, with the reason it ranks where it does.
@@ -64,6 +69,21 @@ class SearchResult(Memory):
     score: float = 0.0
     signals: Mapping[str, float] = field(default_factory=dict)
     matched_entities: tuple[str, ...] = ()
+
+    def framework_metadata(self) -> dict[str, Any]:
+        """User metadata plus the search's explanation, for a framework's document or node.
+
+        The keys of :data:`SEARCH_KEYS` replace user metadata keys of the same name.
+        """
+        return {
+            **self.metadata,
+            "kind": self.kind,
+            "created_at": self.created_at.isoformat(),
+            "namespace": self.namespace,
+            "score": self.score,
+            "signals": dict(self.signals),
+            "matched_entities": list(self.matched_entities),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready representation (the CLI's ``--json`` result shape)."""

@@ -3,34 +3,19 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from langchain_core.documents import Document
 
 from norax_core.ingest import MemoryRecord, memory_record
-from norax_core.models import SearchResult
+from norax_core.models import SEARCH_KEYS, SearchResult
 from norax_core.validation import storable_metadata as _storable_metadata  # noqa: F401 - the tests use it
 
 logger = logging.getLogger("norax")
 
-SEARCH_KEYS = ("kind", "created_at", "namespace", "score", "signals", "matched_entities")
-"""Metadata keys a :class:`~norax_langchain.NoraxRetriever` document gets from the search.
-
-They replace user metadata keys of the same name in the returned document.
-"""
-
 
 def _result_to_document(result: SearchResult) -> Document:
     """A search result as a ``Document``: memory id as ``id``, explanation in ``metadata``."""
-    metadata: dict[str, Any] = {
-        **result.metadata,
-        "kind": result.kind,
-        "created_at": result.created_at.isoformat(),
-        "namespace": result.namespace,
-        "score": result.score,
-        "signals": dict(result.signals),
-        "matched_entities": list(result.matched_entities),
-    }
+    metadata = result.framework_metadata()
     return Document(id=result.id, page_content=result.text, metadata=metadata)
 
 

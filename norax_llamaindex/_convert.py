@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
 
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
 
 from norax_core.ingest import MemoryRecord, memory_record
-from norax_core.models import SIGNALS, SearchResult
+from norax_core.models import SEARCH_KEYS, SIGNALS, SearchResult
 from norax_core.validation import storable_metadata as _storable_metadata  # noqa: F401 - the tests use it
 
 logger = logging.getLogger("norax")
 
-SEARCH_KEYS = ("kind", "created_at", "namespace", "score", "signals", "matched_entities")
-"""Metadata keys a retrieved node gets from the search; they replace same-named user keys."""
 
 HIDDEN_KEYS = ("namespace", "score", "signals", "matched_entities")
 """Search keys kept out of the text LLMs and embedders see (``excluded_*_metadata_keys``);
@@ -38,15 +35,7 @@ def _hide(node: BaseNode, keys: tuple[str, ...]) -> dict[str, list[str]]:
 
 def _result_to_node(result: SearchResult) -> NodeWithScore:
     """A search result as ``NodeWithScore(TextNode(id_=memory id), score=fused score)``."""
-    metadata: dict[str, Any] = {
-        **result.metadata,
-        "kind": result.kind,
-        "created_at": result.created_at.isoformat(),
-        "namespace": result.namespace,
-        "score": result.score,
-        "signals": dict(result.signals),
-        "matched_entities": list(result.matched_entities),
-    }
+    metadata = result.framework_metadata()
     node = TextNode(
         id_=result.id,
         text=result.text,
