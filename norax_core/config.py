@@ -44,6 +44,11 @@ class NoraxConfig:
         context_weight: That share (lambda); 0 turns context propagation off.
         context_gap_seconds: Memories further apart in time than this are in different
             sessions and never each other's context.
+        embed_context: Context in the embedding (:func:`norax_core.signals.context.
+            embedding_text`): a memory is embedded with up to this many memories just
+            before it (same namespace and session, as stored when it is added). 0 embeds
+            its own text only. An add-time parameter: it cannot change at query time; a
+            store's default weights may set it.
         latest_wins_weight: Latest wins (:mod:`norax_core.latest`): among the best
             ``latest_wins_depth`` candidates, a memory similar to an older, better-scored one
             closes this share of the gap to it (above 1: passes it). 0 turns it off.
@@ -65,6 +70,7 @@ class NoraxConfig:
     context_window: int = 0
     context_weight: float = 0.0
     context_gap_seconds: float = 3600.0
+    embed_context: int = 0
     latest_wins_weight: float = 0.0
     latest_wins_similarity: float = 0.5
     latest_wins_depth: int = 10
@@ -88,6 +94,9 @@ class NoraxConfig:
         if not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0):
             raise InvalidInputError(f"context_weight must be a finite number >= 0, got {w!r}")
         _positive("context_gap_seconds", self.context_gap_seconds)
+        e = self.embed_context
+        if isinstance(e, bool) or not isinstance(e, int) or e < 0:
+            raise InvalidInputError(f"embed_context must be an int >= 0, got {e!r}")
         lw = self.latest_wins_weight
         if not (isinstance(lw, (int, float)) and math.isfinite(lw) and lw >= 0):
             raise InvalidInputError(f"latest_wins_weight must be a finite number >= 0, got {lw!r}")

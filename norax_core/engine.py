@@ -44,7 +44,7 @@ from norax_core.models import (
 from norax_core.presets import get_preset
 from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.signals.base import Query, Signal
-from norax_core.signals.context import propagate
+from norax_core.signals.context import batch_preceding, embedding_text, propagate
 from norax_core.signals.dense import EXACT_LIMIT, NAMESPACE_KEY, DenseSignal, chroma_where
 from norax_core.sync import ChangeLog, SyncConfig
 from norax_core.weights import Weights
@@ -375,7 +375,7 @@ class NoraxMemory:
         # (onnxruntime releases the GIL), so ingest costs about max(extract, embed), not both.
         extracting = _in_background(self.extractor.extract, heads) if self.extractor else None
         tokens = [tuple(self._indexes.tokenizer(t)) for t in items]
-        embeddings = self.embedder.embed(heads)
+        embeddings = self.embedder.embed(self._embedding_texts(id_list, items, times, spaces))
         entities = [tuple(e) for e in extracting.result()] if extracting else [()] * n
         if embeddings.shape != (n, self.embedder.dim) or not np.isfinite(embeddings).all():
             raise NoraxError(f"embedder {self.embedder.name!r} returned invalid embeddings")
@@ -392,6 +392,47 @@ class NoraxMemory:
             )
         ]
         return _Prepared(id_list, items, embeddings, chroma_metas, rows)
+
+    @property
+    def add_config(self) -> NoraxConfig:
+        """The configuration memories are added with.
+
+        The store's, with its default weights' parameters applied (as a search applies its
+        weights').
+        """
+        return self.config.with_params(self.weights.params) if self.weights.params else self.config
+
+    def _embedding_texts(
+        self, ids: list[str], texts: list[str], times: list[float], spaces: list[str]
+    ) -> list[str]:
+        """What the embedder reads for each memory (``NoraxConfig.embed_context``)."""
+        cfg = self.add_config
+        if cfg.embed_context <= 0:
+            return [t[:MODEL_CHARS] for t in texts]
+        catalog = self._indexes.temporal
+        with self._lock:
+            prev = batch_preceding(
+                ids,
+                times,
+                spaces,
+                lambda ns: catalog.timeline(ns)[:2],
+                cfg.embed_context,
+                cfg.context_gap_seconds,
+            )
+            batch = dict(zip(ids, texts, strict=True))
+            stored = [
+                m for m in dict.fromkeys(n for p in prev.values() for n in p) if m not in batch
+            ]
+            text_of = {m.id: m.text for m in self.get(stored)} if stored else {}
+        text_of.update(batch)
+        return [
+            embedding_text(
+                t[:MODEL_CHARS],
+                [text_of[m][:MODEL_CHARS] for m in prev[i] if m in text_of],
+                MODEL_CHARS,
+            )
+            for i, t in zip(ids, texts, strict=True)
+        ]
 
     def _write(self, p: _Prepared, *, upsert: bool) -> None:
         """Chroma first (the truth), then the derived indexes; undo Chroma on failure.

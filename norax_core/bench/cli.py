@@ -119,6 +119,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         cache=args.cache,
         progress=not args.quiet,
         name=args.name,
+        embed_context=args.embed_context,
     )
 
 
@@ -151,6 +152,12 @@ def register(subparsers: Any) -> None:
     fit.add_argument("--k", dest="fit_k", type=int, default=10, help="recall cut-off to maximise")
     fit.add_argument("--restarts", type=int, default=1, help="random starts besides two fixed")
     fit.add_argument("--no-cv", action="store_true", help="skip cross-validation")
+    fit.add_argument(
+        "--embed-context",
+        type=int,
+        default=0,
+        help="embed each memory with this many previous ones (add-time; default 0)",
+    )
     fit.add_argument("--json", help="write the fit and CV report as JSON here")
     fit.add_argument("--cache", help="embedding/entity cache folder (default ~/.cache/norax)")
     fit.add_argument("-q", "--quiet", action="store_true", help="no progress bars")

@@ -32,7 +32,7 @@ import numpy as np
 
 from norax_core import validation as check
 from norax_core.bench.fastrank import PoolBatch, Setting
-from norax_core.bench.pools import Pool, PoolRequest, build_pools
+from norax_core.bench.pools import Pool, PoolRequest, build_pools, check_store_params
 from norax_core.engine import NoraxMemory
 from norax_core.errors import InvalidInputError
 from norax_core.models import SIGNALS
@@ -151,6 +151,7 @@ class CVResult:
 
 def _setting_from(weights: Weights, batch: PoolBatch) -> Setting:
     cfg = batch.config.with_params(weights.params) if weights.params else batch.config
+    check_store_params(batch.config, cfg)
     w = weights.as_dict()
     total = sum(w.values())
     return Setting(
@@ -382,7 +383,10 @@ def fit_pools(
         if val > best_val:
             best, best_val = found, val
     w = dict(zip(SIGNALS, best.weights, strict=True))
-    weights = Weights.from_mapping(w, params=best.params() if fit_params else {}, name=name)
+    params = best.params() if fit_params else {}
+    if batch.config.embed_context:  # add-time: the weights only hold for stores built so
+        params["embed_context"] = batch.config.embed_context
+    weights = Weights.from_mapping(w, params=params, name=name)
     return FitResult(
         weights, best_val[0], baseline, k, len(pools), obj.calls, time.perf_counter() - t0
     )

@@ -26,6 +26,7 @@ from norax_core.bench.harness import (
 )
 from norax_core.bench.metrics import mean, mean_by
 from norax_core.bench.pools import Pool, add_bm25_variants
+from norax_core.config import NoraxConfig
 
 __all__ = ["cv_report", "run_fit"]
 
@@ -118,10 +119,15 @@ def run_fit(
     cache: str | Path | None = None,
     progress: bool = True,
     name: str = "fitted",
+    embed_context: int = 0,
 ) -> int:
-    """Ingest and pool every dataset, fit on all of it, write ``out``, then cross-validate."""
+    """Ingest and pool every dataset, fit on all of it, write ``out``, then cross-validate.
+
+    ``embed_context`` builds the store with that much context in each memory's embedding
+    (an add-time parameter the fitter cannot vary); the learned weights then carry it.
+    """
     t0 = time.perf_counter()
-    mem = open_store(cache)
+    mem = open_store(cache, NoraxConfig(embed_context=embed_context))
     pools: list[Pool] = []
     dataset_of: list[str] = []
     try:

@@ -30,6 +30,7 @@ from norax_core.config import NoraxConfig
 from norax_core.embedders import resolve_embedder
 from norax_core.engine import NoraxMemory
 from norax_core.entities import load_extractor
+from norax_core.errors import InvalidInputError
 from norax_core.models import SIGNALS
 from norax_core.presets import get_preset
 from norax_core.weights import Weights
@@ -45,6 +46,7 @@ __all__ = [
     "open_store",
     "pool_dataset",
     "requests_for",
+    "store_config",
     "store_id",
 ]
 
@@ -230,6 +232,23 @@ def evaluate(
     )
 
 
+def store_config(methods: Mapping[str, Weights]) -> NoraxConfig:
+    """The store configuration the methods need at add time (``embed_context``).
+
+    Raises:
+        InvalidInputError: Two methods want different add-time parameters (one store
+            cannot serve both).
+    """
+    wanted = {
+        int(w.params["embed_context"]) for w in methods.values() if "embed_context" in w.params
+    }
+    if len(wanted) > 1:
+        raise InvalidInputError(
+            f"the methods want stores built with different embed_context values {sorted(wanted)}"
+        )
+    return NoraxConfig(embed_context=wanted.pop()) if wanted else NoraxConfig()
+
+
 def run_benchmark(
     dataset: BenchDataset,
     methods: Mapping[str, Weights],
@@ -242,7 +261,7 @@ def run_benchmark(
     """Ingest, pool and evaluate; returns the run and the pools (for fitting)."""
     t0 = time.perf_counter()
     own = memory is None
-    mem = memory or open_store(cache)
+    mem = memory or open_store(cache, store_config(methods))
     try:
         t1 = time.perf_counter()
         ingest(mem, dataset, progress=progress)

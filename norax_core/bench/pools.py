@@ -10,7 +10,7 @@ any :class:`Weights` (a test pins that), using the engine's own fusion functions
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from norax_core.weights import Weights
 
 __all__ = [
     "ALL_SIGNALS",
+    "check_store_params",
     "Pool",
     "PoolRequest",
     "add_bm25_variants",
@@ -191,6 +192,7 @@ def rank_pool(pool: Pool, weights: Weights, k: int, config: NoraxConfig | None =
     cfg = config or pool.config
     if weights.params:
         cfg = cfg.with_params(weights.params)
+    check_store_params(pool.config, cfg)
     k = min(k, pool.size)
     if k == 0:
         return []
@@ -233,6 +235,19 @@ def _latest(pool: Pool, fused: dict[str, float], cfg: NoraxConfig) -> dict[str, 
         cfg.latest_wins_similarity,
         cfg.latest_wins_weight,
     )
+
+
+def check_store_params(pooled: NoraxConfig, wanted: NoraxConfig) -> None:
+    """Refuse to rank a pool for add-time parameters its store was not built with.
+
+    Raises:
+        ValueError: ``wanted.embed_context`` differs from the pooled store's.
+    """
+    if wanted.embed_context != pooled.embed_context:
+        raise ValueError(
+            f"the pools come from a store built with embed_context={pooled.embed_context}, "
+            f"the weights want {wanted.embed_context}: pool a store built with it"
+        )
 
 
 def timeline(pool: Pool) -> tuple[list[str], list[float]]:
@@ -326,7 +341,7 @@ def build_pools(
                 kinds=[meta[m][1] for m in ids],
                 created_at=created,
                 size=size,
-                config=memory.config,
+                config=replace(memory.config, embed_context=memory.add_config.embed_context),
                 vectors=shared[key],
             )
         )

@@ -7,13 +7,27 @@ neighbour's: the ``window`` memories just before and after it in the same namesp
 time order, not separated by more than ``gap`` seconds (a session boundary).
 
 Both functions are pure; the engine and the benchmark harness call the same ones.
+
+The same idea at add time: with ``embed_context`` a memory is embedded together with the
+memories just before it (:func:`preceding`, :func:`embedding_text`), so a short reply carries
+its context into the dense signal too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-__all__ = ["neighbour_map", "propagate"]
+__all__ = [
+    "batch_preceding",
+    "embedding_text",
+    "neighbour_map",
+    "preceding",
+    "propagate",
+]
+
+CONTEXT_SEPARATOR = "\n"
+"""Joins a memory's text and its context in the embedded text."""
 
 
 def neighbour_map(
@@ -82,3 +96,86 @@ def propagate(
         / norm
         for m, s in fused.items()
     }
+
+
+def preceding(
+    ordered: Sequence[str], times: Sequence[float], wanted: Iterable[str], before: int, gap: float
+) -> dict[str, tuple[str, ...]]:
+    """Up to ``before`` memories just before each wanted one, within its session.
+
+    Args:
+        ordered: Memory ids in time order (ties by id), the wanted ones among them.
+        times: Their creation times, epoch seconds, aligned with ``ordered``.
+        wanted: Ids to map (each must be in ``ordered``).
+        before: How many predecessors at most.
+        gap: A step longer than this many seconds ends the session (as in
+            :func:`neighbour_map`).
+
+    Returns:
+        ``{id: predecessor ids, oldest first}``.
+    """
+    near = neighbour_map(ordered, times, before, gap, wanted=wanted)
+    pos = {m: i for i, m in enumerate(ordered)}
+    return {m: tuple(reversed([n for n in found if pos[n] < pos[m]])) for m, found in near.items()}
+
+
+def batch_preceding(
+    ids: Sequence[str],
+    times: Sequence[float],
+    spaces: Sequence[str],
+    timeline: Callable[[str], tuple[Sequence[str], Sequence[float]]],
+    before: int,
+    gap: float,
+) -> dict[str, tuple[str, ...]]:
+    """Predecessors of each memory of a batch being added, among stored and batch memories.
+
+    Args:
+        ids: The batch's ids (distinct).
+        times: Their creation times.
+        spaces: Their namespaces.
+        timeline: A namespace's stored ids in time order (ties by id) and their times.
+        before: How many predecessors at most (:func:`preceding`).
+        gap: Session gap, seconds.
+
+    Returns:
+        ``{id: predecessor ids, oldest first}``; a stored memory the batch replaces (same
+        id) counts with the batch's time, not its stored one.
+    """
+    batch = set(ids)
+    out: dict[str, tuple[str, ...]] = {}
+    for ns in dict.fromkeys(spaces):
+        mine = [i for i, s in enumerate(spaces) if s == ns]
+        ordered, stamps = timeline(ns)
+        known = {ids[i]: times[i] for i in mine}
+        for i in mine:
+            # the `before` stored memories just before it are enough: any nearer predecessor
+            # is in the batch
+            j = bisect_left(stamps, times[i])
+            while j < len(stamps) and stamps[j] == times[i] and ordered[j] < ids[i]:
+                j += 1
+            taken = 0
+            while j > 0 and taken < before:
+                j -= 1
+                if ordered[j] not in batch:
+                    known.setdefault(ordered[j], stamps[j])
+                    taken += 1
+        merged = sorted(known, key=lambda m: (known[m], m))
+        out.update(
+            preceding(merged, [known[m] for m in merged], [ids[i] for i in mine], before, gap)
+        )
+    return out
+
+
+def embedding_text(own: str, context: Sequence[str], limit: int) -> str:
+    """The text embedded for a memory: its own text first, then its context, oldest first.
+
+    The own text leads so that a model that truncates its input (MiniLM reads 256 word
+    pieces) loses context, never the memory itself. At most ``limit`` characters.
+
+    References:
+        Embedding a chunk together with its surrounding context is the idea behind
+        "contextual retrieval" (Anthropic, 2024) and late chunking (Guenther et al., "Late
+        Chunking: Contextual Chunk Embeddings Using Long-Context Embedding Models", 2024);
+        in LoCoMo-style chat a turn's context is the turns before it.
+    """
+    return CONTEXT_SEPARATOR.join([own, *context])[:limit]

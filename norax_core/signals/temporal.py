@@ -144,17 +144,26 @@ class TemporalSignal:
         See :func:`~norax_core.signals.context.neighbour_map`. The namespace's time order is
         computed once and kept until its next write.
         """
-        ns = self._ns.get(namespace)
-        if ns is None or window <= 0:
+        if namespace not in self._ns or window <= 0:
             return {}
+        ordered, times, pos = self.timeline(namespace)
+        return neighbour_map(ordered, times, window, gap, wanted=ids, pos=pos)
+
+    def timeline(self, namespace: str) -> tuple[list[str], list[float], dict[str, int]]:
+        """The namespace's ids in time order (ties by id), their times and positions.
+
+        Computed once and kept until the namespace's next write; do not mutate.
+        """
+        ns = self._ns.get(namespace)
+        if ns is None:
+            return [], [], {}
         if ns.timeline is None:
             ts, names = ns.ts.tolist(), ns.ids
             live = np.flatnonzero(ns.alive[: ns.n]).tolist()
             order = sorted(live, key=lambda i: (ts[i], names[i]))
             ordered = [names[i] for i in order]
             ns.timeline = (ordered, [ts[i] for i in order], {m: j for j, m in enumerate(ordered)})
-        ordered, times, pos = ns.timeline
-        return neighbour_map(ordered, times, window, gap, wanted=ids, pos=pos)
+        return ns.timeline
 
     def _scores(self, ns: _Namespace, now: float, idx: np.ndarray) -> np.ndarray:
         taus = np.empty(max(len(self._kinds), 1), dtype=np.float64)

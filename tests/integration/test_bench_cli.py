@@ -148,6 +148,65 @@ def test_pooled_rankings_equal_search(tiny_locomo: Path, tmp_path: Path) -> None
     assert any(rank_pool(p, methods["latest"], 10) != rank_pool(p, plain, 10) for p in pools)
 
 
+def test_pooled_rankings_equal_search_with_context_in_the_embedding(
+    tiny_locomo: Path, tmp_path: Path
+) -> None:
+    """The same parity on a store whose memories were embedded with their previous turns."""
+    from norax_core.bench.data import load_locomo
+    from norax_core.bench.fastrank import PoolBatch
+    from norax_core.bench.fit import _setting_from, fit_pools
+    from norax_core.bench.harness import (
+        ingest,
+        open_store,
+        pool_dataset,
+        requests_for,
+        store_config,
+    )
+    from norax_core.bench.pools import rank_pool
+    from norax_core.errors import InvalidInputError
+    from norax_core.presets import get_preset
+    from norax_core.weights import Weights
+
+    ds = load_locomo(tiny_locomo)
+    ctx = Weights(
+        0.3,
+        0.5,
+        0.05,
+        0.15,
+        params={"embed_context": 2, "context_window": 1, "context_weight": 0.5},
+    )
+    methods = {"ctx": ctx, "dense": get_preset("dense"), "seed": get_preset("seed")}
+    config = store_config(methods)
+    assert config.embed_context == 2
+    with pytest.raises(InvalidInputError):
+        store_config({**methods, "other": Weights(params={"embed_context": 1})})
+    with open_store(tmp_path / "cache", config) as mem:
+        ingest(mem, ds, progress=False)
+        pools = pool_dataset(mem, requests_for(ds), progress=False)
+        assert pools[0].config.embed_context == 2
+        for pool in pools:
+            req = pool.request
+            for name, w in methods.items():
+                for k in (1, 5, 10):
+                    expected = [
+                        r.id
+                        for r in mem.search(
+                            req.query, k=k, namespace=req.namespace, now=req.now, weights=w
+                        )
+                    ]
+                    assert rank_pool(pool, w, k) == expected, (name, k, req.query)
+    # weights for a store built otherwise cannot be evaluated on these pools
+    plain = Weights(params={"embed_context": 0})
+    with pytest.raises(ValueError, match="embed_context"):
+        rank_pool(pools[0], plain, 5)
+    batch = PoolBatch(pools)
+    with pytest.raises(ValueError, match="embed_context"):
+        _setting_from(plain, batch)
+    # fitted weights carry the add-time parameter, so a bench rebuilds the same store
+    fitted = fit_pools(pools, k=5, restarts=0, batch=batch)
+    assert fitted.weights.params["embed_context"] == 2
+
+
 def test_fit_cli_writes_a_loadable_weights_file(tiny_locomo: Path, tmp_path: Path) -> None:
     from norax_core.weights import load_weights
 

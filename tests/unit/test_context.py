@@ -10,7 +10,13 @@ import pytest
 from norax_core import NoraxConfig, NoraxMemory, Weights
 from norax_core.embedders import CallableEmbedder
 from norax_core.errors import InvalidInputError
-from norax_core.signals.context import neighbour_map, propagate
+from norax_core.signals.context import (
+    batch_preceding,
+    embedding_text,
+    neighbour_map,
+    preceding,
+    propagate,
+)
 from norax_core.signals.temporal import TemporalSignal
 
 T0 = 1_700_000_000.0
@@ -55,6 +61,9 @@ def test_temporal_catalog_orders_by_time_then_id_and_forgets_on_write() -> None:
         {"context_window": 1.5},
         {"context_weight": -0.1},
         {"context_gap_seconds": 0},
+        {"embed_context": -1},
+        {"embed_context": 1.0},
+        {"embed_context": True},
     ],
 )
 def test_config_validates_context_fields(bad: dict[str, float]) -> None:
@@ -80,3 +89,99 @@ def test_search_lifts_the_turn_after_a_matching_one() -> None:
     assert without == ["q"]  # BM25 alone proposes only the matching turn
     assert with_ctx == ["q", "a"]  # its neighbour joins and borrows a third of its score
     # the cat turn is more than an hour later: another session, no context
+
+
+# -- context in the embedding (embed_context) ------------------------------------------
+
+
+def test_preceding_takes_the_session_s_earlier_memories_oldest_first() -> None:
+    ids = ["a", "b", "c", "d", "e"]
+    times = [T0, T0 + 10, T0 + 20, T0 + 10_000, T0 + 10_010]  # a-b-c | d-e
+    got = preceding(ids, times, ids, 2, 3600)
+    assert got == {"a": (), "b": ("a",), "c": ("a", "b"), "d": (), "e": ("d",)}
+    assert preceding(ids, times, ["c"], 1, 3600) == {"c": ("b",)}
+
+
+def _reference_preceding(
+    stored: list[tuple[str, float]], batch: list[tuple[str, float, str]], before: int, gap: float
+) -> dict[str, tuple[str, ...]]:
+    """Brute force: merge everything per namespace (the batch replaces same ids), then walk."""
+    out: dict[str, tuple[str, ...]] = {}
+    for ns in {s for _, _, s in batch}:
+        mine = {m: t for m, t, s in batch if s == ns}
+        known = {**{m: t for m, t in stored if m not in {b[0] for b in batch}}, **mine}
+        order = sorted(known, key=lambda m: (known[m], m))
+        for m in mine:
+            i = order.index(m)
+            prev: list[str] = []
+            while i > 0 and len(prev) < before and known[order[i]] - known[order[i - 1]] <= gap:
+                i -= 1
+                prev.insert(0, order[i])
+            out[m] = tuple(prev)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_batch_preceding_matches_a_full_merge(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    stored = [(f"s{i:02d}", float(T0 + rng.integers(0, 40) * 60)) for i in range(25)]
+    reused = [m for m, _ in stored[:3]] if seed % 2 else []  # upserts: same ids, new times
+    new = [f"b{i}" for i in range(int(rng.integers(1, 8)))]
+    batch = [(m, float(T0 + rng.integers(0, 40) * 60), "ns") for m in reused + new]
+    stored_sorted = sorted(stored, key=lambda p: (p[1], p[0]))
+    before, gap = int(rng.integers(1, 4)), float(rng.choice([90.0, 600.0, 1e9]))
+    got = batch_preceding(
+        [m for m, _, _ in batch],
+        [t for _, t, _ in batch],
+        [s for _, _, s in batch],
+        lambda ns: ([m for m, _ in stored_sorted], [t for _, t in stored_sorted]),
+        before,
+        gap,
+    )
+    assert got == _reference_preceding(stored, batch, before, gap)
+
+
+def test_embedding_text_puts_the_memory_first_and_caps_the_length() -> None:
+    assert embedding_text("Yes, with my sister!", ["Did you go?"], 100) == (
+        "Yes, with my sister!\nDid you go?"
+    )
+    assert embedding_text("own", [], 100) == "own"
+    assert embedding_text("own", ["x" * 50], 10) == "own\nxxxxxx"
+
+
+def test_store_embeds_each_memory_with_the_ones_before_it() -> None:
+    seen: list[str] = []
+
+    def record(texts: Sequence[str]) -> np.ndarray:
+        seen.extend(texts)
+        return _bag_of_words(texts)
+
+    emb = CallableEmbedder(record, name="rec", dim=6)
+    with NoraxMemory(embedder=emb, extractor=False, config=NoraxConfig(embed_context=2)) as mem:
+        mem.add(["a1", "a2"], ids=["1", "2"], created_at=[T0, T0 + 1], namespace="n")
+        mem.add("a3", ids="3", created_at=T0 + 2, namespace="n")
+        mem.add("other", ids="o", created_at=T0 + 3, namespace="elsewhere")
+        mem.add("b1", ids="4", created_at=T0 + 7_200, namespace="n")  # a new session
+        mem.add("a0", ids="0", created_at=T0 - 50, namespace="n")  # known now, earlier
+        mem.upsert("a2 again", ids="2", created_at=T0 + 1.5, namespace="n")
+        assert mem.get("2")[0].text == "a2 again"  # the stored text is the memory's own
+    assert seen == ["a1", "a2\na1", "a3\na1\na2", "other", "b1", "a0", "a2 again\na0\na1"]
+    seen.clear()
+    with NoraxMemory(embedder=emb, extractor=False) as mem:  # off by default
+        mem.add(["a1", "a2"], created_at=[T0, T0 + 1])
+    assert seen == ["a1", "a2"]
+
+
+def test_default_weights_may_set_embed_context() -> None:
+    seen: list[str] = []
+
+    def record(texts: Sequence[str]) -> np.ndarray:
+        seen.extend(texts)
+        return _bag_of_words(texts)
+
+    emb = CallableEmbedder(record, name="rec", dim=6)
+    w = Weights(0.5, 0.5, 0.0, 0.0, params={"embed_context": 1})
+    with NoraxMemory(embedder=emb, extractor=False, weights=w) as mem:
+        assert mem.add_config.embed_context == 1
+        mem.add(["a1", "a2"], created_at=[T0, T0 + 1])
+    assert seen == ["a1", "a2\na1"]
