@@ -15,8 +15,8 @@ Off by default, because on BEAM 100K it does not pay: an update is no more like 
 assistant's reply restates the message it answers. With the ``project`` weights and depth 10,
 latest-wins rises from 0.35 to 0.75 (threshold 0.5) or 0.85 (0.2) while recall@1 falls from
 0.238 to 0.022 / 0.007 and recall@5 from 0.485 to 0.312 / 0.230 (recall@10 is unchanged by
-construction); at 0.7 it changes nothing but recall@1. Worth trying where memories that
-restate each other are rarer than in a single-project chat.
+construction); at 0.7 latest-wins stays 0.35 and recall@1 / @5 still fall (0.093 / 0.449).
+Worth trying where memories that restate each other are rarer than in a single-project chat.
 """
 
 from __future__ import annotations
