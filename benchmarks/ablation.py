@@ -3,8 +3,8 @@
 For each dataset, every shipped preset (``default``, ``chat``, ``project``, ``seed``, ``rrf``)
 is ranked as shipped and once more with each of its signals' weights set to 0 (the other
 weights and learned parameters unchanged, so the ranking is what a user who turned that
-signal off would get; nothing is refitted). The pools come from one ``norax bench`` style run,
-so every row of a dataset is ranked over the same candidates.
+signal off would get; nothing is refitted). The pools come from one ``norax bench`` style run
+per store build (``chat`` embeds context, so it gets a store of its own).
 
 Run from the repository root (the data path is an argument; nothing is copied)::
 
@@ -66,14 +66,20 @@ def ablate(
     methods: dict[str, Weights] = {}
     for p in names:
         methods.update(variants(get_preset(p)))
+    # a preset that embeds context needs its own store build; the others get a plain one
+    builds: dict[int, dict[str, Weights]] = {}
+    for m, w in methods.items():
+        builds.setdefault(int(w.params.get("embed_context", 0)), {})[m] = w
     out: dict[str, dict[str, dict[str, float]]] = {}
     for label, data in datasets(root):
-        run, _pools = run_benchmark(data, methods, ks, cache=cache, progress=progress)
-        doc = run.to_json()
-        rows = {m: dict(v) for m, v in doc["methods"].items()}
-        for m, v in doc.get("latest_wins", {}).items():
-            rows[m]["latest_wins"] = v
-        out[label] = rows
+        rows: dict[str, dict[str, float]] = {}
+        for group in builds.values():
+            run, _pools = run_benchmark(data, group, ks, cache=cache, progress=progress)
+            doc = run.to_json()
+            rows.update({m: dict(v) for m, v in doc["methods"].items()})
+            for m, v in doc.get("latest_wins", {}).items():
+                rows[m]["latest_wins"] = v
+        out[label] = {m: rows[m] for m in methods}
     return out
 
 
