@@ -173,8 +173,8 @@ def test_falls_back_to_a_download_into_chroma_cache(
         shutil.copytree(MODEL_DIR / "onnx", target)
 
     monkeypatch.delenv(MODEL_DIR_ENV, raising=False)
-    monkeypatch.setattr(embedders, "_chroma_cache_dir", lambda: cache)
-    monkeypatch.setattr(embedders, "_download_with_chroma", fake_download)
+    monkeypatch.setattr(embedders.onnx, "_chroma_cache_dir", lambda: cache)
+    monkeypatch.setattr(embedders.onnx, "_download_with_chroma", fake_download)
     emb = default_embedder()
     assert targets == []  # nothing is fetched before first use
     out = emb.embed(["hello there", "general kenobi"])

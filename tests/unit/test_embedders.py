@@ -298,7 +298,7 @@ def test_chroma_cache_is_used_when_env_is_unset(
     monkeypatch.delenv(MODEL_DIR_ENV, raising=False)
     cache = tmp_path / "onnx"
     fake_model_dir(cache, nested=False, hidden_size=9)
-    monkeypatch.setattr(embedders, "_chroma_cache_dir", lambda: cache)
+    monkeypatch.setattr(embedders.onnx, "_chroma_cache_dir", lambda: cache)
     assert default_embedder().dim == 9
 
 
@@ -307,12 +307,12 @@ def test_failed_download_raises_model_not_found_on_first_use(
 ) -> None:
     monkeypatch.delenv(MODEL_DIR_ENV, raising=False)
     cache = tmp_path / "cache" / "onnx"
-    monkeypatch.setattr(embedders, "_chroma_cache_dir", lambda: cache)
+    monkeypatch.setattr(embedders.onnx, "_chroma_cache_dir", lambda: cache)
 
     def offline(target: Path) -> None:
         raise OSError("no network")
 
-    monkeypatch.setattr(embedders, "_download_with_chroma", offline)
+    monkeypatch.setattr(embedders.onnx, "_download_with_chroma", offline)
     emb = default_embedder()  # construction does not download
     assert emb.dim == 384
     assert emb.embed([]).shape == (0, 384)  # nor does an empty batch
