@@ -133,7 +133,7 @@ def verify(mem, model: Model, extractor_on: bool) -> int:
         ns, text = model.live[mid]
         tag = re.search(r"zq(\S+?)x", text).group(1)
         assert _top(mem, f"zq{tag}x", ns, ONLY) == mid, f"bm25 misses {mid}"
-        assert _top(mem, text, ns, {"dense": 1.0}) == mid, f"dense misses {mid}"
+        assert mid in _tied_top(mem, text, ns, {"dense": 1.0}), f"dense misses {mid}"
         if extractor_on:
             assert _top(mem, f"Proj{tag}Alpha", ns, {"graph": 1.0}) == mid, f"graph misses {mid}"
         (best, *_) = mem.search(text, k=3, namespace=ns)
@@ -146,6 +146,14 @@ def verify(mem, model: Model, extractor_on: bool) -> int:
 def _top(mem, query: str, ns: str, weights: dict[str, float]) -> str | None:
     res = mem.search(query, k=1, namespace=ns, weights=weights)
     return res[0].id if res else None
+
+
+def _tied_top(mem, query: str, ns: str, weights: dict[str, float]) -> set[str]:
+    """The ids that share the best score. The hashed bag of words ignores word order and its
+    64 buckets collide: two memories with the same two topic words and tags that hash alike
+    embed to the same vector (seen once in CI: r14n30 and r21n32), and ties go by id."""
+    res = mem.search(query, k=10, namespace=ns, weights=weights)
+    return {r.id for r in res if res[0].score - r.score <= 1e-9}
 
 
 def run_kills(tmp_path, caplog, kills: int, real: bool, span: float, **store_kwargs) -> None:
