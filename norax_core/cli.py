@@ -24,7 +24,7 @@ def open_memory(args: argparse.Namespace, **kwargs: Any) -> Any:
     """Open the store named by ``--store`` / ``$NORAX_STORE`` / ``./.norax``."""
     from norax_core.engine import NoraxMemory
 
-    weights = getattr(args, "weights", None) or getattr(args, "preset", None) or "default"
+    weights = getattr(args, "weights", None) or getattr(args, "preset", None)  # None: the store's
     if getattr(args, "weights", None):
         from norax_core.weights import load_weights
 
@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--namespace")
     s.add_argument("--now", help="ISO 8601 clock for recency (default: now)")
     s.add_argument("--json", action="store_true", help="print JSON")
-    s.add_argument("--preset", help="fusion preset (default: default)")
+    s.add_argument("--preset", help="fusion preset (default: the weights the store recorded)")
     s.add_argument("--weights", help="weights file (overrides --preset)")
     s.set_defaults(func=_cmd_search)
 

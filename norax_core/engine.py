@@ -9,9 +9,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +17,17 @@ import chromadb
 import numpy as np
 
 from norax_core import validation as check
+from norax_core.batch import (
+    CREATED_KEY,
+    ENTITIES_KEY,
+    KIND_KEY,
+    MODEL_CHARS,
+    Prepared,
+    context_texts,
+    in_background,
+    prepare,
+    replacing_metadata,
+)
 from norax_core.config import NoraxConfig
 from norax_core.embedders import Embedder, resolve_embedder
 from norax_core.entities import load_extractor
@@ -30,7 +39,6 @@ from norax_core.errors import (
 )
 from norax_core.fusion import fuse, rank
 from norax_core.indexes import DerivedIndexes
-from norax_core.latest import latest_wins, pair_cosines
 from norax_core.locking import StoreLock
 from norax_core.models import (
     DEFAULT_NAMESPACE,
@@ -42,10 +50,16 @@ from norax_core.models import (
     utc_from_timestamp,
 )
 from norax_core.presets import get_preset
+from norax_core.retrieval import Candidates, gather, with_context, with_latest_wins
 from norax_core.sidecar import IndexRow, Sidecar
-from norax_core.signals.base import Query, Signal
-from norax_core.signals.context import batch_preceding, embedding_text, propagate
+from norax_core.signals.base import Query
 from norax_core.signals.dense import EXACT_LIMIT, NAMESPACE_KEY, DenseSignal, chroma_where
+from norax_core.store_settings import (
+    EmbedSettings,
+    StoreSettings,
+    read_settings,
+    settings_metadata,
+)
 from norax_core.sync import ChangeLog, SyncConfig
 from norax_core.weights import Weights
 
@@ -54,53 +68,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("norax")
 
-KIND_KEY = "norax_kind"
-CREATED_KEY = "norax_created_at"
-ENTITIES_KEY = "norax_entities"
 SIDECAR_FILE = "norax_index.sqlite3"
 DEFAULT_COLLECTION = "norax"
 CHROMA_BATCH = 4_000
-CONTEXT_SEEDS = 2
-"""With context propagation, the neighbours of the best ``CONTEXT_SEEDS * k`` candidates are
-scored and join the pool (a memory's context can lift it into the top k)."""
-MODEL_CHARS = 10_000
-"""The embedder and the entity extractor read at most this many characters of a text (or
-query); the whole text is stored and BM25-indexed. The embedding model reads 256 word pieces
-anyway, but tokenizing a 1 MB text first took seconds, and spaCy over 100,000 characters
-(the extractor's own cap) took 8 to 19 s on a busy 2-core box: a hostile text must not hold
-a core for that long."""
 
 WeightsLike = Weights | str | Mapping[str, float] | None
-
-
-@dataclass(frozen=True)
-class Candidates:
-    """A search's candidate pool before fusion.
-
-    Attributes:
-        query: The prepared query (tokens, embedding, entities, clock).
-        k: The number of results asked for, capped at what the namespace (and filter) holds.
-        ids: Candidate ids, in the order the signals proposed them.
-        signals: Each signal's normalised score for every candidate.
-        matched: Entities each candidate shares with the query (graph breakdown).
-    """
-
-    query: Query
-    k: int
-    ids: list[str]
-    signals: dict[str, dict[str, float]]
-    matched: dict[str, tuple[str, ...]]
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    """A validated batch, ready to write."""
-
-    ids: list[str]
-    texts: list[str]
-    embeddings: np.ndarray
-    metadatas: list[dict[str, Any]]
-    rows: list[IndexRow]
 
 
 class NoraxMemory:
@@ -120,6 +92,8 @@ class NoraxMemory:
             switch entity extraction off.
         config: Engine configuration.
         weights: Default fusion weights: a :class:`Weights`, a preset name or a mapping.
+            ``None`` takes the weights the store recorded when it was created (see
+            :mod:`norax_core.store_settings`), else ``"default"``.
         index_path: Sidecar file location when ``client`` is given.
         lock: Take an exclusive lock on an embedded ``path`` (see :mod:`norax_core.locking`).
         sync_interval: With ``client``: pull other processes' writes from the change log at
@@ -145,7 +119,7 @@ class NoraxMemory:
         embedder: Any = None,
         extractor: Any = None,
         config: NoraxConfig | None = None,
-        weights: WeightsLike = "default",
+        weights: WeightsLike = None,
         index_path: str | Path | None = None,
         lock: bool = True,
         sync_interval: float = 1.0,
@@ -157,6 +131,7 @@ class NoraxMemory:
         self._sync = _change_log(client, collection, sync_interval)
         self.config = config or NoraxConfig()
         self.weights = resolve_weights(weights)
+        self._embed = EmbedSettings.of(self._session_config())
         self.embedder: Embedder = resolve_embedder(embedder)
         self.extractor = None if extractor is False else load_extractor(extractor)
         self._lock = threading.RLock()
@@ -166,6 +141,7 @@ class NoraxMemory:
         self.path = Path(path) if path is not None else None
         try:
             self._open(path, client, collection, index_path, lock, reconcile)
+            self._settle_settings(weights, record=reconcile)
         except BaseException:
             # A failed open must not keep the store locked (or Chroma's files open) for the
             # rest of the process.
@@ -242,6 +218,33 @@ class NoraxMemory:
                 self.embedder.name,
             )
         return col
+
+    def _settle_settings(self, weights: WeightsLike, *, record: bool) -> None:
+        """Take the store's recorded default weights and embedding settings, or record ours.
+
+        See :mod:`norax_core.store_settings`: the recorded weights apply when ``weights`` is
+        ``None``; the recorded embedding settings apply to every add once the store holds
+        memories. An empty store records the settings it is opened with.
+        """
+        meta = dict(self._collection.metadata or {})
+        stored = read_settings(meta, collection=self.collection_name, weights=weights is None)
+        if stored.weights is not None:
+            self.weights = stored.weights
+        asked = EmbedSettings.of(self._session_config())
+        if stored.embed is not None and self._collection.count() > 0:
+            self._embed = stored.embed
+            if asked != stored.embed:
+                logger.warning(
+                    "norax: collection %r was embedded with %s; memories added now use the "
+                    "same, not the %s these weights ask for",
+                    self.collection_name,
+                    stored.embed.describe(),
+                    asked.describe(),
+                )
+            return
+        self._embed = asked
+        if record and stored != StoreSettings(self.weights, asked):
+            self._collection.modify(metadata={**meta, **settings_metadata(self.weights, asked)})
 
     def close(self) -> None:
         """Release the store lock and the sidecar; an in-memory store is dropped."""
@@ -350,91 +353,57 @@ class NoraxMemory:
         return await asyncio.to_thread(self.add, texts, **kwargs)
 
     def _prepare(
-        self,
-        texts: Any,
-        ids: Any,
-        kind: Any,
-        created_at: Any,
-        namespace: Any,
-        metadata: Any,
-    ) -> _Prepared:
-        items = check.texts(texts)
-        n = len(items)
-        id_list = check.ids(ids, n)
-        kinds = [check.name(k, "kind") for k in check.as_list(kind, n, "kind", str)]
-        now = time.time()
-        times = [
-            now if t is None else check.timestamp(t)
-            for t in check.as_list(created_at, n, "created_at", float)
-        ]
-        spaces = [check.namespace(s) for s in check.as_list(namespace, n, "namespace", str)]
-        metas = [check.metadata(m) for m in check.as_list(metadata, n, "metadata", dict)]
+        self, texts: Any, ids: Any, kind: Any, created_at: Any, namespace: Any, metadata: Any
+    ) -> Prepared:
+        return prepare(
+            texts,
+            ids,
+            kind,
+            created_at,
+            namespace,
+            metadata,
+            embedder=self.embedder,
+            extractor=self.extractor,
+            tokenizer=self._indexes.tokenizer,
+            embedding_texts=self._embedding_texts,
+        )
 
-        heads = [t[:MODEL_CHARS] for t in items]
-        # spaCy works in a worker thread while the batch is tokenised and embedded
-        # (onnxruntime releases the GIL), so ingest costs about max(extract, embed), not both.
-        extracting = _in_background(self.extractor.extract, heads) if self.extractor else None
-        tokens = [tuple(self._indexes.tokenizer(t)) for t in items]
-        embeddings = self.embedder.embed(self._embedding_texts(id_list, items, times, spaces))
-        entities = [tuple(e) for e in extracting.result()] if extracting else [()] * n
-        if embeddings.shape != (n, self.embedder.dim) or not np.isfinite(embeddings).all():
-            raise NoraxError(f"embedder {self.embedder.name!r} returned invalid embeddings")
-        chroma_metas = []
-        for ns, kd, ts, meta, ents in zip(spaces, kinds, times, metas, entities, strict=True):
-            m: dict[str, Any] = {**meta, NAMESPACE_KEY: ns, KIND_KEY: kd, CREATED_KEY: ts}
-            if ents:
-                m[ENTITIES_KEY] = list(ents)
-            chroma_metas.append(m)
-        rows = [
-            IndexRow(i, ns, kd, ts, tok, ents)
-            for i, ns, kd, ts, tok, ents in zip(
-                id_list, spaces, kinds, times, tokens, entities, strict=True
-            )
-        ]
-        return _Prepared(id_list, items, embeddings, chroma_metas, rows)
+    def _session_config(self) -> NoraxConfig:
+        """The store's configuration with its default weights' parameters applied."""
+        return self.config.with_params(self.weights.params) if self.weights.params else self.config
 
     @property
     def add_config(self) -> NoraxConfig:
         """The configuration memories are added with.
 
         The store's, with its default weights' parameters applied (as a search applies its
-        weights').
+        weights'), and the embedding settings the store recorded once it held memories (see
+        :mod:`norax_core.store_settings`).
         """
-        return self.config.with_params(self.weights.params) if self.weights.params else self.config
+        cfg, embed = self._session_config(), self._embed
+        if EmbedSettings.of(cfg) == embed:
+            return cfg
+        return dataclasses.replace(
+            cfg, embed_context=embed.embed_context, context_gap_seconds=embed.context_gap_seconds
+        )
 
     def _embedding_texts(
         self, ids: list[str], texts: list[str], times: list[float], spaces: list[str]
     ) -> list[str]:
         """What the embedder reads for each memory (``NoraxConfig.embed_context``)."""
-        cfg = self.add_config
-        if cfg.embed_context <= 0:
-            return [t[:MODEL_CHARS] for t in texts]
         catalog = self._indexes.temporal
         with self._lock:
-            prev = batch_preceding(
+            return context_texts(
                 ids,
+                texts,
                 times,
                 spaces,
+                self.add_config,
                 lambda ns: catalog.timeline(ns)[:2],
-                cfg.embed_context,
-                cfg.context_gap_seconds,
+                lambda stored: {m.id: m.text for m in self.get(stored)},
             )
-            batch = dict(zip(ids, texts, strict=True))
-            stored = [
-                m for m in dict.fromkeys(n for p in prev.values() for n in p) if m not in batch
-            ]
-            text_of = {m.id: m.text for m in self.get(stored)} if stored else {}
-        text_of.update(batch)
-        return [
-            embedding_text(
-                t[:MODEL_CHARS],
-                [text_of[m][:MODEL_CHARS] for m in prev[i] if m in text_of],
-                MODEL_CHARS,
-            )
-            for i, t in zip(ids, texts, strict=True)
-        ]
 
-    def _write(self, p: _Prepared, *, upsert: bool) -> None:
+    def _write(self, p: Prepared, *, upsert: bool) -> None:
         """Chroma first (the truth), then the derived indexes; undo Chroma on failure.
 
         The ids are logged as pending in the sidecar before Chroma is written and cleared
@@ -451,7 +420,9 @@ class NoraxMemory:
                     ids=p.ids[s:e],
                     documents=p.texts[s:e],
                     embeddings=p.embeddings[s:e],
-                    metadatas=self._drop_old_keys(p.ids[s:e], metas) if upsert else metas,
+                    metadatas=replacing_metadata(self._collection, p.ids[s:e], metas)
+                    if upsert
+                    else metas,
                 )
                 done.extend(p.ids[s:e])
             self._indexes.apply(p.rows)
@@ -467,20 +438,6 @@ class NoraxMemory:
             if isinstance(exc, NoraxError) or not isinstance(exc, Exception):
                 raise
             raise InvalidInputError(f"Chroma rejected the batch: {exc}") from exc
-
-    def _drop_old_keys(self, ids: list[str], metas: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Metadata for an upsert that replaces the old record's instead of merging into it.
-
-        Chroma's upsert merges metadata: the keys the new version lacks (old user metadata,
-        old entities) are set to ``None``, which deletes them.
-        """
-        old = self._collection.get(ids=ids, include=["metadatas"])
-        keys = {mid: set(m or {}) for mid, m in zip(old["ids"], old["metadatas"], strict=True)}
-        out = []
-        for mid, meta in zip(ids, metas, strict=True):
-            gone = keys.get(mid, set()) - set(meta)
-            out.append({**meta, **dict.fromkeys(gone)} if gone else meta)
-        return out
 
     def delete(self, ids: str | Sequence[str]) -> int:
         """Delete memories by id; returns how many existed. Unknown ids are ignored."""
@@ -586,9 +543,11 @@ class NoraxMemory:
         fused = fuse(cands.signals, cands.ids, w)
         cfg = self.config.with_params(w.params) if w.params else self.config
         if cfg.context_on and cands.k:
-            cands, fused = self._with_context(cands, fused, w, cfg)
+            with self._lock:
+                cands, fused = with_context(cands, fused, w, cfg, self._indexes, self._dense)
         if cfg.latest_on and cands.k:
-            fused = self._latest_wins(cands.query, fused, cfg)
+            ns = cands.query.namespace
+            fused = with_latest_wins(fused, cfg, lambda m: self._created(ns, m), self.embeddings)
         best = rank(fused, cands.k)
         records = {m.id: m for m in self.get(best)}
         return [
@@ -637,7 +596,7 @@ class NoraxMemory:
         # The query's entity extraction (spaCy) runs in a worker thread while the query is
         # embedded and Chroma searched (both release the GIL): on two cores it is off the
         # critical path.
-        extracting = _in_background(self.extractor.extract_query, head) if self.extractor else None
+        extracting = in_background(self.extractor.extract_query, head) if self.extractor else None
         embedding = self.embedder.embed([head])[0]
         with self._lock:
             self._maybe_sync()
@@ -651,101 +610,29 @@ class NoraxMemory:
                 embedding=embedding,
                 where=flt,
             )
-            signals: dict[str, Signal] = {
-                "bm25": self._indexes.bm25_signal.with_params(cfg.bm25_k1, cfg.bm25_b),
-                "dense": self._dense,
-                "temporal": self._indexes.temporal.with_decay(cfg.tau_days),
-                "graph": self._indexes.graph_signal,
-            }
             size = self.count(ns) if allowed is None else len(allowed)
             k = min(k, size)
             if k == 0:
                 return Candidates(q, 0, [], {s: {} for s in SIGNALS}, {})
-            n_pool = pool or cfg.pool_size(k)
-            weight = w.as_dict() if ids is None else dict.fromkeys(SIGNALS, 0.0)
-            proposed: dict[str, None] = dict.fromkeys(
-                check.memory_id(i) for i in (ids or ()) if i in self._indexes.namespace_of
+            known = self._indexes.namespace_of
+            return gather(
+                q,
+                extracting,
+                self._indexes,
+                self._dense,
+                cfg,
+                w.as_dict() if ids is None else dict.fromkeys(SIGNALS, 0.0),
+                k=k,
+                size=size,
+                pool=pool or cfg.pool_size(k),
+                forced=[
+                    m for m in dict.fromkeys(check.memory_id(i) for i in ids or ()) if m in known
+                ],
             )
-            # Recency alone says nothing about relevance: beside other signals it proposes
-            # only a few of the newest memories; on its own it ranks the whole pool.
-            recency_only = [s for s, v in weight.items() if v > 0] == ["temporal"]
-            wanted: dict[str, int] = {}
-            for name in signals:
-                n = cfg.recency_candidates if name == "temporal" and not recency_only else n_pool
-                if weight[name] > 0 and n > 0:
-                    wanted[name] = min(n, size)
-            tops: dict[str, Future[dict[str, float]] | dict[str, float]] = {}
-            if "dense" in wanted:  # Chroma works while the local signals do
-                tops["dense"] = _in_background(self._dense.top, q, wanted["dense"])
-            entities = tuple(extracting.result()) if extracting is not None else ()
-            q = dataclasses.replace(q, entities=entities)
-            for name, sig in signals.items():
-                if name in wanted and name != "dense":
-                    tops[name] = sig.top(q, wanted[name])
-            for name in signals:
-                if name in tops:
-                    top = tops[name]
-                    proposed.update(dict.fromkeys(top.result() if isinstance(top, Future) else top))
-            cand = list(proposed)
-            scores = {name: sig.score(q, cand) for name, sig in signals.items()}
-            matched = self._indexes.graph_signal.explain(q, cand)
-        return Candidates(q, k, cand, scores, matched)
 
-    def _with_context(
-        self, cands: Candidates, fused: dict[str, float], w: Weights, cfg: NoraxConfig
-    ) -> tuple[Candidates, dict[str, float]]:
-        """Context propagation (:mod:`norax_core.signals.context`).
-
-        The neighbours of the best ``CONTEXT_SEEDS * k`` candidates join the pool, then every
-        memory borrows from its best-scoring neighbour.
-        """
-        q = cands.query
-        catalog = self._indexes.temporal
-        window, gap = cfg.context_window, cfg.context_gap_seconds
+    def _created(self, namespace: str, ids: list[str]) -> Sequence[float]:
         with self._lock:
-            seeds = rank(fused, CONTEXT_SEEDS * cands.k)
-            near = catalog.neighbours(q.namespace, seeds, window, gap)
-            known = set(cands.ids)
-            extra = [
-                m
-                for m in dict.fromkeys(n for s in seeds for n in near.get(s, ()))
-                if m not in known and (q.allowed is None or m in q.allowed)
-            ]
-            if extra:
-                signals: dict[str, Signal] = {
-                    "bm25": self._indexes.bm25_signal.with_params(cfg.bm25_k1, cfg.bm25_b),
-                    "dense": self._dense,
-                    "temporal": catalog.with_decay(cfg.tau_days),
-                    "graph": self._indexes.graph_signal,
-                }
-                scores = {s: {**cands.signals[s], **signals[s].score(q, extra)} for s in SIGNALS}
-                matched = {**cands.matched, **self._indexes.graph_signal.explain(q, extra)}
-                cands = dataclasses.replace(
-                    cands, ids=[*cands.ids, *extra], signals=scores, matched=matched
-                )
-                fused = fuse(cands.signals, cands.ids, w)
-            near = catalog.neighbours(q.namespace, cands.ids, window, gap)
-        return cands, propagate(fused, near, cfg.context_weight)
-
-    def _latest_wins(self, q: Query, fused: dict[str, float], cfg: NoraxConfig) -> dict[str, float]:
-        """The latest-wins rule (:mod:`norax_core.latest`) over the best candidates."""
-        top = rank(fused, cfg.latest_wins_depth)
-        with self._lock:
-            times = self._indexes.temporal.created(q.namespace, top)
-        vectors = self.embeddings(top)
-        # A memory deleted meanwhile has no vector or time: it is left out of the comparison.
-        keep = [i for i, m in enumerate(top) if m in vectors and not np.isnan(times[i])]
-        top = [top[i] for i in keep]
-        if len(top) < 2:
-            return fused
-        return latest_wins(
-            fused,
-            top,
-            [times[i] for i in keep],
-            pair_cosines(np.stack([vectors[m] for m in top])),
-            cfg.latest_wins_similarity,
-            cfg.latest_wins_weight,
-        )
+            return self._indexes.temporal.created(namespace, ids)  # type: ignore[no-any-return]
 
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored embedding of each of ``ids`` that exists (float32, unit norm)."""
@@ -833,20 +720,6 @@ def _change_log(client: Any, name: str, interval: float) -> ChangeLog | None:
         return ChangeLog(client, name, SyncConfig(interval=float(interval)))
     except Exception as exc:  # Chroma raises several types for bad names
         raise InvalidInputError(f"cannot open Chroma collection {name!r}: {exc}") from exc
-
-
-_WORKERS: ThreadPoolExecutor | None = None
-_WORKERS_LOCK = threading.Lock()
-
-
-def _in_background(fn: Callable[..., Any], *args: Any) -> Future[Any]:
-    """Run ``fn(*args)`` on the engine's small shared thread pool (two threads)."""
-    global _WORKERS
-    if _WORKERS is None:
-        with _WORKERS_LOCK:
-            if _WORKERS is None:
-                _WORKERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="norax")
-    return _WORKERS.submit(fn, *args)
 
 
 def _drop_collection(client: Any, name: str) -> None:

@@ -16,9 +16,9 @@ import numpy as np
 
 from norax_core.bench.pools import Pool, pool_bm25, timeline
 from norax_core.config import NoraxConfig
-from norax_core.engine import CONTEXT_SEEDS
 from norax_core.latest import pair_cosines
 from norax_core.models import SIGNALS
+from norax_core.retrieval import CONTEXT_SEEDS
 from norax_core.signals.context import neighbour_map
 from norax_core.signals.temporal import decay
 

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from norax_core.config import NoraxConfig
-from norax_core.engine import CONTEXT_SEEDS, NoraxMemory
+from norax_core.engine import NoraxMemory
 from norax_core.fusion import fuse, rank
 from norax_core.latest import latest_wins, pair_cosines
 from norax_core.models import DEFAULT_NAMESPACE, SIGNALS
+from norax_core.retrieval import CONTEXT_SEEDS
 from norax_core.signals.base import Query
 from norax_core.signals.bm25 import BM25Index, BM25Signal
 from norax_core.signals.context import neighbour_map, propagate

@@ -311,7 +311,7 @@ def test_one_megabyte_texts_with_the_real_models(embedder, extractor):
             assert mem.get(mid)[0].text == big
             res = mem.search("wallet Colby refund", k=4, namespace=DEFAULT_NAMESPACE)
             assert mid in {r.id for r in res} or name in ("one-token", "cjk")
-            # engine.MODEL_CHARS caps what the models read: was 12-23 s per text before
+            # batch.MODEL_CHARS caps what the models read: was 12-23 s per text before
             assert took < 30, f"a 1 MB {name} text took {took:.0f}s"
         assert mem.check().ok
     finally:
