@@ -51,6 +51,17 @@ def in_background(fn: Callable[..., Any], *args: Any) -> Future[Any]:
     return _WORKERS.submit(fn, *args)
 
 
+def checked_embeddings(embedder: Embedder, embeddings: np.ndarray, n: int) -> np.ndarray:
+    """``embeddings`` if they are ``n`` finite vectors of the embedder's dimension.
+
+    Raises:
+        NoraxError: They are not.
+    """
+    if embeddings.shape != (n, embedder.dim) or not np.isfinite(embeddings).all():
+        raise NoraxError(f"embedder {embedder.name!r} returned invalid embeddings")
+    return embeddings
+
+
 @dataclass(frozen=True)
 class Prepared:
     """A validated batch, ready to write."""
@@ -109,8 +120,7 @@ def prepare(  # noqa: D417 (the batch's arguments are described together)
     tokens = [tuple(tokenizer(t)) for t in items]
     embeddings = embedder.embed(embedding_texts(id_list, items, times, spaces))
     entities = [tuple(e) for e in extracting.result()] if extracting else [()] * n
-    if embeddings.shape != (n, embedder.dim) or not np.isfinite(embeddings).all():
-        raise NoraxError(f"embedder {embedder.name!r} returned invalid embeddings")
+    checked_embeddings(embedder, embeddings, n)
     chroma_metas = []
     for ns, kd, ts, meta, ents in zip(spaces, kinds, times, metas, entities, strict=True):
         m: dict[str, Any] = {**meta, NAMESPACE_KEY: ns, KIND_KEY: kd, CREATED_KEY: ts}

@@ -23,6 +23,7 @@ from norax_core.batch import (
     KIND_KEY,
     MODEL_CHARS,
     Prepared,
+    checked_embeddings,
     context_texts,
     in_background,
     prepare,
@@ -53,6 +54,7 @@ from norax_core.presets import get_preset
 from norax_core.retrieval import Candidates, gather, with_context, with_latest_wins
 from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.signals.base import Query
+from norax_core.signals.context import following
 from norax_core.signals.dense import EXACT_LIMIT, NAMESPACE_KEY, DenseSignal, chroma_where
 from norax_core.store_settings import (
     EmbedSettings,
@@ -311,7 +313,9 @@ class NoraxMemory:
                 raise DuplicateIdError(
                     f"{len(existing)} id(s) already stored, e.g. {existing[0]!r}; use upsert()"
                 )
+            followers = self._followers(prepared)
             self._write(prepared, upsert=False)
+            self._restate(followers)
         return prepared.ids
 
     def upsert(
@@ -345,7 +349,9 @@ class NoraxMemory:
                     f"{len(moved)} id(s) belong to another namespace, e.g. {moved[0]!r}; "
                     "upsert cannot move a memory between namespaces (delete it there first)"
                 )
+            followers = self._followers(prepared)
             self._write(prepared, upsert=True)
+            self._restate(followers)
         return prepared.ids
 
     async def aadd(self, texts: str | Sequence[str], **kwargs: Any) -> list[str]:
@@ -446,11 +452,84 @@ class NoraxMemory:
             self._maybe_sync()
             known = [i for i in dict.fromkeys(id_list) if i in self._indexes.namespace_of]
             if known:
+                followers = self._followers(None, gone=known)
                 self._collection.delete(ids=known)
                 self._indexes.remove(known)
                 if self._sync is not None:
                     self._sync.record("delete", known)
+                self._restate(followers)
         return len(known)
+
+    def _followers(
+        self, p: Prepared | None, gone: Sequence[str] = ()
+    ) -> tuple[list[str], np.ndarray] | None:
+        """The stored memories whose context a write changes, with their new embeddings.
+
+        With ``embed_context``, a memory is embedded with the memories just before it. A
+        memory written into the middle of a session (added out of order, or upserted), or
+        deleted from it, changes what the memories after it should have been embedded with;
+        they are re-embedded, so a memory's vector depends on the store, not on the order
+        memories were added in, and a deleted text lives on in no other vector. Appending to
+        a session (the usual case) has no followers and costs nothing. Computed before the
+        write (under the lock), so an embedder failure writes nothing.
+        """
+        cfg = self.add_config
+        if cfg.embed_context <= 0:
+            return None
+        catalog, home = self._indexes.temporal, self._indexes.namespace_of
+        rows = p.rows if p is not None else []
+        written = {r.id: r for r in rows}
+        # where the written memories land, and where their stored versions (and deleted
+        # memories) leave from
+        leaving = [m for m in [*written, *gone] if m in home]
+        ids = [*written, *leaving]
+        spaces = [*(r.namespace for r in rows), *(home[m] for m in leaving)]
+        times = [*(r.created_at for r in rows)]
+        times += [catalog.created(home[m], [m])[0] for m in leaving]
+        gone_set = set(gone)
+
+        def timeline(ns: str) -> tuple[list[str], list[float]]:
+            ordered, stamps = catalog.timeline(ns)[:2]
+            if not gone_set:
+                return ordered, stamps
+            keep = [i for i, m in enumerate(ordered) if m not in gone_set]
+            return [ordered[i] for i in keep], [stamps[i] for i in keep]
+
+        exclude = {*written, *gone_set}
+        found = following(
+            ids, times, spaces, timeline, cfg.embed_context, cfg.context_gap_seconds, exclude
+        )
+        if not found:
+            return None
+        f_spaces = [home[m] for m in found]
+        f_times = [catalog.created(ns, [m])[0] for m, ns in zip(found, f_spaces, strict=True)]
+        text_of = {m.id: m.text for m in self.get(found)}
+        texts = context_texts(
+            [*found, *written],
+            [*(text_of.get(m, "") for m in found), *(p.texts if p is not None else [])],
+            [*f_times, *(r.created_at for r in rows)],
+            [*f_spaces, *(r.namespace for r in rows)],
+            cfg,
+            timeline,
+            lambda stored: {m.id: m.text for m in self.get(stored)},
+        )[: len(found)]
+        return found, checked_embeddings(self.embedder, self.embedder.embed(texts), len(found))
+
+    def _restate(self, followers: tuple[list[str], np.ndarray] | None) -> None:
+        """Store the followers' new embeddings (see :meth:`_followers`).
+
+        The write itself is done and acknowledged: a failure here leaves the followers with
+        their previous embeddings (context as it was), logged, never a half-written memory.
+        """
+        if followers is None:
+            return
+        ids, vectors = followers
+        try:
+            for s in range(0, len(ids), CHROMA_BATCH):
+                e = s + CHROMA_BATCH
+                self._collection.update(ids=ids[s:e], embeddings=vectors[s:e])
+        except Exception:
+            logger.exception("norax: could not re-embed %d memories in new context", len(ids))
 
     def refresh(self) -> tuple[int, int]:
         """Re-sync the derived indexes with Chroma (writes by other processes).

@@ -16,11 +16,12 @@ its context into the dense signal too.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 __all__ = [
     "batch_preceding",
     "embedding_text",
+    "following",
     "neighbour_map",
     "preceding",
     "propagate",
@@ -164,6 +165,57 @@ def batch_preceding(
             preceding(merged, [known[m] for m in merged], [ids[i] for i in mine], before, gap)
         )
     return out
+
+
+def following(
+    ids: Sequence[str],
+    times: Sequence[float],
+    spaces: Sequence[str],
+    timeline: Callable[[str], tuple[Sequence[str], Sequence[float]]],
+    before: int,
+    gap: float,
+    exclude: Collection[str],
+) -> list[str]:
+    """Stored memories that may have one of ``ids`` among their ``before`` predecessors.
+
+    When memories are written at ``times`` (or leave those times: an upsert's old version, a
+    delete), the memories just after them in their session see a different context. For each
+    id this walks the namespace's stored timeline forward from its time, over memories not in
+    ``exclude``, and takes up to ``before`` of them while consecutive steps stay within
+    ``gap``. A memory it misses (a step across a gap that another written memory bridges) is
+    found from that other memory, which is nearer to it; a few found ones may keep their
+    context (a gap closed by a memory that left), which only costs an identical re-embedding.
+
+    Args:
+        ids: The memories written or removed.
+        times: The times they are written at, or leave from.
+        spaces: Their namespaces.
+        timeline: A namespace's stored ids in time order (ties by id) and their times.
+        before: ``embed_context``.
+        gap: Session gap, seconds.
+        exclude: Ids that are not followers (the written and removed ones).
+
+    Returns:
+        The followers, in the order found.
+    """
+    out: dict[str, None] = {}
+    for ns in dict.fromkeys(spaces):
+        ordered, stamps = timeline(ns)
+        for mid, t, space in zip(ids, times, spaces, strict=True):
+            if space != ns:
+                continue
+            j = bisect_left(stamps, t)
+            while j < len(stamps) and stamps[j] == t and ordered[j] <= mid:
+                j += 1
+            last, taken = t, 0
+            while j < len(stamps) and taken < before:
+                if ordered[j] not in exclude:
+                    if stamps[j] - last > gap:
+                        break
+                    out[ordered[j]] = None
+                    last, taken = stamps[j], taken + 1
+                j += 1
+    return list(out)
 
 
 def embedding_text(own: str, context: Sequence[str], limit: int) -> str:

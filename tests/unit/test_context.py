@@ -165,7 +165,11 @@ def test_store_embeds_each_memory_with_the_ones_before_it() -> None:
         mem.add("a0", ids="0", created_at=T0 - 50, namespace="n")  # known now, earlier
         mem.upsert("a2 again", ids="2", created_at=T0 + 1.5, namespace="n")
         assert mem.get("2")[0].text == "a2 again"  # the stored text is the memory's own
-    assert seen == ["a1", "a2\na1", "a3\na1\na2", "other", "b1", "a0", "a2 again\na0\na1"]
+    assert seen == [
+        *("a1", "a2\na1", "a3\na1\na2", "other", "b1"),
+        *("a0", "a1\na0", "a2\na0\na1"),  # a0 lands before 1 and 2: they are re-embedded
+        *("a2 again\na0\na1", "a3\na1\na2 again"),  # and 3 follows the new text of 2
+    ]
     seen.clear()
     with NoraxMemory(embedder=emb, extractor=False) as mem:  # off by default
         mem.add(["a1", "a2"], created_at=[T0, T0 + 1])
