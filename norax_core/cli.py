@@ -100,6 +100,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(_store_path(args))
 
 
+def _weights_options(parser: argparse.ArgumentParser, note: str) -> None:
+    parser.add_argument("--preset", help=f"fusion preset ({note})")
+    parser.add_argument("--weights", help="weights file (overrides --preset)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for docs and tests)."""
     p = argparse.ArgumentParser(prog="norax", description="Norax agent memory")
@@ -115,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--namespace")
     a.add_argument("--meta", nargs="*", metavar="KEY=VALUE")
     a.add_argument("--id")
+    _weights_options(a, "a new store records them as its default weights")
     a.set_defaults(func=_cmd_add)
 
     s = sub.add_parser("search", help="search memories")
@@ -123,8 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--namespace")
     s.add_argument("--now", help="ISO 8601 clock for recency (default: now)")
     s.add_argument("--json", action="store_true", help="print JSON")
-    s.add_argument("--preset", help="fusion preset (default: the weights the store recorded)")
-    s.add_argument("--weights", help="weights file (overrides --preset)")
+    _weights_options(s, "default: the weights the store recorded")
     s.set_defaults(func=_cmd_search)
 
     d = sub.add_parser("delete", help="delete memories by id")

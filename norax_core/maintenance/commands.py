@@ -34,6 +34,8 @@ def register(sub: Any) -> None:
 
     i = sub.add_parser("import", help="add the memories of an exported JSONL file")
     i.add_argument("file")
+    i.add_argument("--preset", help="fusion preset (a new store records it as its default)")
+    i.add_argument("--weights", help="weights file (overrides --preset)")
     i.set_defaults(func=_cmd_import)
 
 

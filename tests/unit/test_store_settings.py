@@ -149,3 +149,25 @@ def test_cli_search_uses_the_recorded_preset(
     assert seen == ["project"]
     out = json.loads(capsys.readouterr().out)
     assert out["results"][0]["text"] == "the wallet lives on Base"
+
+
+def test_cli_add_with_a_preset_creates_a_store_that_keeps_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rec = Recorder()
+    import norax_core.cli as cli
+
+    names: list[str] = []
+    real = cli.open_memory
+
+    def spy(args, **kwargs):
+        mem = real(args, embedder=rec.embedder, extractor=False, **kwargs)
+        names.append(mem.weights.name)
+        return mem
+
+    monkeypatch.setattr(cli, "open_memory", spy)
+    store = ["--store", str(tmp_path)]
+    assert cli_main([*store, "add", "--text", "first", "--preset", "chat"]) == 0
+    assert cli_main([*store, "add", "--text", "second"]) == 0
+    assert names == ["chat", "chat"]
+    assert rec.seen[-1] == "second\nfirst"  # embedded with its context, as chat asks
