@@ -20,8 +20,9 @@ from norax_core.config import NoraxConfig
 from norax_core.embedders import Embedder
 from norax_core.errors import NoraxError
 from norax_core.sidecar import IndexRow
-from norax_core.signals.context import batch_preceding, embedding_text
+from norax_core.signals.context import batch_preceding, embedding_text, following
 from norax_core.signals.dense import NAMESPACE_KEY
+from norax_core.signals.temporal import TemporalSignal
 
 KIND_KEY = "norax_kind"
 CREATED_KEY = "norax_created_at"
@@ -170,6 +171,77 @@ def context_texts(
         )
         for i, t in zip(ids, texts, strict=True)
     ]
+
+
+def follower_texts(
+    rows: Sequence[IndexRow],
+    texts: Sequence[str],
+    gone: Sequence[str],
+    cfg: NoraxConfig,
+    catalog: TemporalSignal,
+    home: Mapping[str, str],
+    stored_texts: Callable[[list[str]], Mapping[str, str]],
+) -> tuple[list[str], list[str]]:
+    """The stored memories whose context a write changes, and what they now embed.
+
+    With ``embed_context``, a memory is embedded with the memories just before it. A memory
+    written into the middle of a session (added out of order, or upserted), or deleted from
+    it, changes what the memories after it should have been embedded with. Re-embedding
+    them keeps a memory's vector a function of the store, not of the order memories were
+    added in, and a deleted text lives on in no other vector. Appending to a session (the
+    usual case) finds none.
+
+    Args:
+        rows: The batch being written (empty for a delete).
+        texts: Its texts.
+        gone: Ids being deleted.
+        cfg: The store's add-time configuration.
+        catalog: The store's time index, before the write.
+        home: Stored id -> namespace, before the write.
+        stored_texts: Texts of stored memories by id.
+
+    Returns:
+        ``(follower ids, their embedding texts)``.
+    """
+    written = {r.id: r for r in rows}
+    # where the written memories land, and where their stored versions (and deleted
+    # memories) leave from
+    leaving = [m for m in [*written, *gone] if m in home]
+    spaces = [*(r.namespace for r in rows), *(home[m] for m in leaving)]
+    times = [r.created_at for r in rows] + [catalog.created(home[m], [m])[0] for m in leaving]
+    gone_set = set(gone)
+
+    def timeline(ns: str) -> tuple[list[str], list[float]]:
+        ordered, stamps = catalog.timeline(ns)[:2]
+        if not gone_set:
+            return ordered, stamps
+        keep = [i for i, m in enumerate(ordered) if m not in gone_set]
+        return [ordered[i] for i in keep], [stamps[i] for i in keep]
+
+    found = following(
+        [*written, *leaving],
+        times,
+        spaces,
+        timeline,
+        cfg.embed_context,
+        cfg.context_gap_seconds,
+        {*written, *gone_set},
+    )
+    if not found:
+        return [], []
+    f_spaces = [home[m] for m in found]
+    f_times = [catalog.created(ns, [m])[0] for m, ns in zip(found, f_spaces, strict=True)]
+    text_of = stored_texts(found)
+    embed_texts = context_texts(
+        [*found, *written],
+        [*(text_of.get(m, "") for m in found), *texts],
+        [*f_times, *(r.created_at for r in rows)],
+        [*f_spaces, *(r.namespace for r in rows)],
+        cfg,
+        timeline,
+        lambda ids: stored_texts(ids),
+    )
+    return found, embed_texts[: len(found)]
 
 
 def replacing_metadata(

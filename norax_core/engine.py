@@ -25,6 +25,7 @@ from norax_core.batch import (
     Prepared,
     checked_embeddings,
     context_texts,
+    follower_texts,
     in_background,
     prepare,
     replacing_metadata,
@@ -50,20 +51,13 @@ from norax_core.models import (
     SearchResult,
     utc_from_timestamp,
 )
-from norax_core.presets import get_preset
+from norax_core.presets import WeightsLike, resolve_weights
 from norax_core.retrieval import Candidates, gather, with_context, with_latest_wins
 from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.signals.base import Query
-from norax_core.signals.context import following
 from norax_core.signals.dense import EXACT_LIMIT, NAMESPACE_KEY, DenseSignal, chroma_where
-from norax_core.store_settings import (
-    EmbedSettings,
-    StoreSettings,
-    read_settings,
-    settings_metadata,
-)
+from norax_core.store_settings import EmbedSettings, settle
 from norax_core.sync import ChangeLog, SyncConfig
-from norax_core.weights import Weights
 
 if TYPE_CHECKING:
     from norax_core.maintenance import CheckReport, RepairReport
@@ -73,8 +67,6 @@ logger = logging.getLogger("norax")
 SIDECAR_FILE = "norax_index.sqlite3"
 DEFAULT_COLLECTION = "norax"
 CHROMA_BATCH = 4_000
-
-WeightsLike = Weights | str | Mapping[str, float] | None
 
 
 class NoraxMemory:
@@ -228,25 +220,13 @@ class NoraxMemory:
         ``None``; the recorded embedding settings apply to every add once the store holds
         memories. An empty store records the settings it is opened with.
         """
-        meta = dict(self._collection.metadata or {})
-        stored = read_settings(meta, collection=self.collection_name, weights=weights is None)
-        if stored.weights is not None:
-            self.weights = stored.weights
-        asked = EmbedSettings.of(self._session_config())
-        if stored.embed is not None and self._collection.count() > 0:
-            self._embed = stored.embed
-            if asked != stored.embed:
-                logger.warning(
-                    "norax: collection %r was embedded with %s; memories added now use the "
-                    "same, not the %s these weights ask for",
-                    self.collection_name,
-                    stored.embed.describe(),
-                    asked.describe(),
-                )
-            return
-        self._embed = asked
-        if record and stored != StoreSettings(self.weights, asked):
-            self._collection.modify(metadata={**meta, **settings_metadata(self.weights, asked)})
+        self.weights, self._embed = settle(
+            self._collection,
+            self.collection_name,
+            None if weights is None else self.weights,
+            lambda w: self.config.with_params(w.params) if w.params else self.config,
+            record=record,
+        )
 
     def close(self) -> None:
         """Release the store lock and the sidecar; an in-memory store is dropped."""
@@ -465,54 +445,23 @@ class NoraxMemory:
     ) -> tuple[list[str], np.ndarray] | None:
         """The stored memories whose context a write changes, with their new embeddings.
 
-        With ``embed_context``, a memory is embedded with the memories just before it. A
-        memory written into the middle of a session (added out of order, or upserted), or
-        deleted from it, changes what the memories after it should have been embedded with;
-        they are re-embedded, so a memory's vector depends on the store, not on the order
-        memories were added in, and a deleted text lives on in no other vector. Appending to
-        a session (the usual case) has no followers and costs nothing. Computed before the
-        write (under the lock), so an embedder failure writes nothing.
+        See :func:`~norax_core.batch.follower_texts`. Computed before the write (under the
+        lock), so an embedder failure writes nothing.
         """
         cfg = self.add_config
         if cfg.embed_context <= 0:
             return None
-        catalog, home = self._indexes.temporal, self._indexes.namespace_of
-        rows = p.rows if p is not None else []
-        written = {r.id: r for r in rows}
-        # where the written memories land, and where their stored versions (and deleted
-        # memories) leave from
-        leaving = [m for m in [*written, *gone] if m in home]
-        ids = [*written, *leaving]
-        spaces = [*(r.namespace for r in rows), *(home[m] for m in leaving)]
-        times = [*(r.created_at for r in rows)]
-        times += [catalog.created(home[m], [m])[0] for m in leaving]
-        gone_set = set(gone)
-
-        def timeline(ns: str) -> tuple[list[str], list[float]]:
-            ordered, stamps = catalog.timeline(ns)[:2]
-            if not gone_set:
-                return ordered, stamps
-            keep = [i for i, m in enumerate(ordered) if m not in gone_set]
-            return [ordered[i] for i in keep], [stamps[i] for i in keep]
-
-        exclude = {*written, *gone_set}
-        found = following(
-            ids, times, spaces, timeline, cfg.embed_context, cfg.context_gap_seconds, exclude
+        found, texts = follower_texts(
+            p.rows if p is not None else [],
+            p.texts if p is not None else [],
+            gone,
+            cfg,
+            self._indexes.temporal,
+            self._indexes.namespace_of,
+            lambda ids: {m.id: m.text for m in self.get(ids)},
         )
         if not found:
             return None
-        f_spaces = [home[m] for m in found]
-        f_times = [catalog.created(ns, [m])[0] for m, ns in zip(found, f_spaces, strict=True)]
-        text_of = {m.id: m.text for m in self.get(found)}
-        texts = context_texts(
-            [*found, *written],
-            [*(text_of.get(m, "") for m in found), *(p.texts if p is not None else [])],
-            [*f_times, *(r.created_at for r in rows)],
-            [*f_spaces, *(r.namespace for r in rows)],
-            cfg,
-            timeline,
-            lambda stored: {m.id: m.text for m in self.get(stored)},
-        )[: len(found)]
         return found, checked_embeddings(self.embedder, self.embedder.embed(texts), len(found))
 
     def _restate(self, followers: tuple[list[str], np.ndarray] | None) -> None:
@@ -761,19 +710,6 @@ class NoraxMemory:
     def __repr__(self) -> str:
         where = str(self.path) if self.path else "memory"
         return f"NoraxMemory({where!r}, collection={self.collection_name!r}, n={self.count()})"
-
-
-def resolve_weights(value: WeightsLike) -> Weights:
-    """A :class:`Weights` from weights, a preset name, or a mapping of signal -> weight."""
-    if value is None:
-        return get_preset("default")
-    if isinstance(value, Weights):
-        return value
-    if isinstance(value, str):
-        return get_preset(value)
-    if isinstance(value, Mapping):
-        return Weights.from_mapping(value)
-    raise InvalidInputError(f"weights must be Weights, a preset name or a mapping, got {value!r}")
 
 
 def _memory_from_record(mid: str, doc: str | None, meta: dict[str, Any]) -> Memory:

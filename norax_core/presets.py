@@ -13,9 +13,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from importlib import resources
 
-from norax_core.errors import WeightsError
+from norax_core.errors import InvalidInputError, WeightsError
 from norax_core.models import SIGNALS
 from norax_core.weights import FusionMethod, Weights, weights_from_dict
 
@@ -56,3 +57,20 @@ def get_preset(name: str) -> Weights:
         if name == "default":  # no learned weights shipped yet: the seed formula
             return Weights.from_mapping(SEED.as_dict(), name="default")
         raise WeightsError(f"unknown preset {name!r}; valid: {preset_names()}") from None
+
+
+WeightsLike = Weights | str | Mapping[str, float] | None
+"""What every ``weights=`` argument takes."""
+
+
+def resolve_weights(value: WeightsLike) -> Weights:
+    """A :class:`Weights` from weights, a preset name, or a mapping of signal -> weight."""
+    if value is None:
+        return get_preset("default")
+    if isinstance(value, Weights):
+        return value
+    if isinstance(value, str):
+        return get_preset(value)
+    if isinstance(value, Mapping):
+        return Weights.from_mapping(value)
+    raise InvalidInputError(f"weights must be Weights, a preset name or a mapping, got {value!r}")

@@ -17,13 +17,17 @@ While a store is empty, each open records the settings it is opened with.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from norax_core.config import NoraxConfig
 from norax_core.errors import WeightsError
+from norax_core.presets import get_preset
 from norax_core.weights import Weights, weights_from_dict
+
+logger = logging.getLogger("norax")
 
 WEIGHTS_KEY = "norax_weights"
 EMBED_CONTEXT_KEY = "norax_embed_context"
@@ -99,3 +103,43 @@ def settings_metadata(weights: Weights, embed: EmbedSettings) -> dict[str, Any]:
         EMBED_CONTEXT_KEY: embed.embed_context,
         EMBED_GAP_KEY: embed.context_gap_seconds,
     }
+
+
+def settle(
+    collection: Any,
+    name: str,
+    weights: Weights | None,
+    config_for: Callable[[Weights], NoraxConfig],
+    *,
+    record: bool,
+) -> tuple[Weights, EmbedSettings]:
+    """A store's default weights and embedding settings at open; records them if it is empty.
+
+    Args:
+        collection: The Chroma collection.
+        name: Its name, for messages.
+        weights: The weights the store is opened with, or ``None`` for the recorded ones
+            (else ``"default"``).
+        config_for: The store's configuration with a weights' parameters applied.
+        record: Write the settings into an empty (or unrecorded) collection's metadata.
+
+    Returns:
+        ``(default weights, embedding settings for every add)``.
+    """
+    meta = dict(collection.metadata or {})
+    stored = read_settings(meta, collection=name, weights=weights is None)
+    chosen = weights or stored.weights or get_preset("default")
+    asked = EmbedSettings.of(config_for(chosen))
+    if stored.embed is not None and collection.count() > 0:
+        if asked != stored.embed:
+            logger.warning(
+                "norax: collection %r was embedded with %s; memories added now use the same, "
+                "not the %s these weights ask for",
+                name,
+                stored.embed.describe(),
+                asked.describe(),
+            )
+        return chosen, stored.embed
+    if record and stored != StoreSettings(chosen, asked):
+        collection.modify(metadata={**meta, **settings_metadata(chosen, asked)})
+    return chosen, asked
