@@ -391,6 +391,25 @@ def test_http_client_store(chroma_url, embedder, extractor):
     client.delete_collection(name)
 
 
+def test_server_store_keeps_its_preset_for_every_client(chroma_url, embedder):
+    import uuid
+
+    import chromadb
+
+    host, port = chroma_url.removeprefix("http://").split(":")
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    first = chromadb.HttpClient(host=host, port=int(port))
+    with NoraxMemory(
+        client=first, collection=name, embedder=embedder, extractor=False, weights="chat"
+    ) as mem:
+        mem.add(["Did you go to the lake?", "Yes, with my sister!"], created_at=[NOW, NOW])
+    second = chromadb.HttpClient(host=host, port=int(port))  # another process, say
+    with NoraxMemory(client=second, collection=name, embedder=embedder, extractor=False) as mem:
+        assert mem.weights.name == "chat"
+        assert mem.add_config.embed_context == 2
+    second.delete_collection(name)
+
+
 def test_upsert_cannot_move_a_memory_into_another_namespace(store):
     with pytest.raises(InvalidInputError, match="another namespace"):
         store.upsert(["hijacked", "fine"], ids=["m1", "fresh"], namespace="attacker")
