@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import threading
 import time
@@ -67,6 +68,9 @@ logger = logging.getLogger("norax")
 SIDECAR_FILE = "norax_index.sqlite3"
 DEFAULT_COLLECTION = "norax"
 CHROMA_BATCH = 4_000
+RESTATE_KEY = "restate_pending"
+"""Sidecar key: memories whose re-embedding in a new context (``embed_context``) a write
+began and may not have finished."""
 
 
 class NoraxMemory:
@@ -136,6 +140,11 @@ class NoraxMemory:
         try:
             self._open(path, client, collection, index_path, lock, reconcile)
             self._settle_settings(weights, record=reconcile)
+            if reconcile:
+                try:
+                    self._finish_restating()
+                except Exception:  # still marked: the next open tries again
+                    logger.exception("norax: could not re-embed memories left by a crash")
         except BaseException:
             # A failed open must not keep the store locked (or Chroma's files open) for the
             # rest of the process.
@@ -462,7 +471,11 @@ class NoraxMemory:
         )
         if not found:
             return None
-        return found, checked_embeddings(self.embedder, self.embedder.embed(texts), len(found))
+        vectors = checked_embeddings(self.embedder, self.embedder.embed(texts), len(found))
+        # Until they are stored, a crash would leave them embedded in their old context: the
+        # next open re-embeds what this mark lists (:meth:`_finish_restating`).
+        self._mark_restating(found, add=True)
+        return found, vectors
 
     def _restate(self, followers: tuple[list[str], np.ndarray] | None) -> None:
         """Store the followers' new embeddings (see :meth:`_followers`).
@@ -477,8 +490,35 @@ class NoraxMemory:
             for s in range(0, len(ids), CHROMA_BATCH):
                 e = s + CHROMA_BATCH
                 self._collection.update(ids=ids[s:e], embeddings=vectors[s:e])
-        except Exception:
+        except Exception:  # marked: the next open re-embeds them
             logger.exception("norax: could not re-embed %d memories in new context", len(ids))
+        else:
+            self._mark_restating(ids, add=False)
+
+    def _mark_restating(self, ids: Sequence[str], *, add: bool) -> None:
+        """Add ``ids`` to (or remove them from) the sidecar's list of memories to re-embed."""
+        sidecar = self._indexes.sidecar
+        marked = json.loads(sidecar.get_meta(RESTATE_KEY) or "[]")
+        now = set(marked) | set(ids) if add else set(marked) - set(ids)
+        if now != set(marked):
+            sidecar.set_meta({RESTATE_KEY: json.dumps(sorted(now))})
+
+    def _finish_restating(self) -> None:
+        """Re-embed the memories a write left marked (it was interrupted before storing them)."""
+        marked = json.loads(self._indexes.sidecar.get_meta(RESTATE_KEY) or "[]")
+        if not marked:
+            return
+        home, catalog = self._indexes.namespace_of, self._indexes.temporal
+        ids = [m for m in marked if m in home]
+        if ids:
+            spaces = [home[m] for m in ids]
+            times = [catalog.created(ns, [m])[0] for m, ns in zip(ids, spaces, strict=True)]
+            text_of = {m.id: m.text for m in self.get(ids)}
+            texts = self._embedding_texts(ids, [text_of.get(m, "") for m in ids], times, spaces)
+            vectors = checked_embeddings(self.embedder, self.embedder.embed(texts), len(ids))
+            self._restate((ids, vectors))
+            logger.info("norax: re-embedded %d memories an interrupted write left", len(ids))
+        self._mark_restating(marked, add=False)
 
     def refresh(self) -> tuple[int, int]:
         """Re-sync the derived indexes with Chroma (writes by other processes).

@@ -148,3 +148,29 @@ def test_an_embedder_failure_on_followers_writes_nothing() -> None:
 
 def _unit(v: np.ndarray) -> np.ndarray:
     return v / np.linalg.norm(v)
+
+
+def test_followers_an_interrupted_write_left_are_re_embedded_at_the_next_open(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def open_store() -> NoraxMemory:
+        emb = CallableEmbedder(_embed, name="ordered-bag", dim=DIM)
+        config = NoraxConfig(embed_context=1)
+        return NoraxMemory(tmp_path, embedder=emb, extractor=False, config=config)
+
+    with open_store() as mem:
+        mem.add(["a", "b"], ids=["a", "b"], created_at=[T0, T0 + 10])
+        collection_type = type(mem._collection)
+
+        def dies(self, *args, **kwargs):  # as if the process died before the update
+            raise RuntimeError("killed")
+
+        monkeypatch.setattr(collection_type, "update", dies)
+        assert mem.delete("a") == 1  # the delete itself is done and acknowledged
+        monkeypatch.undo()
+        stale = mem.embeddings(["b"])["b"]
+        np.testing.assert_allclose(stale, _unit(_embed(["b\na"])[0]), atol=1e-6)
+    assert "could not re-embed" in caplog.text
+    with open_store() as mem:
+        np.testing.assert_allclose(mem.embeddings(["b"])["b"], _unit(_embed(["b"])[0]), atol=1e-6)
+        assert mem._indexes.sidecar.get_meta("restate_pending") == "[]"
