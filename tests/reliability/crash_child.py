@@ -1,6 +1,6 @@
 """The writer that test_crash.py kills: a fork server, so each round skips the imports.
 
-``python crash_child.py STORE [--real]`` imports everything once (no store, no Chroma
+``python crash_child.py STORE [--real] [--context]`` imports everything once (no store, no Chroma
 client, no model session yet: nothing that must not cross a fork), prints ``ready``, then
 for each ``go ROUND SEED`` line on stdin forks a writer and prints ``pid ROUND PID``; once
 the writer is gone it prints ``exit ROUND STATUS``.
@@ -17,12 +17,14 @@ import json
 import os
 import random
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 from _support import open_store  # noqa: E402
 
+from norax_core import NoraxConfig  # noqa: E402
 from norax_core.entities import RuleBasedExtractor  # noqa: E402
 
 NAMESPACES = ("alpha", "beta", "gamma")
@@ -60,14 +62,14 @@ def say(kind: str, payload: object) -> None:
     out(f"{kind} {json.dumps(payload)}")
 
 
-def writer(store: str, rnd: int, seed: int, real: bool) -> None:
+def writer(store: str, rnd: int, seed: int, real: bool, context: bool) -> None:
     rng = random.Random(seed)
-    kwargs = {}
+    kwargs: dict = {"config": NoraxConfig(embed_context=1)} if context else {}
     if real:
         from norax_core.embedders import default_embedder
         from norax_core.entities import load_extractor
 
-        kwargs = {"embedder": default_embedder(), "extractor": load_extractor()}
+        kwargs.update(embedder=default_embedder(), extractor=load_extractor())
         kwargs["embedder"].embed(["warm up the session"])  # first runs are slow: not
         kwargs["extractor"].extract(["Warm up the pipeline."])  # what the kills should hit
     mem = open_store(store, **kwargs)
@@ -83,8 +85,10 @@ def writer(store: str, rnd: int, seed: int, real: bool) -> None:
             ids = [f"r{t}" for t in tags]
             spaces = [rng.choice(NAMESPACES) for _ in tags]
             op = {"op": "add", "ids": ids, "ns": spaces, "texts": [text_for(t, rng) for t in tags]}
+            # with context embeddings, some adds land between stored memories
+            back = rng.uniform(0.0, 1.0) if context and rng.random() < 0.3 else 0.0
             say("B", op)
-            mem.add(op["texts"], ids=ids, namespace=spaces)
+            mem.add(op["texts"], ids=ids, namespace=spaces, created_at=time.time() - back)
             known.update(zip(ids, spaces, strict=True))
         elif roll < 0.85:
             mid = rng.choice(sorted(known))
@@ -104,7 +108,7 @@ def writer(store: str, rnd: int, seed: int, real: bool) -> None:
 
 
 def main() -> None:
-    store, real = sys.argv[1], "--real" in sys.argv
+    store, real, context = sys.argv[1], "--real" in sys.argv, "--context" in sys.argv
     RuleBasedExtractor().extract(["Warm up: this imports spaCy's stop words once."])
     out("ready")
     for line in sys.stdin:
@@ -115,7 +119,7 @@ def main() -> None:
         if pid == 0:  # the writer
             code = 0
             try:
-                writer(store, int(rnd), int(seed), real)
+                writer(store, int(rnd), int(seed), real, context)
             except BaseException as exc:  # reported, so a bug is not taken for a kill
                 out(f"error {type(exc).__name__}: {exc}")
                 code = 3

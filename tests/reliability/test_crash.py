@@ -32,9 +32,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pytest
-from _support import open_store
+from _support import _hash_bag, open_store
 from crash_child import NAMESPACES
+
+from norax_core import NoraxConfig
 
 HERE = Path(__file__).resolve().parent
 SEED = int(os.environ.get("NORAX_CRASH_SEED", "20261129"))
@@ -44,10 +47,11 @@ ONLY = {"bm25": 1.0}
 class Writer:
     """The fork server of crash_child.py and the lines it prints."""
 
-    def __init__(self, store: Path, real: bool) -> None:
+    def __init__(self, store: Path, real: bool, context: bool = False) -> None:
         args = [sys.executable, str(HERE / "crash_child.py"), str(store)]
+        args += ["--real"] if real else []
         self.proc = subprocess.Popen(
-            [*args, "--real"] if real else args,
+            [*args, "--context"] if context else args,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -120,7 +124,7 @@ class Model:
                 self.fresh.add(mid)
 
 
-def verify(mem, model: Model, extractor_on: bool) -> int:
+def verify(mem, model: Model, extractor_on: bool, context: bool = False) -> int:
     report = mem.check()
     assert report.ok, report.format()
     assert mem.count() == len(model.live)
@@ -133,14 +137,32 @@ def verify(mem, model: Model, extractor_on: bool) -> int:
         ns, text = model.live[mid]
         tag = re.search(r"zq(\S+?)x", text).group(1)
         assert _top(mem, f"zq{tag}x", ns, ONLY) == mid, f"bm25 misses {mid}"
-        assert mid in _tied_top(mem, text, ns, {"dense": 1.0}), f"dense misses {mid}"
+        if not context:  # with context, each vector is checked below
+            assert mid in _tied_top(mem, text, ns, {"dense": 1.0}), f"dense misses {mid}"
         if extractor_on:
             assert _top(mem, f"Proj{tag}Alpha", ns, {"graph": 1.0}) == mid, f"graph misses {mid}"
         (best, *_) = mem.search(text, k=3, namespace=ns)
         assert best.id == mid and best.signals["temporal"] > 0, f"fused search misses {mid}"
+    if context:
+        _verify_context_vectors(mem, model)
     n = len(model.fresh)
     model.fresh.clear()
     return n
+
+
+def _verify_context_vectors(mem, model: Model) -> None:
+    """Every memory is embedded with the one just before it in its namespace (embed_context
+    1, all within one session), whatever order the writes, upserts, deletes and kills came
+    in: computed here from the stored times, independently of the engine's own code."""
+    records = mem.get(sorted(model.live))
+    vectors = mem.embeddings([m.id for m in records])
+    for ns in {m.namespace for m in records}:
+        mine = sorted((m for m in records if m.namespace == ns), key=lambda m: (m.created_at, m.id))
+        for prev, m in zip([None, *mine], mine, strict=False):
+            text = m.text if prev is None else f"{m.text}\n{prev.text}"
+            want = _hash_bag([text])[0]
+            want = want / np.linalg.norm(want)
+            assert np.allclose(vectors[m.id], want, atol=1e-5), f"{m.id} has a stale context"
 
 
 def _top(mem, query: str, ns: str, weights: dict[str, float]) -> str | None:
@@ -156,7 +178,9 @@ def _tied_top(mem, query: str, ns: str, weights: dict[str, float]) -> set[str]:
     return {r.id for r in res if res[0].score - r.score <= 1e-9}
 
 
-def run_kills(tmp_path, caplog, kills: int, real: bool, span: float, **store_kwargs) -> None:
+def run_kills(
+    tmp_path, caplog, kills: int, real: bool, span: float, context: bool = False, **store_kwargs
+) -> None:
     store = tmp_path / "store"
     rng = random.Random(SEED)
     print(f"\ncrash test: seed {SEED}, {kills} kills, {'real models' if real else 'hash embedder'}")
@@ -172,7 +196,7 @@ def run_kills(tmp_path, caplog, kills: int, real: bool, span: float, **store_kwa
     model.fresh.clear()
     model.acked = 0
     verified = repaired = survived = 0
-    writer = Writer(store, real)
+    writer = Writer(store, real, context)
     try:
         for rnd in range(kills):
             during_open = rnd % 4 == 3
@@ -214,7 +238,8 @@ def run_kills(tmp_path, caplog, kills: int, real: bool, span: float, **store_kwa
                 repaired += any("reconciled" in r.getMessage() for r in caplog.records)
                 if pending is not None:
                     model.settle(pending, mem)
-                verified += verify(mem, model, store_kwargs.get("extractor") is not False)
+                extractor_on = store_kwargs.get("extractor") is not False
+                verified += verify(mem, model, extractor_on, context)
             print(
                 f"  kill {rnd + 1:2d}: {delay:.3f}s after {'open' if opened else 'spawn'}, "
                 f"{len(model.live)} live, in flight: {pending['op'] if pending else '-'}"
@@ -232,6 +257,13 @@ def run_kills(tmp_path, caplog, kills: int, real: bool, span: float, **store_kwa
 def test_sigkill_during_writes_loses_no_acknowledged_write(tmp_path, caplog):
     kills = int(os.environ.get("NORAX_CRASH_KILLS", "24"))
     run_kills(tmp_path, caplog, kills=kills, real=False, span=0.6)
+
+
+def test_sigkill_keeps_context_embeddings_consistent(tmp_path, caplog):
+    """With embed_context, a write re-embeds the memories after it (a second Chroma write):
+    a kill between the two is repaired at the next open."""
+    config = NoraxConfig(embed_context=1)
+    run_kills(tmp_path, caplog, kills=8, real=False, span=0.6, context=True, config=config)
 
 
 def test_sigkill_with_the_real_models(tmp_path, caplog, embedder, extractor):
