@@ -232,16 +232,23 @@ def follower_texts(
     f_spaces = [home[m] for m in found]
     f_times = [catalog.created(ns, [m])[0] for m, ns in zip(found, f_spaces, strict=True)]
     text_of = stored_texts(found)
-    embed_texts = context_texts(
+    own = [text_of.get(m, "") for m in found]
+    after = context_texts(
         [*found, *written],
-        [*(text_of.get(m, "") for m in found), *texts],
+        [*own, *texts],
         [*f_times, *(r.created_at for r in rows)],
         [*f_spaces, *(r.namespace for r in rows)],
         cfg,
         timeline,
-        lambda ids: stored_texts(ids),
+        stored_texts,
+    )[: len(found)]
+    # what they were embedded with: an upsert that changes nothing (same text, same time)
+    # re-embeds nobody
+    before = context_texts(
+        found, own, f_times, f_spaces, cfg, lambda ns: catalog.timeline(ns)[:2], stored_texts
     )
-    return found, embed_texts[: len(found)]
+    changed = [i for i, (a, b) in enumerate(zip(after, before, strict=True)) if a != b]
+    return [found[i] for i in changed], [after[i] for i in changed]
 
 
 def replacing_metadata(

@@ -174,3 +174,14 @@ def test_followers_an_interrupted_write_left_are_re_embedded_at_the_next_open(
     with open_store() as mem:
         np.testing.assert_allclose(mem.embeddings(["b"])["b"], _unit(_embed(["b"])[0]), atol=1e-6)
         assert mem._indexes.sidecar.get_meta("restate_pending") == "[]"
+
+
+def test_an_upsert_that_changes_nothing_re_embeds_nobody() -> None:
+    calls: list[str] = []
+    with _store(calls=calls) as mem:
+        mem.add(["a", "b", "c"], ids=["a", "b", "c"], created_at=[T0, T0 + 1, T0 + 2])
+        calls.clear()
+        mem.upsert("a", ids="a", created_at=T0)  # the same memory again
+        assert calls == ["a"]  # its own embedding only: b and c keep their context
+        mem.upsert("a2", ids="a", created_at=T0)
+        assert calls == ["a", "a2", "b\na2", "c\na2\nb"]
