@@ -56,7 +56,7 @@ class _Namespace:
             setattr(self, name, new)
 
     def add(self, mid: str, ts: float, kind: int) -> None:
-        self.timeline = None
+        self._extend_timeline(mid, ts)
         if mid in self.slot:
             i = self.slot[mid]
         else:
@@ -67,6 +67,23 @@ class _Namespace:
             self.ids.append(mid)
             self.slot[mid] = i
         self.ts[i], self.kind[i], self.alive[i] = ts, kind, True
+
+    def _extend_timeline(self, mid: str, ts: float) -> None:
+        """Keep the cached time order when a new memory comes last.
+
+        Appending to a conversation is the usual write; any other write drops the order, to
+        be sorted again when next asked (an O(n log n) sort of the namespace).
+        """
+        line = self.timeline
+        if line is None:
+            return
+        ordered, times, pos = line
+        if mid in self.slot or (ordered and (ts, mid) <= (times[-1], ordered[-1])):
+            self.timeline = None
+            return
+        pos[mid] = len(ordered)
+        ordered.append(mid)
+        times.append(ts)
 
     def remove(self, mid: str) -> bool:
         i = self.slot.pop(mid, None)

@@ -1,4 +1,5 @@
 import math
+import random
 
 import numpy as np
 import pytest
@@ -76,3 +77,41 @@ def test_config_validation():
         NoraxConfig().with_params({"nope": 1})
     cfg = NoraxConfig().with_params({"decay_days": {"episodic": 90}})
     assert cfg.tau_days("episodic") == 90 and cfg.tau_days("procedural") == 365
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_timeline_kept_in_step_with_writes(seed):
+    """Appends extend the cached time order; other writes re-sort: same as from scratch."""
+    rng = random.Random(seed)
+    sig = TemporalSignal(lambda kind: 30.0)
+    live: dict[str, float] = {}
+    t = 1_700_000_000.0
+    for step in range(400):
+        roll = rng.random()
+        if roll < 0.6:  # append, sometimes with the same time as the last one
+            t += rng.choice([0.0, 1.0, 5.0])
+            mid = f"m{step}"
+        elif roll < 0.75:  # back-dated
+            mid, t_new = f"m{step}", t - rng.uniform(0, 50)
+            sig.add("n", mid, t_new, "episodic")
+            live[mid] = t_new
+            mid = None
+        elif roll < 0.9 and live:  # re-timed (an upsert)
+            mid = rng.choice(sorted(live))
+            t += 1.0
+        elif live:
+            gone = rng.choice(sorted(live))
+            sig.remove("n", gone)
+            del live[gone]
+            mid = None
+        else:
+            mid = None
+        if mid is not None:
+            sig.add("n", mid, t, "episodic")
+            live[mid] = t
+        if rng.random() < 0.5:  # ask for it now and then, so the cache is exercised
+            ordered, times, pos = sig.timeline("n")
+            want = sorted(live, key=lambda m: (live[m], m))
+            assert ordered == want
+            assert times == [live[m] for m in want]
+            assert pos == {m: i for i, m in enumerate(want)}
