@@ -649,6 +649,9 @@ class NoraxMemory:
 
         With ``ids``, nothing is proposed: exactly those ids (the ones in ``namespace`` and
         the filter; others score 0) are scored, as a reranker of store memories needs.
+
+        Without ``ids`` and with a zero graph weight, the query's entities are not extracted
+        and every candidate's graph score is 0.
         """
         text = check.query(query)
         k = check.k(k)
@@ -663,8 +666,11 @@ class NoraxMemory:
         head = text[:MODEL_CHARS]
         # The query's entity extraction (spaCy) runs in a worker thread while the query is
         # embedded and Chroma searched (both release the GIL): on two cores it is off the
-        # critical path.
-        extracting = in_background(self.extractor.extract_query, head) if self.extractor else None
+        # critical path. With a zero graph weight it is skipped: it cost about 40 % of a
+        # query at 10,000 memories (benchmarks/scale.py, quiet machine), for a signal that
+        # would not count.
+        extractor = self.extractor if w.graph > 0 or ids is not None else None
+        extracting = in_background(extractor.extract_query, head) if extractor else None
         embedding = self.embedder.embed([head])[0]
         with self._lock:
             self._maybe_sync()
