@@ -59,6 +59,7 @@ from norax_core.signals.base import Query
 from norax_core.signals.dense import EXACT_LIMIT, NAMESPACE_KEY, DenseSignal, chroma_where
 from norax_core.store_settings import EmbedSettings, settle
 from norax_core.sync import ChangeLog, SyncConfig
+from norax_core.weights import Weights
 
 if TYPE_CHECKING:
     from norax_core.maintenance import CheckReport, RepairReport
@@ -233,7 +234,7 @@ class NoraxMemory:
             self._collection,
             self.collection_name,
             None if weights is None else self.weights,
-            lambda w: self.config.with_params(w.params) if w.params else self.config,
+            self._config_for,
             record=record,
         )
 
@@ -363,9 +364,17 @@ class NoraxMemory:
             embedding_texts=self._embedding_texts,
         )
 
+    def _config_for(self, weights: Weights) -> NoraxConfig:
+        """The store's configuration with ``weights``' learned parameters applied."""
+        return self.config.with_params(weights.params) if weights.params else self.config
+
     def _session_config(self) -> NoraxConfig:
         """The store's configuration with its default weights' parameters applied."""
-        return self.config.with_params(self.weights.params) if self.weights.params else self.config
+        return self._config_for(self.weights)
+
+    def _texts(self, ids: list[str]) -> dict[str, str]:
+        """The stored text of each of ``ids`` that exists."""
+        return {m.id: m.text for m in self.get(ids)}
 
     @property
     def add_config(self) -> NoraxConfig:
@@ -395,7 +404,7 @@ class NoraxMemory:
                 spaces,
                 self.add_config,
                 lambda ns: catalog.timeline(ns)[:2],
-                lambda stored: {m.id: m.text for m in self.get(stored)},
+                self._texts,
             )
 
     def _write(self, p: Prepared, *, upsert: bool) -> None:
@@ -467,7 +476,7 @@ class NoraxMemory:
             cfg,
             self._indexes.temporal,
             self._indexes.namespace_of,
-            lambda ids: {m.id: m.text for m in self.get(ids)},
+            self._texts,
         )
         if not found:
             return None
@@ -513,7 +522,7 @@ class NoraxMemory:
         if ids:
             spaces = [home[m] for m in ids]
             times = [catalog.created(ns, [m])[0] for m, ns in zip(ids, spaces, strict=True)]
-            text_of = {m.id: m.text for m in self.get(ids)}
+            text_of = self._texts(ids)
             texts = self._embedding_texts(ids, [text_of.get(m, "") for m in ids], times, spaces)
             vectors = checked_embeddings(self.embedder, self.embedder.embed(texts), len(ids))
             self._restate((ids, vectors))
@@ -609,7 +618,7 @@ class NoraxMemory:
         w = self.weights if weights is None else resolve_weights(weights)
         cands = self.candidates(query, k=k, namespace=namespace, where=where, now=now, weights=w)
         fused = fuse(cands.signals, cands.ids, w)
-        cfg = self.config.with_params(w.params) if w.params else self.config
+        cfg = self._config_for(w)
         if cfg.context_on and cands.k:
             with self._lock:
                 cands, fused = with_context(cands, fused, w, cfg, self._indexes, self._dense)
@@ -659,7 +668,7 @@ class NoraxMemory:
         flt = check.where(where)
         now_ts = time.time() if now is None else check.timestamp(now, "now")
         w = self.weights if weights is None else resolve_weights(weights)
-        cfg = self.config.with_params(w.params) if w.params else self.config
+        cfg = self._config_for(w)
         if pool is not None and (isinstance(pool, bool) or not isinstance(pool, int) or pool < 1):
             raise InvalidInputError(f"pool must be an integer >= 1, got {pool!r}")
 
