@@ -173,6 +173,11 @@ def context_texts(
     ]
 
 
+def stored_times(catalog: TemporalSignal, home: Mapping[str, str], ids: list[str]) -> list[float]:
+    """The stored creation time of each of ``ids`` (all stored; ``home``: id -> namespace)."""
+    return [catalog.created(home[m], [m])[0] for m in ids]
+
+
 def follower_texts(
     rows: Sequence[IndexRow],
     texts: Sequence[str],
@@ -208,7 +213,7 @@ def follower_texts(
     # memories) leave from
     leaving = [m for m in [*written, *gone] if m in home]
     spaces = [*(r.namespace for r in rows), *(home[m] for m in leaving)]
-    times = [r.created_at for r in rows] + [catalog.created(home[m], [m])[0] for m in leaving]
+    times = [r.created_at for r in rows] + stored_times(catalog, home, leaving)
     gone_set = set(gone)
 
     def timeline(ns: str) -> tuple[list[str], list[float]]:
@@ -230,7 +235,7 @@ def follower_texts(
     if not found:
         return [], []
     f_spaces = [home[m] for m in found]
-    f_times = [catalog.created(ns, [m])[0] for m, ns in zip(found, f_spaces, strict=True)]
+    f_times = stored_times(catalog, home, found)
     text_of = stored_texts(found)
     own = [text_of.get(m, "") for m in found]
     after = context_texts(

@@ -30,6 +30,7 @@ from norax_core.batch import (
     in_background,
     prepare,
     replacing_metadata,
+    stored_times,
 )
 from norax_core.config import NoraxConfig
 from norax_core.embedders import Embedder, resolve_embedder
@@ -521,7 +522,7 @@ class NoraxMemory:
         ids = [m for m in marked if m in home]
         if ids:
             spaces = [home[m] for m in ids]
-            times = [catalog.created(ns, [m])[0] for m, ns in zip(ids, spaces, strict=True)]
+            times = stored_times(catalog, home, ids)
             text_of = self._texts(ids)
             texts = self._embedding_texts(ids, [text_of.get(m, "") for m in ids], times, spaces)
             vectors = checked_embeddings(self.embedder, self.embedder.embed(texts), len(ids))
