@@ -5,31 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from norax_core.cli_common import open_memory
+from norax_core.cli_common import store_path as _store_path
 from norax_core.errors import InvalidInputError, NoraxError
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-def _store_path(args: argparse.Namespace) -> Path:
-    return Path(args.store or os.environ.get("NORAX_STORE") or ".norax")
-
-
-def open_memory(args: argparse.Namespace, **kwargs: Any) -> Any:
-    """Open the store named by ``--store`` / ``$NORAX_STORE`` / ``./.norax``."""
-    from norax_core.engine import NoraxMemory
-
-    weights = getattr(args, "weights", None) or getattr(args, "preset", None)  # None: the store's
-    if getattr(args, "weights", None):
-        from norax_core.weights import load_weights
-
-        weights = load_weights(args.weights)
-    return NoraxMemory(_store_path(args), weights=weights, **kwargs)
 
 
 def parse_meta(items: Sequence[str] | None) -> dict[str, Any]:

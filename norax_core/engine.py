@@ -4,75 +4,37 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
-import threading
 import time
-import uuid
-import weakref
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import chromadb
 import numpy as np
 
 from norax_core import validation as check
-from norax_core.batch import (
-    CREATED_KEY,
-    ENTITIES_KEY,
-    KIND_KEY,
-    MODEL_CHARS,
-    Prepared,
-    checked_embeddings,
-    context_texts,
-    follower_texts,
-    in_background,
-    prepare,
-    replacing_metadata,
-    stored_times,
-)
+from norax_core.batch import MODEL_CHARS, Prepared, context_texts, in_background, prepare
 from norax_core.config import NoraxConfig
 from norax_core.embedders import Embedder, resolve_embedder
 from norax_core.entities import load_extractor
-from norax_core.errors import (
-    DimensionMismatchError,
-    DuplicateIdError,
-    InvalidInputError,
-    NoraxError,
-)
+from norax_core.errors import DuplicateIdError, InvalidInputError
 from norax_core.fusion import fuse, rank
 from norax_core.indexes import DerivedIndexes
-from norax_core.locking import StoreLock
-from norax_core.models import (
-    DEFAULT_NAMESPACE,
-    RESERVED_PREFIX,
-    SIGNALS,
-    Memory,
-    MetadataValue,
-    SearchResult,
-    utc_from_timestamp,
-)
+from norax_core.models import SIGNALS, Memory, MetadataValue, SearchResult
 from norax_core.presets import WeightsLike, resolve_weights
 from norax_core.retrieval import Candidates, gather, with_context, with_latest_wins
-from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.signals.base import Query
-from norax_core.signals.dense import EXACT_LIMIT, NAMESPACE_KEY, DenseSignal, chroma_where
+from norax_core.signals.dense import DenseSignal
+from norax_core.store import DEFAULT_COLLECTION, SIDECAR_FILE, Followers, Store, consistency
+from norax_core.store.chroma import change_log
+from norax_core.store.consistency import CheckReport, RepairReport
 from norax_core.store_settings import EmbedSettings, settle
-from norax_core.sync import ChangeLog, SyncConfig
 from norax_core.weights import Weights
 
-if TYPE_CHECKING:
-    from norax_core.maintenance import CheckReport, RepairReport
+__all__ = ["DEFAULT_COLLECTION", "SIDECAR_FILE", "NoraxMemory", "WeightsLike", "resolve_weights"]
 
 logger = logging.getLogger("norax")
-
-SIDECAR_FILE = "norax_index.sqlite3"
-DEFAULT_COLLECTION = "norax"
-CHROMA_BATCH = 4_000
-RESTATE_KEY = "restate_pending"
-"""Sidecar key: memories whose re-embedding in a new context (``embed_context``) a write
-began and may not have finished."""
 
 
 class NoraxMemory:
@@ -128,101 +90,70 @@ class NoraxMemory:
         if path is not None and client is not None:
             raise InvalidInputError("give either path or client, not both")
         # Created before the open reconciles with Chroma, so no write falls in between.
-        self._sync = _change_log(client, collection, sync_interval)
+        sync = change_log(client, collection, sync_interval)
         self.config = config or NoraxConfig()
         self.weights = resolve_weights(weights)
         self._embed = EmbedSettings.of(self._session_config())
         self.embedder: Embedder = resolve_embedder(embedder)
         self.extractor = None if extractor is False else load_extractor(extractor)
-        self._lock = threading.RLock()
-        self._closed = False
-        self._store_lock: StoreLock | None = None
-        self._owns_client = False
         self.path = Path(path) if path is not None else None
+        self._store = Store(  # a failed open releases what it took
+            self.path,
+            client,
+            collection,
+            embedder=self.embedder,
+            config=self.config,
+            index_path=index_path,
+            lock=lock,
+            sync=sync,
+            reconcile=reconcile,
+        )
+        self.collection_name = self._store.name
         try:
-            self._open(path, client, collection, index_path, lock, reconcile)
             self._settle_settings(weights, record=reconcile)
             if reconcile:
                 try:
-                    self._finish_restating()
+                    self._store.finish_restating(self._embedding_texts, self._texts)
                 except Exception:  # still marked: the next open tries again
                     logger.exception("norax: could not re-embed memories left by a crash")
         except BaseException:
             # A failed open must not keep the store locked (or Chroma's files open) for the
             # rest of the process.
-            self._release()
+            self._store.release()
             raise
 
-    def _open(
-        self,
-        path: str | Path | None,
-        client: Any,
-        collection: str,
-        index_path: str | Path | None,
-        lock: bool,
-        reconcile: bool,
-    ) -> None:
-        if self.path is not None:
-            self.path.mkdir(parents=True, exist_ok=True)
-            if lock:
-                self._store_lock = StoreLock(self.path / "norax.lock")
-            self._client = chromadb.PersistentClient(path=str(self.path))
-            self._owns_client = True
-            sidecar_path: Path | None = self.path / SIDECAR_FILE
-        elif client is not None:
-            self._client = client
-            sidecar_path = Path(index_path) if index_path is not None else None
-        else:
-            # EphemeralClients in one process share state: a unique collection keeps this
-            # memory independent of every other one, and is dropped when it is closed.
-            self._client = chromadb.EphemeralClient()
-            collection = f"norax-{uuid.uuid4().hex[:16]}"
-            sidecar_path = None
-        self.collection_name = collection
-        self._collection = self._open_collection(collection)
-        if client is None and path is None:
-            self._finalizer = weakref.finalize(self, _drop_collection, self._client, collection)
+    @property
+    def store(self) -> Store:
+        """The storage layer (Chroma, sidecar, derived indexes): an internal API.
 
-        self._indexes = DerivedIndexes(Sidecar(sidecar_path), self.config)
-        self._dense = DenseSignal(
-            self._collection,
-            lambda mid: self._indexes.namespace_of.get(mid),
-            members=self._small_namespace,
-        )
-        self._indexes.load()
-        if reconcile:
-            self._indexes.reconcile(self._collection, self._row_from_record)
+        For :mod:`norax_core.maintenance` and tools of this package; its methods may change
+        between versions. Use the memory's own methods instead.
+        """
+        return self._store
 
-    # -- opening ------------------------------------------------------------------------
+    # The store's parts, as the engine's reads (search, candidates, count) name them.
+    @property
+    def _lock(self) -> AbstractContextManager[Any]:
+        return self._store.lock
 
-    def _open_collection(self, name: str) -> Any:
-        meta = {"norax_embedder": self.embedder.name, "norax_dim": self.embedder.dim}
-        try:
-            col = self._client.get_or_create_collection(
-                name,
-                embedding_function=None,
-                configuration={"hnsw": {"space": "cosine"}},
-                metadata=meta,
-            )
-        except Exception as exc:  # Chroma raises several types for bad names
-            raise InvalidInputError(f"cannot open Chroma collection {name!r}: {exc}") from exc
-        stored = dict(col.metadata or {})
-        dim = stored.get("norax_dim")
-        if dim is not None and int(dim) != self.embedder.dim:
-            raise DimensionMismatchError(
-                f"collection {name!r} holds {dim}-dimensional embeddings from "
-                f"{stored.get('norax_embedder')!r}, but the embedder {self.embedder.name!r} "
-                f"makes {self.embedder.dim}-dimensional ones; open it with the same embedder "
-                "or use another collection"
-            )
-        if stored.get("norax_embedder") not in (None, self.embedder.name):
-            logger.warning(
-                "norax: collection %r was built with %r, now queried with %r",
-                name,
-                stored.get("norax_embedder"),
-                self.embedder.name,
-            )
-        return col
+    @property
+    def _indexes(self) -> DerivedIndexes:
+        return self._store.indexes
+
+    @property
+    def _collection(self) -> Any:
+        return self._store.collection
+
+    @property
+    def _dense(self) -> DenseSignal:
+        return self._store.dense
+
+    def _maybe_sync(self) -> None:
+        """Apply other processes' writes when a pull is due (:mod:`norax_core.sync`)."""
+        self._store.maybe_sync()
+
+    def _allowed(self, ns: str, flt: dict[str, Any] | None) -> frozenset[str] | None:
+        return self._store.allowed(ns, flt)
 
     def _settle_settings(self, weights: WeightsLike, *, record: bool) -> None:
         """Take the store's recorded default weights and embedding settings, or record ours.
@@ -241,32 +172,7 @@ class NoraxMemory:
 
     def close(self) -> None:
         """Release the store lock and the sidecar; an in-memory store is dropped."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            if self._indexes.sidecar.path is not None:
-                self._indexes.save_state()
-            self._release()
-
-    def _release(self) -> None:
-        indexes = getattr(self, "_indexes", None)
-        if indexes is not None:
-            indexes.sidecar.close()
-        fin = getattr(self, "_finalizer", None)
-        if fin is not None:
-            fin()
-        if self._owns_client:
-            # Chroma caches one system per path for the whole process; closing our client
-            # drops it, so a later open sees what other processes wrote since (a cached
-            # system keeps a stale HNSW index in memory).
-            self._owns_client = False
-            close = getattr(self._client, "close", None)  # chromadb >= 1.1
-            if close is not None:
-                close()
-        if self._store_lock is not None:
-            self._store_lock.release()
-            self._store_lock = None
+        self._store.close()
 
     def __enter__(self) -> NoraxMemory:
         return self
@@ -305,8 +211,8 @@ class NoraxMemory:
                     f"{len(existing)} id(s) already stored, e.g. {existing[0]!r}; use upsert()"
                 )
             followers = self._followers(prepared)
-            self._write(prepared, upsert=False)
-            self._restate(followers)
+            self._store.write(prepared, upsert=False)
+            self._store.restate(followers)
         return prepared.ids
 
     def upsert(
@@ -341,8 +247,8 @@ class NoraxMemory:
                     "upsert cannot move a memory between namespaces (delete it there first)"
                 )
             followers = self._followers(prepared)
-            self._write(prepared, upsert=True)
-            self._restate(followers)
+            self._store.write(prepared, upsert=True)
+            self._store.restate(followers)
         return prepared.ids
 
     async def aadd(self, texts: str | Sequence[str], **kwargs: Any) -> list[str]:
@@ -375,7 +281,7 @@ class NoraxMemory:
 
     def _texts(self, ids: list[str]) -> dict[str, str]:
         """The stored text of each of ``ids`` that exists."""
-        return {m.id: m.text for m in self.get(ids)}
+        return self._store.texts(ids)
 
     @property
     def add_config(self) -> NoraxConfig:
@@ -408,42 +314,6 @@ class NoraxMemory:
                 self._texts,
             )
 
-    def _write(self, p: Prepared, *, upsert: bool) -> None:
-        """Chroma first (the truth), then the derived indexes; undo Chroma on failure.
-
-        The ids are logged as pending in the sidecar before Chroma is written and cleared
-        with their rows, so a crash in between is repaired at the next open.
-        """
-        op = self._collection.upsert if upsert else self._collection.add
-        done: list[str] = []
-        self._indexes.sidecar.mark_pending(p.ids)
-        try:
-            for s in range(0, len(p.ids), CHROMA_BATCH):
-                e = s + CHROMA_BATCH
-                metas = p.metadatas[s:e]
-                op(
-                    ids=p.ids[s:e],
-                    documents=p.texts[s:e],
-                    embeddings=p.embeddings[s:e],
-                    metadatas=replacing_metadata(self._collection, p.ids[s:e], metas)
-                    if upsert
-                    else metas,
-                )
-                done.extend(p.ids[s:e])
-            self._indexes.apply(p.rows)
-            if self._sync is not None:
-                self._sync.record("upsert" if upsert else "add", p.ids)
-        except BaseException as exc:  # KeyboardInterrupt too: the store stays usable
-            if done and not upsert:
-                self._collection.delete(ids=done)
-            try:  # re-derive the batch from whatever Chroma now holds
-                self._indexes.resync(self._collection, p.ids, self._row_from_record)
-            except Exception:  # the ids stay pending: the next open reconciles them
-                logger.exception("norax: could not re-derive a failed batch from Chroma")
-            if isinstance(exc, NoraxError) or not isinstance(exc, Exception):
-                raise
-            raise InvalidInputError(f"Chroma rejected the batch: {exc}") from exc
-
     def delete(self, ids: str | Sequence[str]) -> int:
         """Delete memories by id; returns how many existed. Unknown ids are ignored."""
         id_list = check.id_list(ids)
@@ -452,83 +322,13 @@ class NoraxMemory:
             known = [i for i in dict.fromkeys(id_list) if i in self._indexes.namespace_of]
             if known:
                 followers = self._followers(None, gone=known)
-                self._collection.delete(ids=known)
-                self._indexes.remove(known)
-                if self._sync is not None:
-                    self._sync.record("delete", known)
-                self._restate(followers)
+                self._store.delete(known)
+                self._store.restate(followers)
         return len(known)
 
-    def _followers(
-        self, p: Prepared | None, gone: Sequence[str] = ()
-    ) -> tuple[list[str], np.ndarray] | None:
-        """The stored memories whose context a write changes, with their new embeddings.
-
-        See :func:`~norax_core.batch.follower_texts`. Computed before the write (under the
-        lock), so an embedder failure writes nothing.
-        """
-        cfg = self.add_config
-        if cfg.embed_context <= 0:
-            return None
-        found, texts = follower_texts(
-            p.rows if p is not None else [],
-            p.texts if p is not None else [],
-            gone,
-            cfg,
-            self._indexes.temporal,
-            self._indexes.namespace_of,
-            self._texts,
-        )
-        if not found:
-            return None
-        vectors = checked_embeddings(self.embedder, self.embedder.embed(texts), len(found))
-        # Until they are stored, a crash would leave them embedded in their old context: the
-        # next open re-embeds what this mark lists (:meth:`_finish_restating`).
-        self._mark_restating(found, add=True)
-        return found, vectors
-
-    def _restate(self, followers: tuple[list[str], np.ndarray] | None) -> None:
-        """Store the followers' new embeddings (see :meth:`_followers`).
-
-        The write itself is done and acknowledged: a failure here leaves the followers with
-        their previous embeddings (context as it was), logged, never a half-written memory.
-        """
-        if followers is None:
-            return
-        ids, vectors = followers
-        try:
-            for s in range(0, len(ids), CHROMA_BATCH):
-                e = s + CHROMA_BATCH
-                self._collection.update(ids=ids[s:e], embeddings=vectors[s:e])
-        except Exception:  # marked: the next open re-embeds them
-            logger.exception("norax: could not re-embed %d memories in new context", len(ids))
-        else:
-            self._mark_restating(ids, add=False)
-
-    def _mark_restating(self, ids: Sequence[str], *, add: bool) -> None:
-        """Add ``ids`` to (or remove them from) the sidecar's list of memories to re-embed."""
-        sidecar = self._indexes.sidecar
-        marked = json.loads(sidecar.get_meta(RESTATE_KEY) or "[]")
-        now = set(marked) | set(ids) if add else set(marked) - set(ids)
-        if now != set(marked):
-            sidecar.set_meta({RESTATE_KEY: json.dumps(sorted(now))})
-
-    def _finish_restating(self) -> None:
-        """Re-embed the memories a write left marked (it was interrupted before storing them)."""
-        marked = json.loads(self._indexes.sidecar.get_meta(RESTATE_KEY) or "[]")
-        if not marked:
-            return
-        home, catalog = self._indexes.namespace_of, self._indexes.temporal
-        ids = [m for m in marked if m in home]
-        if ids:
-            spaces = [home[m] for m in ids]
-            times = stored_times(catalog, home, ids)
-            text_of = self._texts(ids)
-            texts = self._embedding_texts(ids, [text_of.get(m, "") for m in ids], times, spaces)
-            vectors = checked_embeddings(self.embedder, self.embedder.embed(texts), len(ids))
-            self._restate((ids, vectors))
-            logger.info("norax: re-embedded %d memories an interrupted write left", len(ids))
-        self._mark_restating(marked, add=False)
+    def _followers(self, p: Prepared | None, gone: Sequence[str] = ()) -> Followers | None:
+        """The stored memories whose context a write changes (:meth:`Store.followers`)."""
+        return self._store.followers(p, gone, self.add_config, self._texts)
 
     def refresh(self) -> tuple[int, int]:
         """Re-sync the derived indexes with Chroma (writes by other processes).
@@ -536,29 +336,15 @@ class NoraxMemory:
         Returns:
             ``(added, removed)`` counts.
         """
-        with self._lock:
-            started = time.time()
-            counts = self._indexes.reconcile(self._collection, self._row_from_record)
-            if self._sync is not None:
-                self._sync.reconciled(started)
-            return counts
-
-    def _maybe_sync(self) -> None:
-        """Apply other processes' writes when a pull is due (:mod:`norax_core.sync`)."""
-        if self._sync is not None:
-            self._sync.sync(self._collection, self._indexes, self._row_from_record)
+        return self._store.refresh()
 
     def check(self, *, deep: bool = True) -> CheckReport:
         """Compare Chroma with every index (:func:`~norax_core.maintenance.check_store`)."""
-        from norax_core.maintenance import check_store
-
-        return check_store(self, deep=deep)
+        return consistency.check(self._store, deep=deep)
 
     def repair(self) -> RepairReport:
         """Rebuild what is stale (:func:`~norax_core.maintenance.repair_store`)."""
-        from norax_core.maintenance import repair_store
-
-        return repair_store(self)
+        return consistency.repair(self._store)
 
     # -- reads --------------------------------------------------------------------------
 
@@ -579,15 +365,7 @@ class NoraxMemory:
     def get(self, ids: str | Sequence[str]) -> list[Memory]:
         """The memories found for ``ids``, in the order asked; unknown ids are skipped."""
         id_list = check.id_list(ids)
-        if not id_list:
-            return []
-        got = self._collection.get(
-            ids=list(dict.fromkeys(id_list)), include=["documents", "metadatas"]
-        )
-        by_id = {
-            mid: _memory_from_record(mid, doc, dict(meta or {}))
-            for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
-        }
+        by_id = self._store.records(id_list)
         return [by_id[i] for i in id_list if i in by_id]
 
     def search(
@@ -720,81 +498,12 @@ class NoraxMemory:
 
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored embedding of each of ``ids`` that exists (float32, unit norm)."""
-        id_list = list(dict.fromkeys(check.id_list(ids)))
-        if not id_list:
-            return {}
-        got = self._collection.get(ids=id_list, include=["embeddings"])
-        if got["embeddings"] is None:
-            return {}
-        return {
-            mid: np.asarray(vec, dtype=np.float32)
-            for mid, vec in zip(got["ids"], got["embeddings"], strict=True)
-        }
+        return self._store.embeddings(check.id_list(ids))
 
     async def asearch(self, query: str, k: int = 10, **kwargs: Any) -> list[SearchResult]:
         """Async :meth:`search`; the work runs in a thread, the event loop stays free."""
         return await asyncio.to_thread(self.search, query, k, **kwargs)
 
-    def _small_namespace(self, namespace: str) -> set[str] | None:
-        """A namespace's ids when the dense signal searches it exactly (it is small enough).
-
-        Called by a search (holding the lock) from the worker thread: reads only.
-        """
-        catalog = self._indexes.temporal
-        return catalog.ids(namespace) if catalog.count(namespace) <= EXACT_LIMIT else None
-
-    def _allowed(self, ns: str, flt: dict[str, Any] | None) -> frozenset[str] | None:
-        if flt is None:
-            return None
-        try:
-            got = self._collection.get(where=chroma_where(ns, flt), include=[])
-        except Exception as exc:
-            raise InvalidInputError(f"invalid where filter {flt!r}: {exc}") from exc
-        return frozenset(got["ids"])
-
-    def _row_from_record(self, mid: str, doc: str, meta: dict[str, Any]) -> IndexRow:
-        mem = _memory_from_record(mid, doc, meta)
-        return IndexRow(
-            mid,
-            mem.namespace,
-            mem.kind,
-            float(meta.get(CREATED_KEY, 0.0)),  # the stored float: a datetime rounds to µs
-            tuple(self._indexes.tokenizer(doc)),
-            mem.entities,
-        )
-
     def __repr__(self) -> str:
         where = str(self.path) if self.path else "memory"
         return f"NoraxMemory({where!r}, collection={self.collection_name!r}, n={self.count()})"
-
-
-def _memory_from_record(mid: str, doc: str | None, meta: dict[str, Any]) -> Memory:
-    ents = meta.get(ENTITIES_KEY) or ()
-    return Memory(
-        id=mid,
-        text=doc or "",
-        kind=str(meta.get(KIND_KEY, "episodic")),
-        created_at=utc_from_timestamp(float(meta.get(CREATED_KEY, 0.0))),
-        namespace=str(meta.get(NAMESPACE_KEY, DEFAULT_NAMESPACE)),
-        metadata={k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX)},
-        entities=tuple(ents),
-    )
-
-
-def _change_log(client: Any, name: str, interval: float) -> ChangeLog | None:
-    """The change log of a client-mode store, or ``None`` when sync is off."""
-    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval < 0:
-        raise InvalidInputError(f"sync_interval must be a number >= 0, got {interval!r}")
-    if client is None or interval == 0:
-        return None
-    try:
-        return ChangeLog(client, name, SyncConfig(interval=float(interval)))
-    except Exception as exc:  # Chroma raises several types for bad names
-        raise InvalidInputError(f"cannot open Chroma collection {name!r}: {exc}") from exc
-
-
-def _drop_collection(client: Any, name: str) -> None:
-    try:
-        client.delete_collection(name)
-    except Exception:  # already gone, or the client is shutting down
-        logger.debug("norax: could not drop collection %s", name)

@@ -68,7 +68,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from norax_core.cli import open_memory
+    from norax_core.cli_common import open_memory
 
     path = Path(args.file)
     if not path.is_file():
@@ -88,10 +88,10 @@ def _open_existing(args: argparse.Namespace, **kwargs: Any) -> NoraxMemory:
     """
     import chromadb
 
-    from norax_core.cli import _store_path, open_memory
-    from norax_core.engine import DEFAULT_COLLECTION
+    from norax_core.cli_common import open_memory, store_path
+    from norax_core.store import DEFAULT_COLLECTION
 
-    path = _store_path(args)
+    path = store_path(args)
     if not (path / "chroma.sqlite3").is_file():
         raise InvalidInputError(f"no Norax store at {path} (give --store or set NORAX_STORE)")
     lock = StoreLock(path / "norax.lock")  # read the recorded embedder only while we own it

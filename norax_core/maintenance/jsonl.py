@@ -15,8 +15,6 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from norax_core.indexes import chroma_pages
-
 if TYPE_CHECKING:
     from norax_core.engine import NoraxMemory
 
@@ -31,8 +29,8 @@ def export_jsonl(memory: NoraxMemory, path: str | Path, *, namespace: str | None
     (writes wait), so the file is one consistent snapshot.
     """
     from norax_core import validation as check
-    from norax_core.engine import _memory_from_record
     from norax_core.signals.dense import NAMESPACE_KEY
+    from norax_core.store import memory_from_record
 
     ns = None if namespace is None else check.namespace(namespace)
     dest = Path(path)
@@ -40,13 +38,14 @@ def export_jsonl(memory: NoraxMemory, path: str | Path, *, namespace: str | None
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
     n = 0
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out, memory._lock:
+        store = memory.store
+        with os.fdopen(fd, "w", encoding="utf-8") as out, store.lock:
             where = {NAMESPACE_KEY: ns} if ns is not None else None
-            for got in chroma_pages(memory._collection, ["documents", "metadatas"], where):
+            for got in store.pages(["documents", "metadatas"], where):
                 for mid, doc, meta in zip(
                     got["ids"], got["documents"], got["metadatas"], strict=True
                 ):
-                    m = _memory_from_record(mid, doc, dict(meta or {}))
+                    m = memory_from_record(mid, doc, dict(meta or {}))
                     rec = {
                         "id": m.id,
                         "text": m.text,

@@ -1,0 +1,25 @@
+"""What the ``norax`` sub-commands share: finding and opening the CLI's store."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+
+def store_path(args: argparse.Namespace) -> Path:
+    """The store folder: ``--store``, else ``$NORAX_STORE``, else ``./.norax``."""
+    return Path(args.store or os.environ.get("NORAX_STORE") or ".norax")
+
+
+def open_memory(args: argparse.Namespace, **kwargs: Any) -> Any:
+    """Open the store named by ``--store`` / ``$NORAX_STORE`` / ``./.norax``."""
+    from norax_core.engine import NoraxMemory
+
+    weights = getattr(args, "weights", None) or getattr(args, "preset", None)  # None: the store's
+    if getattr(args, "weights", None):
+        from norax_core.weights import load_weights
+
+        weights = load_weights(args.weights)
+    return NoraxMemory(store_path(args), weights=weights, **kwargs)

@@ -1,0 +1,30 @@
+"""The storage layer: a Norax collection in Chroma, its sidecar and its derived indexes.
+
+- :mod:`~norax_core.store.core`: :class:`Store` opens and closes them, writes batches,
+  re-embeds context followers, pulls other processes' writes and refreshes.
+- :mod:`~norax_core.store.chroma`: opening the collection, reading its records back.
+- :mod:`~norax_core.store.consistency`: the check and repair of a store.
+
+An internal API: :class:`~norax_core.engine.NoraxMemory` and :mod:`norax_core.maintenance`
+use it, users go through ``NoraxMemory``. Nothing here imports the engine.
+"""
+
+from norax_core.store.chroma import memory_from_record
+from norax_core.store.core import (
+    CHROMA_BATCH,
+    DEFAULT_COLLECTION,
+    RESTATE_KEY,
+    SIDECAR_FILE,
+    Followers,
+    Store,
+)
+
+__all__ = [
+    "CHROMA_BATCH",
+    "DEFAULT_COLLECTION",
+    "RESTATE_KEY",
+    "SIDECAR_FILE",
+    "Followers",
+    "Store",
+    "memory_from_record",
+]

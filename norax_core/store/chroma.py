@@ -1,0 +1,90 @@
+"""Opening a Norax collection in Chroma, and reading its records back.
+
+A memory's Chroma record holds its text, its embedding and metadata (the user's plus the
+reserved ``norax_*`` keys); :func:`memory_from_record` turns one back into a
+:class:`~norax_core.models.Memory`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from norax_core.batch import CREATED_KEY, ENTITIES_KEY, KIND_KEY
+from norax_core.embedders import Embedder
+from norax_core.errors import DimensionMismatchError, InvalidInputError
+from norax_core.models import DEFAULT_NAMESPACE, RESERVED_PREFIX, Memory, utc_from_timestamp
+from norax_core.signals.dense import NAMESPACE_KEY
+from norax_core.sync import ChangeLog, SyncConfig
+
+logger = logging.getLogger("norax")
+
+
+def open_collection(client: Any, name: str, embedder: Embedder) -> Any:
+    """Get or create collection ``name``, refusing one built with another dimension.
+
+    Raises:
+        InvalidInputError: Chroma refuses the name.
+        DimensionMismatchError: The collection holds embeddings of another dimension.
+    """
+    meta = {"norax_embedder": embedder.name, "norax_dim": embedder.dim}
+    try:
+        col = client.get_or_create_collection(
+            name,
+            embedding_function=None,
+            configuration={"hnsw": {"space": "cosine"}},
+            metadata=meta,
+        )
+    except Exception as exc:  # Chroma raises several types for bad names
+        raise InvalidInputError(f"cannot open Chroma collection {name!r}: {exc}") from exc
+    stored = dict(col.metadata or {})
+    dim = stored.get("norax_dim")
+    if dim is not None and int(dim) != embedder.dim:
+        raise DimensionMismatchError(
+            f"collection {name!r} holds {dim}-dimensional embeddings from "
+            f"{stored.get('norax_embedder')!r}, but the embedder {embedder.name!r} "
+            f"makes {embedder.dim}-dimensional ones; open it with the same embedder "
+            "or use another collection"
+        )
+    if stored.get("norax_embedder") not in (None, embedder.name):
+        logger.warning(
+            "norax: collection %r was built with %r, now queried with %r",
+            name,
+            stored.get("norax_embedder"),
+            embedder.name,
+        )
+    return col
+
+
+def memory_from_record(mid: str, doc: str | None, meta: dict[str, Any]) -> Memory:
+    """The memory a Chroma record (id, document, metadata) holds."""
+    ents = meta.get(ENTITIES_KEY) or ()
+    return Memory(
+        id=mid,
+        text=doc or "",
+        kind=str(meta.get(KIND_KEY, "episodic")),
+        created_at=utc_from_timestamp(float(meta.get(CREATED_KEY, 0.0))),
+        namespace=str(meta.get(NAMESPACE_KEY, DEFAULT_NAMESPACE)),
+        metadata={k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX)},
+        entities=tuple(ents),
+    )
+
+
+def change_log(client: Any, name: str, interval: float) -> ChangeLog | None:
+    """The change log of a client-mode store, or ``None`` when sync is off."""
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval < 0:
+        raise InvalidInputError(f"sync_interval must be a number >= 0, got {interval!r}")
+    if client is None or interval == 0:
+        return None
+    try:
+        return ChangeLog(client, name, SyncConfig(interval=float(interval)))
+    except Exception as exc:  # Chroma raises several types for bad names
+        raise InvalidInputError(f"cannot open Chroma collection {name!r}: {exc}") from exc
+
+
+def drop_collection(client: Any, name: str) -> None:
+    """Delete collection ``name``, quietly (it may be gone, or the client shutting down)."""
+    try:
+        client.delete_collection(name)
+    except Exception:  # already gone, or the client is shutting down
+        logger.debug("norax: could not drop collection %s", name)
