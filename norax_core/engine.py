@@ -110,7 +110,16 @@ class NoraxMemory:
         )
         self.collection_name = self._store.name
         try:
-            self._settle_settings(weights, record=reconcile)
+            # The recorded default weights apply when ``weights`` is None; the recorded
+            # embedding settings apply to every add once the store holds memories. An empty
+            # store records the settings it is opened with (:mod:`norax_core.store_settings`).
+            self.weights, self._embed = settle(
+                self._collection,
+                self.collection_name,
+                None if weights is None else self.weights,
+                self._config_for,
+                record=reconcile,
+            )
             if reconcile:
                 try:
                     self._store.finish_restating(self._embedding_texts, self._texts)
@@ -124,11 +133,7 @@ class NoraxMemory:
 
     @property
     def store(self) -> Store:
-        """The storage layer (Chroma, sidecar, derived indexes): an internal API.
-
-        For :mod:`norax_core.maintenance` and tools of this package; its methods may change
-        between versions. Use the memory's own methods instead.
-        """
+        """The storage layer (:mod:`norax_core.store`): an internal API for maintenance."""
         return self._store
 
     # The store's parts, as the engine's reads (search, candidates, count) name them.
@@ -154,21 +159,6 @@ class NoraxMemory:
 
     def _allowed(self, ns: str, flt: dict[str, Any] | None) -> frozenset[str] | None:
         return self._store.allowed(ns, flt)
-
-    def _settle_settings(self, weights: WeightsLike, *, record: bool) -> None:
-        """Take the store's recorded default weights and embedding settings, or record ours.
-
-        See :mod:`norax_core.store_settings`: the recorded weights apply when ``weights`` is
-        ``None``; the recorded embedding settings apply to every add once the store holds
-        memories. An empty store records the settings it is opened with.
-        """
-        self.weights, self._embed = settle(
-            self._collection,
-            self.collection_name,
-            None if weights is None else self.weights,
-            self._config_for,
-            record=record,
-        )
 
     def close(self) -> None:
         """Release the store lock and the sidecar; an in-memory store is dropped."""
@@ -350,17 +340,11 @@ class NoraxMemory:
 
     def count(self, namespace: str | None = None) -> int:
         """Number of memories, in one namespace or (``None``) in all."""
-        with self._lock:
-            self._maybe_sync()
-            if namespace is None:
-                return len(self._indexes.namespace_of)
-            return self._indexes.temporal.count(check.namespace(namespace))
+        return self._store.count(None if namespace is None else check.namespace(namespace))
 
     def namespaces(self) -> list[str]:
         """Namespaces that hold at least one memory."""
-        with self._lock:
-            self._maybe_sync()
-            return sorted(set(self._indexes.namespace_of.values()))
+        return self._store.namespaces()
 
     def get(self, ids: str | Sequence[str]) -> list[Memory]:
         """The memories found for ``ids``, in the order asked; unknown ids are skipped."""

@@ -319,6 +319,20 @@ class Store:
 
     # -- reads and hooks for the consistency check --------------------------------------
 
+    def count(self, namespace: str | None = None) -> int:
+        """Number of memories, in one (valid) namespace or (``None``) in all."""
+        with self.lock:
+            self.maybe_sync()
+            if namespace is None:
+                return len(self.indexes.namespace_of)
+            return self.indexes.temporal.count(namespace)
+
+    def namespaces(self) -> list[str]:
+        """Namespaces that hold at least one memory."""
+        with self.lock:
+            self.maybe_sync()
+            return sorted(set(self.indexes.namespace_of.values()))
+
     def records(self, ids: Sequence[str]) -> dict[str, Memory]:
         """The stored memory of each of ``ids`` that exists, by id."""
         if not ids:

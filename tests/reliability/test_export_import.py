@@ -133,10 +133,10 @@ def test_a_failed_export_leaves_the_previous_file_alone(tmp_path, monkeypatch):
                 raise OSError("disk full")
             return real(*args)
 
-        import norax_core.engine as engine
+        import norax_core.store as store
 
-        real = engine._memory_from_record
-        monkeypatch.setattr(engine, "_memory_from_record", boom)
+        real = store.memory_from_record
+        monkeypatch.setattr(store, "memory_from_record", boom)
         with pytest.raises(OSError, match="disk full"):
             export_jsonl(src, out)
     assert out.read_text() == "previous export\n"

@@ -46,7 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ("norax_core.batch", "norax_core.fusion", "norax_core.indexes", "norax_core.sync"),
     ),
     ("store", ("norax_core.store",)),
-    ("ranking", ("norax_core.retrieval",)),
+    ("ranking", ("norax_core.ranking", "norax_core.retrieval")),
     ("engine", ("norax_core.engine",)),
 ]
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
