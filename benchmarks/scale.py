@@ -370,7 +370,7 @@ def build_norax(c: Corpus, emb: LookupEmbedder, folder: Path, server: str | None
 
     def close() -> None:
         if server:
-            mem._client.delete_collection(mem.collection_name)
+            mem.store.client.delete_collection(mem.collection_name)
         mem.close()
 
     return Built(ingest, query, None if server else folder, close)
