@@ -141,6 +141,10 @@ class TemporalSignal:
         ns = self._ns.get(namespace)
         return len(ns.slot) if ns else 0
 
+    def namespaces(self) -> list[str]:
+        """Namespaces that hold at least one memory."""
+        return [name for name, ns in self._ns.items() if ns.slot]
+
     def ids(self, namespace: str) -> set[str]:
         """Ids known in ``namespace``."""
         ns = self._ns.get(namespace)

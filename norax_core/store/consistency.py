@@ -191,9 +191,8 @@ def check(store: Store, *, deep: bool = True) -> CheckReport:
             held["catalog"].setdefault(ns, set()).add(mid)
         for ns in idx.bm25.namespaces():
             held["bm25"][ns] = idx.bm25.ids(ns)
-        for ns in list(idx.temporal._ns):  # no public list of namespaces; empty ones skipped
-            if ids := idx.temporal.ids(ns):
-                held["temporal"][ns] = ids
+        for ns in idx.temporal.namespaces():
+            held["temporal"][ns] = idx.temporal.ids(ns)
         for ns in idx.graph.namespaces():
             held["graph"][ns] = set(idx.graph.ids(ns))
         pending = tuple(sorted(idx.sidecar.pending()))
