@@ -193,3 +193,26 @@ def test_signals_and_models_import_no_engine_store_or_tool(module: str) -> None:
 def test_engine_is_short() -> None:
     # Issue 12: the engine delegates storage to norax_core.store and ranking to retrieval.
     assert len((CORE / "engine.py").read_text(encoding="utf-8").splitlines()) < 500
+
+
+# Modules above about 400 lines, each one cohesive algorithm (issue 12: "no module over about
+# 400 lines unless it is one cohesive algorithm"). Anything else that grows past the limit is
+# split, or added here with the reason.
+LIMIT = 420
+COHESIVE = {
+    "bench/fit.py": "the coordinate-ascent fitter of weights and parameters",
+    "entities.py": "entity extraction and its normalisation",
+    "engine.py": "NoraxMemory (held under 500 lines by test_engine_is_short)",
+    "signals/bm25.py": "the incremental per-namespace BM25 index and its scorer",
+    "signals/entity_graph.py": "per-namespace co-occurrence graphs, postings and communities",
+    "signals/graph.py": "the graph signal's scoring formula",
+}
+
+
+def test_modules_are_short() -> None:
+    long = {
+        path.relative_to(CORE).as_posix(): n
+        for path in CORE.rglob("*.py")
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > LIMIT
+    }
+    assert {p: n for p, n in long.items() if p not in COHESIVE} == {}
