@@ -377,8 +377,8 @@ def store_signal_scores(
         text_of.setdefault(mid, text)  # a repeated id: its first text, as the adapters keep
     members = [
         mem.id
-        for mem in memory.get(list(dict.fromkeys(id_list)))
-        if mem.namespace == ns and (texts is None or text_of[mem.id] == mem.text)
+        for mem in memory.get(list(dict.fromkeys(id_list)), namespace=ns)
+        if texts is None or text_of[mem.id] == mem.text
     ]
     out: SignalScores = {s: {} for s in SIGNALS}
     if members:
