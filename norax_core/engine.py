@@ -7,7 +7,6 @@ import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +19,10 @@ from norax_core.embedders import Embedder, resolve_embedder
 from norax_core.entities import load_extractor
 from norax_core.errors import DuplicateIdError, InvalidInputError
 from norax_core.fusion import fuse, rank
-from norax_core.indexes import DerivedIndexes
 from norax_core.models import SIGNALS, Memory, MetadataValue, SearchResult
 from norax_core.presets import WeightsLike, resolve_weights
 from norax_core.retrieval import Candidates, gather, with_context, with_latest_wins
 from norax_core.signals.base import Query
-from norax_core.signals.dense import DenseSignal
 from norax_core.store import DEFAULT_COLLECTION, SIDECAR_FILE, Followers, Store, consistency
 from norax_core.store.chroma import change_log
 from norax_core.store.consistency import CheckReport, RepairReport
@@ -114,7 +111,7 @@ class NoraxMemory:
             # embedding settings apply to every add once the store holds memories. An empty
             # store records the settings it is opened with (:mod:`norax_core.store_settings`).
             self.weights, self._embed = settle(
-                self._collection,
+                self._store.collection,
                 self.collection_name,
                 None if weights is None else self.weights,
                 self._config_for,
@@ -135,30 +132,6 @@ class NoraxMemory:
     def store(self) -> Store:
         """The storage layer (:mod:`norax_core.store`): an internal API for maintenance."""
         return self._store
-
-    # The store's parts, as the engine's reads (search, candidates, count) name them.
-    @property
-    def _lock(self) -> AbstractContextManager[Any]:
-        return self._store.lock
-
-    @property
-    def _indexes(self) -> DerivedIndexes:
-        return self._store.indexes
-
-    @property
-    def _collection(self) -> Any:
-        return self._store.collection
-
-    @property
-    def _dense(self) -> DenseSignal:
-        return self._store.dense
-
-    def _maybe_sync(self) -> None:
-        """Apply other processes' writes when a pull is due (:mod:`norax_core.sync`)."""
-        self._store.maybe_sync()
-
-    def _allowed(self, ns: str, flt: dict[str, Any] | None) -> frozenset[str] | None:
-        return self._store.allowed(ns, flt)
 
     def close(self) -> None:
         """Release the store lock and the sidecar; an in-memory store is dropped."""
@@ -193,9 +166,9 @@ class NoraxMemory:
             DuplicateIdError: An id repeats within the batch or is already stored.
         """
         prepared = self._prepare(texts, ids, kind, created_at, namespace, metadata)
-        with self._lock:
-            self._maybe_sync()
-            existing = [i for i in prepared.ids if i in self._indexes.namespace_of]
+        with self._store.lock:
+            self._store.maybe_sync()
+            existing = [i for i in prepared.ids if i in self._store.indexes.namespace_of]
             if existing:
                 raise DuplicateIdError(
                     f"{len(existing)} id(s) already stored, e.g. {existing[0]!r}; use upsert()"
@@ -227,9 +200,9 @@ class NoraxMemory:
         if ids is None:
             raise InvalidInputError("upsert needs ids")
         prepared = self._prepare(texts, ids, kind, created_at, namespace, metadata)
-        with self._lock:
-            self._maybe_sync()
-            known = self._indexes.namespace_of
+        with self._store.lock:
+            self._store.maybe_sync()
+            known = self._store.indexes.namespace_of
             moved = [r.id for r in prepared.rows if known.get(r.id, r.namespace) != r.namespace]
             if moved:
                 raise InvalidInputError(
@@ -257,7 +230,7 @@ class NoraxMemory:
             metadata,
             embedder=self.embedder,
             extractor=self.extractor,
-            tokenizer=self._indexes.tokenizer,
+            tokenizer=self._store.indexes.tokenizer,
             embedding_texts=self._embedding_texts,
         )
 
@@ -292,8 +265,8 @@ class NoraxMemory:
         self, ids: list[str], texts: list[str], times: list[float], spaces: list[str]
     ) -> list[str]:
         """What the embedder reads for each memory (``NoraxConfig.embed_context``)."""
-        catalog = self._indexes.temporal
-        with self._lock:
+        catalog = self._store.indexes.temporal
+        with self._store.lock:
             return context_texts(
                 ids,
                 texts,
@@ -316,9 +289,9 @@ class NoraxMemory:
         """
         id_list = check.id_list(ids)
         ns = None if namespace is None else check.namespace(namespace)
-        with self._lock:
-            self._maybe_sync()
-            home = self._indexes.namespace_of
+        with self._store.lock:
+            self._store.maybe_sync()
+            home = self._store.indexes.namespace_of
             known = [
                 i for i in dict.fromkeys(id_list) if i in home and (ns is None or home[i] == ns)
             ]
@@ -406,8 +379,10 @@ class NoraxMemory:
         fused = fuse(cands.signals, cands.ids, w)
         cfg = self._config_for(w)
         if cfg.context_on and cands.k:
-            with self._lock:
-                cands, fused = with_context(cands, fused, w, cfg, self._indexes, self._dense)
+            with self._store.lock:
+                cands, fused = with_context(
+                    cands, fused, w, cfg, self._store.indexes, self._store.dense
+                )
         if cfg.latest_on and cands.k:
             ns = cands.query.namespace
             fused = with_latest_wins(fused, cfg, lambda m: self._created(ns, m), self.embeddings)
@@ -467,15 +442,15 @@ class NoraxMemory:
         extractor = self.extractor if w.graph > 0 or ids is not None else None
         extracting = in_background(extractor.extract_query, head) if extractor else None
         embedding = self.embedder.embed([head])[0]
-        with self._lock:
-            self._maybe_sync()
-            allowed = self._allowed(ns, flt)
+        with self._store.lock:
+            self._store.maybe_sync()
+            allowed = self._store.allowed(ns, flt)
             q = Query(
                 text=text,
                 namespace=ns,
                 now=now_ts,
                 allowed=allowed,
-                tokens=tuple(self._indexes.tokenizer(text)),
+                tokens=tuple(self._store.indexes.tokenizer(text)),
                 embedding=embedding,
                 where=flt,
             )
@@ -483,12 +458,12 @@ class NoraxMemory:
             k = min(k, size)
             if k == 0:
                 return Candidates(q, 0, [], {s: {} for s in SIGNALS}, {})
-            known = self._indexes.namespace_of
+            known = self._store.indexes.namespace_of
             return gather(
                 q,
                 extracting,
-                self._indexes,
-                self._dense,
+                self._store.indexes,
+                self._store.dense,
                 cfg,
                 w.as_dict() if ids is None else dict.fromkeys(SIGNALS, 0.0),
                 k=k,
@@ -500,8 +475,8 @@ class NoraxMemory:
             )
 
     def _created(self, namespace: str, ids: list[str]) -> Sequence[float]:
-        with self._lock:
-            return self._indexes.temporal.created(namespace, ids)  # type: ignore[no-any-return]
+        with self._store.lock:
+            return self._store.indexes.temporal.created(namespace, ids)  # type: ignore[no-any-return]
 
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored embedding of each of ``ids`` that exists (float32, unit norm)."""

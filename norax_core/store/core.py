@@ -3,7 +3,7 @@
 Chroma holds the truth (texts, embeddings, metadata); the derived indexes (BM25, recency,
 entity graph, id catalog) are rebuilt from it and persisted in the sidecar. The store keeps
 them in step: every write goes through :meth:`Store.write` / :meth:`Store.delete` under
-:attr:`Store.lock`, other processes' writes arrive through :meth:`Store.maybe_sync` and
+its ``lock``, other processes' writes arrive through :meth:`Store.maybe_sync` and
 :meth:`Store.refresh`, and :mod:`norax_core.store.consistency` checks and repairs them.
 
 The engine (:class:`~norax_core.engine.NoraxMemory`) validates, embeds and ranks, and

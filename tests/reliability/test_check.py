@@ -112,8 +112,8 @@ def test_every_kind_of_damage_is_found_then_repaired(tmp_path):
 
 def test_in_memory_index_damage_is_rebuilt(store):
     expected = ranking(store, "a")
-    store._indexes.bm25.remove("a", "m1")
-    store._indexes.graph.remove("a", "m3")
+    store.store.indexes.bm25.remove("a", "m1")
+    store.store.indexes.graph.remove("a", "m3")
     report = store.check(deep=False)
     (a,) = [n for n in report if n.namespace == "a"]
     assert a.missing["bm25"] == ("m1",) and a.missing["graph"] == ("m3",)
@@ -124,8 +124,8 @@ def test_in_memory_index_damage_is_rebuilt(store):
 
 
 def test_repair_raises_when_it_cannot_converge(store, monkeypatch):
-    store._indexes.bm25.remove("a", "m1")
-    monkeypatch.setattr(type(store._indexes), "load", lambda self: True)  # rebuild fails
+    store.store.indexes.bm25.remove("a", "m1")
+    monkeypatch.setattr(type(store.store.indexes), "load", lambda self: True)  # rebuild fails
     with pytest.raises(IndexInconsistentError, match="still disagrees"):
         repair_store(store)
 

@@ -299,7 +299,7 @@ def test_a_crash_between_chroma_and_the_sidecar_is_repaired_at_open(tmp_path):
 def test_an_interrupt_inside_a_write_leaves_a_consistent_store(tmp_path, monkeypatch):
     with open_store(tmp_path / "s") as mem:
         mem.add(["kept one zqkeepx", "filler one", "filler two"], ids=["k1", "f1", "f2"])
-        real = type(mem._indexes).apply
+        real = type(mem.store.indexes).apply
         calls = []
 
         def interrupted(self, rows):
@@ -308,7 +308,7 @@ def test_an_interrupt_inside_a_write_leaves_a_consistent_store(tmp_path, monkeyp
                 raise KeyboardInterrupt
             return real(self, rows)
 
-        monkeypatch.setattr(type(mem._indexes), "apply", interrupted)
+        monkeypatch.setattr(type(mem.store.indexes), "apply", interrupted)
         with pytest.raises(KeyboardInterrupt):
             mem.add("never acknowledged", ids="n1")
         assert mem.get("n1") == [] and mem.check().ok  # rolled back

@@ -196,7 +196,7 @@ def messages():
 
 
 def snapshot(mem: NoraxMemory) -> tuple[frozenset[str], int]:
-    return frozenset(mem._indexes.namespace_of), mem._collection.count()
+    return frozenset(mem.store.indexes.namespace_of), mem.store.collection.count()
 
 
 def test_add_accepts_or_rejects_cleanly(store, messages):

@@ -161,7 +161,7 @@ def test_a_dense_score_does_not_depend_on_how_it_was_computed():
     with open_store() as mem:
         texts = [f"wallet {w} refund Colby {i}" for i, w in enumerate(VOCAB)]
         mem.add(texts, ids=[f"d{i}" for i in range(len(texts))], namespace="n")
-        dense = mem._dense
+        dense = mem.store.dense
         emb = mem.embedder.embed(["Colby refund budget"])[0]
         via_top = dense.top(Query("q", "n", 0.0, embedding=emb), len(texts))
         other = Query("q", "n", 0.0, embedding=np.array(emb))  # not the search top answered
@@ -193,7 +193,7 @@ def test_small_tenants_find_all_their_memories_in_a_big_shared_collection():
         for t in range(0, 2500, 5):
             ns, size = f"t{t}", mem.count(f"t{t}")
             q = mem.embedder.embed([rng.choice(phrases)])[0]
-            raw = mem._collection.query(
+            raw = mem.store.collection.query(
                 query_embeddings=[q.tolist()], n_results=size, where=chroma_where(ns, None)
             )
             chroma_misses += len(raw["ids"][0]) < size

@@ -42,7 +42,7 @@ def _store(embed_context: int = 2, calls: list[str] | None = None) -> NoraxMemor
 
 
 def _vectors(mem: NoraxMemory) -> dict[str, np.ndarray]:
-    ids = [m for ns in mem.namespaces() for m in mem._indexes.temporal.ids(ns)]
+    ids = [m for ns in mem.namespaces() for m in mem.store.indexes.temporal.ids(ns)]
     return mem.embeddings(ids)
 
 
@@ -76,7 +76,7 @@ def test_vectors_do_not_depend_on_write_order(seed: int) -> None:
         rng.shuffle(order)
         while order:  # random batches, in random order
             batch, order = order[: rng.randint(1, 4)], order[rng.randint(1, 4) :]
-            batch = [b for b in batch if b[0] not in set(shuffled._indexes.namespace_of)]
+            batch = [b for b in batch if b[0] not in set(shuffled.store.indexes.namespace_of)]
             if batch:
                 shuffled.add(
                     [b[3] for b in batch],
@@ -84,7 +84,7 @@ def test_vectors_do_not_depend_on_write_order(seed: int) -> None:
                     namespace=[b[1] for b in batch],
                     created_at=[b[2] for b in batch],
                 )
-        missing = [m for m in memories if m[0] not in shuffled._indexes.namespace_of]
+        missing = [m for m in memories if m[0] not in shuffled.store.indexes.namespace_of]
         for m, ns, t, x in missing:
             shuffled.add(x, ids=m, namespace=ns, created_at=t)
         for m in rng.sample(sorted(final), 4):  # new texts, some at new times
@@ -160,7 +160,7 @@ def test_followers_an_interrupted_write_left_are_re_embedded_at_the_next_open(
 
     with open_store() as mem:
         mem.add(["a", "b"], ids=["a", "b"], created_at=[T0, T0 + 10])
-        collection_type = type(mem._collection)
+        collection_type = type(mem.store.collection)
 
         def dies(self, *args, **kwargs):  # as if the process died before the update
             raise RuntimeError("killed")
@@ -173,7 +173,7 @@ def test_followers_an_interrupted_write_left_are_re_embedded_at_the_next_open(
     assert "could not re-embed" in caplog.text
     with open_store() as mem:
         np.testing.assert_allclose(mem.embeddings(["b"])["b"], _unit(_embed(["b"])[0]), atol=1e-6)
-        assert mem._indexes.sidecar.get_meta("restate_pending") == "[]"
+        assert mem.store.indexes.sidecar.get_meta("restate_pending") == "[]"
 
 
 def test_an_upsert_that_changes_nothing_re_embeds_nobody() -> None:
