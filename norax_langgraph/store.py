@@ -296,7 +296,8 @@ class _SearchPlan:
             ((rank, -r.score, n, r) for n, rs in enumerate(found) for rank, r in enumerate(rs)),
             key=lambda t: t[:3],
         )
-        page: list[SearchItem] = [_item(t[3], scored=True) for t in ranked[op.offset : op.offset + op.limit]]
+        window = ranked[op.offset : op.offset + op.limit]
+        page: list[SearchItem] = [_item(t[3], scored=True) for t in window]
         if len(page) < op.limit:  # as InMemoryStore: unindexed items fill a short page
             extra = sorted(_flat(fill), key=lambda r: r.created_at, reverse=True)
             page += [_item(r, scored=False) for r in extra[: op.limit - len(page)]]
