@@ -98,7 +98,9 @@ values = st.fixed_dictionaries(
         "nested": st.fixed_dictionaries(
             {"x": st.integers(0, 2)}, optional={"y": st.sampled_from(["deep", "tea cup"])}
         ),
-        "items": st.lists(st.integers(0, 2), max_size=2),
+        "items": st.lists(
+            st.integers(0, 2), max_size=2, unique=True
+        ),  # InMemoryStore mis-embeds repeats
         "none": st.none(),
     },
 )
@@ -120,10 +122,12 @@ index_args = st.sampled_from([None, None, False, ["nested.y"], ["text", "items[*
 prefixes = st.sampled_from([(), ("a",), ("a", "b"), ("b",), ("ü",), ("zzz",)])
 paths = st.sampled_from([("a",), ("b",), ("*",), ("a", "*"), ("*", "b"), ("b", "a"), ("日本",)])
 
+puts = st.tuples(
+    st.just("put"), st.sampled_from(NAMESPACES), st.sampled_from(KEYS), values, index_args
+)
 ops = st.one_of(
-    st.tuples(
-        st.just("put"), st.sampled_from(NAMESPACES), st.sampled_from(KEYS), values, index_args
-    ),
+    puts,
+    puts,  # twice as likely: the reads need items to disagree about
     st.tuples(st.just("delete"), st.sampled_from(NAMESPACES), st.sampled_from(KEYS)),
     st.tuples(st.just("get"), st.sampled_from(NAMESPACES), st.sampled_from(KEYS)),
     st.tuples(
@@ -211,7 +215,7 @@ def _run(norax: NoraxStore, ref: InMemoryStore, op: tuple[Any, ...]) -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(sequence=st.lists(ops, min_size=1, max_size=30))
+@given(sequence=st.lists(ops, min_size=8, max_size=40))
 def test_same_results_as_inmemorystore(client: Any, sequence: list[tuple[Any, ...]]) -> None:
     mem = _memory(client)
     try:
