@@ -46,7 +46,7 @@ CORE_ALL = [
     "resolve_weights",
     "save_weights",
 ]
-LANGCHAIN_ALL = ["LangChainEmbedder", "NoraxRetriever", "add_documents"]
+LANGCHAIN_ALL = ["LangChainEmbedder", "NoraxRetriever", "add_documents", "add_messages"]
 LANGGRAPH_ALL = ["NoraxSearchItem", "NoraxStore"]
 LLAMAINDEX_ALL = ["LlamaIndexEmbedder", "NoraxPostprocessor", "NoraxRetriever", "add_nodes"]
 
