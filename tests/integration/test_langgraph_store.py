@@ -389,3 +389,20 @@ def test_persists_across_reopen(tmp_path: Path) -> None:
         store = NoraxStore(mem)
         assert store.get(("a",), "k").value == {"text": "persisted", "n": 1}  # type: ignore[union-attr]
         assert [i.key for i in store.search(("a",), filter={"n": 1})] == ["k"]
+
+
+def test_prefix_search_merges_namespaces(pair: tuple[NoraxStore, InMemoryStore]) -> None:
+    norax, _ = pair
+    for n, ns in enumerate([("u", "a"), ("u", "b"), ("u", "a"), ("u", "c"), ("u", "b")]):
+        norax.put(ns, f"k{n}", {"text": f"coffee {'tea ' * n}"})
+    # without a query: most recently updated first, across namespaces
+    assert [i.key for i in norax.search(("u",), limit=10)] == ["k4", "k3", "k2", "k1", "k0"]
+    assert [i.key for i in norax.search(("u",), limit=2, offset=1)] == ["k3", "k2"]
+    # with one: each namespace's best, then each second best
+    ranked = norax.search(("u",), query="coffee tea tea tea tea", limit=10)
+    best = {
+        ns: max((i for i in ranked if i.namespace == ns), key=lambda i: i.score or 0)
+        for ns in {i.namespace for i in ranked}
+    }
+    assert {i.key for i in ranked[:3]} == {i.key for i in best.values()}
+    assert [i.namespace for i in ranked[3:]] in ([("u", "a"), ("u", "b")], [("u", "b"), ("u", "a")])
