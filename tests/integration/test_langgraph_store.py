@@ -63,12 +63,19 @@ def pair(client: Any) -> Iterator[tuple[NoraxStore, InMemoryStore]]:
 
 
 class Reference(InMemoryStore):
-    """InMemoryStore, except that it lists only namespaces that hold items.
+    """InMemoryStore without two quirks the tests found (langgraph 1.2):
 
-    InMemoryStore keeps its items in a defaultdict, so a namespace that was only read, or
-    whose items were all deleted, stays listed; LangGraph's Postgres store (and Norax) list
-    the namespaces that hold items.
+    - it keeps its items in a defaultdict, so a namespace that was only read, or whose items
+      were all deleted, stays listed; LangGraph's Postgres store (and Norax) list the
+      namespaces that hold items;
+    - a put whose value has nothing to index keeps the vectors of the key's previous value,
+      so the item still ranks for its old text; here a put replaces them.
     """
+
+    def _extract_texts(self, put_ops: dict[Any, PutOp]) -> Any:
+        for ns, key in put_ops:
+            self._vectors[ns].pop(key, None)
+        return super()._extract_texts(put_ops)
 
     def _handle_list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         for ns in [ns for ns, items in self._data.items() if not items]:
