@@ -109,3 +109,40 @@ def test_dependencies_flow_one_way(package: str, forbidden: tuple[str, ...]) -> 
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", f"{package} imports {out.stdout.strip()}"
+
+
+POSIX_ONLY = ("fcntl", "termios", "pwd", "grp", "resource")
+"""Standard-library modules that do not exist on Windows."""
+
+WINDOWS_PROBE = textwrap.dedent(
+    """
+    import importlib, pkgutil, sys, warnings
+    for name in sys.argv[1].split(","):
+        sys.modules[name] = None  # as on Windows: importing it raises ImportError
+    warnings.simplefilter("ignore")  # filelock warns it falls back to a soft lock here
+    failed = []
+    for package in ("norax_core", "norax_langchain", "norax_llamaindex"):
+        root = importlib.import_module(package)
+        for info in pkgutil.walk_packages(root.__path__, package + "."):
+            try:
+                importlib.import_module(info.name)
+            except ImportError as exc:
+                failed.append(f"{info.name}: {exc}")
+    print("\\n".join(failed))
+    """
+)
+
+
+def test_every_module_imports_without_posix_only_modules() -> None:
+    """``import norax_core`` must work on Windows: no module needs ``fcntl`` and the like
+    (the store lock is filelock's, which uses ``msvcrt`` there)."""
+    out = subprocess.run(
+        [sys.executable, "-c", WINDOWS_PROBE, ",".join(POSIX_ONLY)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "", out.stdout
