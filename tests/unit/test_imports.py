@@ -11,6 +11,7 @@ import pytest
 
 import norax_core
 import norax_langchain
+import norax_langgraph
 import norax_llamaindex
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,13 +46,19 @@ CORE_ALL = [
     "resolve_weights",
     "save_weights",
 ]
-LANGCHAIN_ALL = ["LangChainEmbedder", "NoraxRetriever", "add_documents"]
+LANGCHAIN_ALL = ["LangChainEmbedder", "NoraxRetriever", "add_documents", "add_messages"]
+LANGGRAPH_ALL = ["NoraxSearchItem", "NoraxStore"]
 LLAMAINDEX_ALL = ["LlamaIndexEmbedder", "NoraxPostprocessor", "NoraxRetriever", "add_nodes"]
 
 
 @pytest.mark.parametrize(
     ("module", "expected"),
-    [(norax_core, CORE_ALL), (norax_langchain, LANGCHAIN_ALL), (norax_llamaindex, LLAMAINDEX_ALL)],
+    [
+        (norax_core, CORE_ALL),
+        (norax_langchain, LANGCHAIN_ALL),
+        (norax_langgraph, LANGGRAPH_ALL),
+        (norax_llamaindex, LLAMAINDEX_ALL),
+    ],
 )
 def test_all(module: object, expected: list[str]) -> None:
     assert sorted(module.__all__) == sorted(expected)  # type: ignore[attr-defined]
@@ -82,9 +89,13 @@ FRAMEWORKS = ("langchain", "langchain_core", "langchain_community", "llama_index
 @pytest.mark.parametrize(
     ("package", "forbidden"),
     [
-        ("norax_core", (*FRAMEWORKS, "norax_langchain", "norax_llamaindex")),
-        ("norax_langchain", ("llama_index", "norax_llamaindex")),
-        ("norax_llamaindex", ("langchain", "langchain_core", "norax_langchain")),
+        (
+            "norax_core",
+            (*FRAMEWORKS, "langgraph", "norax_langchain", "norax_langgraph", "norax_llamaindex"),
+        ),
+        ("norax_langchain", ("llama_index", "langgraph", "norax_llamaindex", "norax_langgraph")),
+        ("norax_langgraph", ("llama_index", "norax_llamaindex", "norax_langchain")),
+        ("norax_llamaindex", ("langchain", "langchain_core", "langgraph", "norax_langchain")),
     ],
 )
 def test_dependencies_flow_one_way(package: str, forbidden: tuple[str, ...]) -> None:
