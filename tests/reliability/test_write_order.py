@@ -24,6 +24,7 @@ from _support import _hash_bag, assert_context_vectors, open_store
 
 from norax_core import CallableEmbedder, NoraxConfig, NoraxError, NoraxMemory, Weights
 from norax_core import engine as engine_module
+from norax_core.batch import SEQ_KEY
 from norax_core.engine import SIDECAR_FILE
 from norax_core.maintenance import export_jsonl, import_jsonl, repair_store
 
@@ -183,7 +184,13 @@ def _written_in_order(path, **kwargs) -> NoraxMemory:
 
 
 ORDER = [*TURNS, "A1", "A2"]
-CONTEXT = Weights(bm25=1.0, params={"context_window": 1, "context_weight": 1.0})
+CONTEXT = Weights(
+    bm25=1.0,
+    dense=0.0,
+    temporal=0.0,
+    graph=0.0,
+    params={"context_window": 1, "context_weight": 1.0},
+)
 
 
 def _assert_conversation_order(mem: NoraxMemory) -> None:
@@ -229,7 +236,22 @@ def test_check_repair_restores_the_write_order(tmp_path):
 
 def test_export_and_import_keep_the_order_of_memories_sharing_a_time(tmp_path):
     with _written_in_order(tmp_path / "a") as mem:
+        # Chroma lists an upserted record last: the export must not follow that order
+        mem.upsert(_turn("D1:3") + " Edited.", ids="D1:3", created_at=T0, namespace="chat")
         assert export_jsonl(mem, tmp_path / "x.jsonl") == len(ORDER)
     with open_store(tmp_path / "b", config=NoraxConfig(embed_context=1)) as mem:
         assert import_jsonl(mem, tmp_path / "x.jsonl") == len(ORDER)
         _assert_conversation_order(mem)
+
+
+def test_an_export_keeps_the_order_of_a_store_written_before_write_order_was_kept(tmp_path):
+    # Such a store orders memories sharing a time by id; Chroma lists them as written.
+    with _written_in_order(tmp_path / "a") as mem:
+        mem._collection.update(ids=ORDER, metadatas=[{SEQ_KEY: None}] * len(ORDER))
+        repair_store(mem)
+        legacy = mem._indexes.temporal.timeline("chat")[0]
+        assert legacy == sorted(ORDER)
+        export_jsonl(mem, tmp_path / "x.jsonl")
+    with open_store(tmp_path / "b", config=NoraxConfig(embed_context=1)) as mem:
+        import_jsonl(mem, tmp_path / "x.jsonl")
+        assert mem._indexes.temporal.timeline("chat")[0] == legacy
