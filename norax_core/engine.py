@@ -295,6 +295,8 @@ class NoraxMemory:
 
         Every argument but ``texts`` may be one value for the whole batch or a list with one
         value per text. ``created_at`` defaults to now; naive datetimes are read as UTC.
+        Memories sharing a ``created_at`` keep the order they are written in (list order,
+        then call order): it is the order context propagation and ``embed_context`` follow.
 
         Raises:
             InvalidInputError: Bad text, id, kind, time, namespace or metadata. Nothing is
