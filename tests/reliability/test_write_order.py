@@ -113,16 +113,19 @@ async def test_a_turn_written_while_another_embeds_is_in_its_context_tasks(tmp_p
 
 
 class _FailSecondUpsert:
-    """Makes the second Chroma ``upsert`` call of one write raise."""
+    """Makes the second Chroma ``upsert`` call of one write raise (and, with ``after``, every
+    later one too)."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, collection: object) -> None:
+    def __init__(
+        self, monkeypatch: pytest.MonkeyPatch, collection: object, after: bool = False
+    ) -> None:
         self.calls = 0
         cls = type(collection)
         real = cls.upsert
 
         def upsert(col: object, *args: object, **kwargs: object) -> object:
             self.calls += 1
-            if self.calls == 2:
+            if self.calls == 2 or (after and self.calls > 2):
                 raise RuntimeError("Chroma went away in the second batch")
             return real(col, *args, **kwargs)
 
@@ -165,6 +168,18 @@ def test_an_upsert_failing_in_its_second_chroma_batch_changes_nothing(tmp_path, 
         assert mem.search("zqnew0x", k=1, weights={"bm25": 1.0}) == []
     with open_store(tmp_path / "s") as mem:  # and it stays so
         assert _snapshot(mem, [*ids, "n1", "n2"]) == before and mem.check().ok
+
+
+def test_an_upsert_that_cannot_be_undone_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(engine_module, "CHROMA_BATCH", 3)
+    ids = [f"u{i}" for i in range(7)]
+    with open_store(tmp_path / "s") as mem:
+        mem.add([f"Old note zqold{i}x" for i in range(7)], ids=ids, created_at=T0)
+        _FailSecondUpsert(monkeypatch, mem._collection, after=True)  # the undo fails too
+        with pytest.raises(NoraxError, match="previous versions back failed too") as err:
+            mem.upsert([f"New note zqnew{i}x" for i in range(7)], ids=ids)
+        assert "may hold the new version" in str(err.value)
+        assert mem.check().ok  # the indexes follow whatever Chroma holds
 
 
 TURNS = [f"D1:{i}" for i in range(1, 13)]
