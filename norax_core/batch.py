@@ -73,9 +73,10 @@ class Prepared:
     Attributes:
         embedded: What the embedder read for each memory (its text, with ``embed_context``
             followed by its predecessors' as the store stood when it was prepared).
-        basis: The time index's write count when it was prepared
-            (:attr:`TemporalSignal.writes`): if another write came in between, its context
-            is computed again under the lock (:func:`settled`).
+        basis: The time index's write count (``writes`` of
+            :class:`~norax_core.signals.temporal.TemporalSignal`) when it was prepared: if
+            another write came in between, its context is computed again under the lock
+            (:func:`settled`).
     """
 
     ids: list[str]
