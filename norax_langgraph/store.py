@@ -203,7 +203,7 @@ class NoraxStore(BaseStore):
 
     def _get(self, op: GetOp) -> Item | None:
         ns = tuple(op.namespace)
-        found = self.memory.get(codec.item_id(ns, op.key))
+        found = self.memory.get(codec.item_id(ns, op.key), namespace=codec.norax_namespace(ns))
         return codec.memory_item(found[0]) if found else None
 
     def _namespaces(self) -> list[tuple[str, ...]]:
