@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from norax_core import validation as check
-from norax_core.batch import MODEL_CHARS, Prepared, context_texts, in_background, prepare
+from norax_core.batch import MODEL_CHARS, Prepared, in_background, prepare
 from norax_core.config import NoraxConfig
 from norax_core.embedders import Embedder, resolve_embedder
 from norax_core.entities import load_extractor
@@ -23,7 +23,7 @@ from norax_core.models import SIGNALS, Memory, MetadataValue, SearchResult
 from norax_core.presets import WeightsLike, resolve_weights
 from norax_core.retrieval import Candidates, gather, with_context, with_latest_wins
 from norax_core.signals.base import Query
-from norax_core.store import DEFAULT_COLLECTION, SIDECAR_FILE, Followers, Store, consistency
+from norax_core.store import DEFAULT_COLLECTION, SIDECAR_FILE, Store, consistency
 from norax_core.store.chroma import change_log
 from norax_core.store.consistency import CheckReport, RepairReport
 from norax_core.store_settings import EmbedSettings, settle
@@ -104,6 +104,7 @@ class NoraxMemory:
             lock=lock,
             sync=sync,
             reconcile=reconcile,
+            add_config=lambda: self.add_config,
         )
         self.collection_name = self._store.name
         try:
@@ -119,7 +120,7 @@ class NoraxMemory:
             )
             if reconcile:
                 try:
-                    self._store.finish_restating(self._embedding_texts, self._texts)
+                    self._store.finish_restating()
                 except Exception:  # still marked: the next open tries again
                     logger.exception("norax: could not re-embed memories left by a crash")
         except BaseException:
@@ -159,6 +160,8 @@ class NoraxMemory:
 
         Every argument but ``texts`` may be one value for the whole batch or a list with one
         value per text. ``created_at`` defaults to now; naive datetimes are read as UTC.
+        Memories sharing a ``created_at`` keep the order they are written in (list order,
+        then call order): it is the order context propagation and ``embed_context`` follow.
 
         Raises:
             InvalidInputError: Bad text, id, kind, time, namespace or metadata. Nothing is
@@ -173,7 +176,8 @@ class NoraxMemory:
                 raise DuplicateIdError(
                     f"{len(existing)} id(s) already stored, e.g. {existing[0]!r}; use upsert()"
                 )
-            followers = self._followers(prepared)
+            prepared = self._store.settle(prepared)
+            followers = self._store.followers(prepared)
             self._store.write(prepared, upsert=False)
             self._store.restate(followers)
         return prepared.ids
@@ -191,7 +195,12 @@ class NoraxMemory:
         """Add memories, replacing any stored under the same ids.
 
         A memory cannot change namespace this way: namespaces are a security boundary, so
-        an id stored in another namespace is refused (delete it there first).
+        an id stored in another namespace is refused (delete it there first). A replaced
+        memory keeps its place among memories that share its time (its write order).
+
+        All or nothing: if any part fails (a batch too large for one Chroma call is split),
+        every memory is put back as it was and the new ids are removed before the error is
+        raised.
 
         Raises:
             InvalidInputError: Bad input, or an id that lives in another namespace. Nothing
@@ -209,7 +218,8 @@ class NoraxMemory:
                     f"{len(moved)} id(s) belong to another namespace, e.g. {moved[0]!r}; "
                     "upsert cannot move a memory between namespaces (delete it there first)"
                 )
-            followers = self._followers(prepared)
+            prepared = self._store.settle(prepared)
+            followers = self._store.followers(prepared)
             self._store.write(prepared, upsert=True)
             self._store.restate(followers)
         return prepared.ids
@@ -221,7 +231,10 @@ class NoraxMemory:
     def _prepare(
         self, texts: Any, ids: Any, kind: Any, created_at: Any, namespace: Any, metadata: Any
     ) -> Prepared:
-        return prepare(
+        """Validate and embed a batch, outside the lock (see :func:`~norax_core.batch.prepare`)."""
+        with self._store.lock:
+            basis = self._store.indexes.temporal.writes
+        p = prepare(
             texts,
             ids,
             kind,
@@ -231,8 +244,9 @@ class NoraxMemory:
             embedder=self.embedder,
             extractor=self.extractor,
             tokenizer=self._store.indexes.tokenizer,
-            embedding_texts=self._embedding_texts,
+            embedding_texts=self._store.embedding_texts,
         )
+        return dataclasses.replace(p, basis=basis)
 
     def _config_for(self, weights: Weights) -> NoraxConfig:
         """The store's configuration with ``weights``' learned parameters applied."""
@@ -241,10 +255,6 @@ class NoraxMemory:
     def _session_config(self) -> NoraxConfig:
         """The store's configuration with its default weights' parameters applied."""
         return self._config_for(self.weights)
-
-    def _texts(self, ids: list[str]) -> dict[str, str]:
-        """The stored text of each of ``ids`` that exists."""
-        return self._store.texts(ids)
 
     @property
     def add_config(self) -> NoraxConfig:
@@ -260,22 +270,6 @@ class NoraxMemory:
         return dataclasses.replace(
             cfg, embed_context=embed.embed_context, context_gap_seconds=embed.context_gap_seconds
         )
-
-    def _embedding_texts(
-        self, ids: list[str], texts: list[str], times: list[float], spaces: list[str]
-    ) -> list[str]:
-        """What the embedder reads for each memory (``NoraxConfig.embed_context``)."""
-        catalog = self._store.indexes.temporal
-        with self._store.lock:
-            return context_texts(
-                ids,
-                texts,
-                times,
-                spaces,
-                self.add_config,
-                lambda ns: catalog.timeline(ns)[:2],
-                self._texts,
-            )
 
     def delete(self, ids: str | Sequence[str], namespace: str | None = None) -> int:
         """Delete memories by id; returns how many were deleted. Unknown ids are ignored.
@@ -296,14 +290,10 @@ class NoraxMemory:
                 i for i in dict.fromkeys(id_list) if i in home and (ns is None or home[i] == ns)
             ]
             if known:
-                followers = self._followers(None, gone=known)
+                followers = self._store.followers(None, gone=known)
                 self._store.delete(known)
                 self._store.restate(followers)
         return len(known)
-
-    def _followers(self, p: Prepared | None, gone: Sequence[str] = ()) -> Followers | None:
-        """The stored memories whose context a write changes (:meth:`Store.followers`)."""
-        return self._store.followers(p, gone, self.add_config, self._texts)
 
     def refresh(self) -> tuple[int, int]:
         """Re-sync the derived indexes with Chroma (writes by other processes).

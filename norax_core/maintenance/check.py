@@ -3,7 +3,8 @@
 Chroma holds the truth; the sidecar rows and the in-memory BM25, temporal, graph and id
 catalog indexes are derived from it. :func:`check_store` compares them, namespace by
 namespace: the ids every source holds, and (``deep``) whether each sidecar row still
-matches what Chroma's record derives (namespace, kind, time, tokens, entities).
+matches what Chroma's record derives (namespace, kind, time, tokens, entities, write
+sequence number).
 :func:`repair_store` re-derives what disagrees. Both run on the memory's
 :class:`~norax_core.store.Store` (:mod:`norax_core.store.consistency`).
 """
@@ -37,7 +38,8 @@ def check_store(memory: NoraxMemory, *, deep: bool = True) -> CheckReport:
     Args:
         memory: An open store.
         deep: Also compare each sidecar row's namespace, kind, time, tokens and entities
-            with what Chroma's record derives; otherwise compare ids only.
+            (and write sequence number) with what Chroma's record derives; otherwise compare
+            ids only.
 
     Returns:
         The report; ``report.ok`` tells whether everything agrees.

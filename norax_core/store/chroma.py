@@ -70,6 +70,11 @@ def memory_from_record(mid: str, doc: str | None, meta: dict[str, Any]) -> Memor
     )
 
 
+def seq(value: Any) -> int:
+    """A stored write sequence number; 0 (unknown) for records without a valid one."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def change_log(client: Any, name: str, interval: float) -> ChangeLog | None:
     """The change log of a client-mode store, or ``None`` when sync is off."""
     if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval < 0:

@@ -3,9 +3,9 @@
 Chroma holds the truth; the sidecar rows and the in-memory BM25, temporal, graph and id
 catalog indexes are derived from it. :func:`check` compares them, namespace by namespace:
 the ids every source holds, and (``deep``) whether each sidecar row still matches what
-Chroma's record derives (namespace, kind, time, tokens, entities). :func:`repair`
-re-derives what disagrees. ``NoraxMemory.check`` / ``repair``, ``norax check [--repair]``
-and :mod:`norax_core.maintenance` all run these.
+Chroma's record derives (namespace, kind, time, tokens, entities, write sequence number).
+:func:`repair` re-derives what disagrees. ``NoraxMemory.check`` / ``repair``, ``norax check
+[--repair]`` and :mod:`norax_core.maintenance` all run these.
 """
 
 from __future__ import annotations
@@ -173,7 +173,8 @@ def check(store: Store, *, deep: bool = True) -> CheckReport:
     Args:
         store: An open store.
         deep: Also compare each sidecar row's namespace, kind, time, tokens and entities
-            with what Chroma's record derives; otherwise compare ids only.
+            (and write sequence number) with what Chroma's record derives; otherwise compare
+            ids only.
 
     Returns:
         The report; ``report.ok`` tells whether everything agrees.
@@ -285,6 +286,8 @@ def _differences(a: IndexRow, b: IndexRow) -> tuple[str, ...]:
     if not math.isclose(a.created_at, b.created_at, rel_tol=1e-15, abs_tol=1e-6):
         out.append("created_at")
     out += [f for f in ("tokens", "entities") if tuple(getattr(a, f)) != tuple(getattr(b, f))]
+    if a.seq != b.seq:
+        out.append("seq")
     return tuple(out)
 
 

@@ -19,14 +19,14 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import chromadb
 import numpy as np
 
-from norax_core.batch import CREATED_KEY
+from norax_core.batch import CREATED_KEY, SEQ_KEY
 from norax_core.config import NoraxConfig
 from norax_core.embedders import Embedder
 from norax_core.errors import InvalidInputError
@@ -35,7 +35,7 @@ from norax_core.locking import StoreLock
 from norax_core.models import Memory
 from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.signals.dense import EXACT_LIMIT, DenseSignal, chroma_where
-from norax_core.store.chroma import drop_collection, memory_from_record, open_collection
+from norax_core.store.chroma import drop_collection, memory_from_record, open_collection, seq
 from norax_core.store.writes import WritePath
 from norax_core.sync import ChangeLog
 
@@ -57,6 +57,8 @@ class Store(WritePath):
         embedder: The embedder the collection's vectors come from (its name and dimension
             are recorded in the collection; followers are re-embedded with it).
         config: Configuration of the derived indexes.
+        add_config: The configuration memories are added with, asked at each write (its
+            ``embed_context`` settings decide what the embedder reads); default ``config``.
         index_path: Sidecar file location when ``client`` is given.
         lock: Take an exclusive lock on an embedded ``path``.
         sync: The change log of a client-mode store, or ``None``.
@@ -77,10 +79,12 @@ class Store(WritePath):
         lock: bool = True,
         sync: ChangeLog | None = None,
         reconcile: bool = True,
+        add_config: Callable[[], NoraxConfig] | None = None,
     ) -> None:
         self.path = path
         self.embedder = embedder
         self.config = config
+        self.add_config = add_config or (lambda: config)
         self.sync = sync
         self.lock = threading.RLock()
         """Held by every write, sync and read of the indexes (re-entrant)."""
@@ -274,4 +278,5 @@ class Store(WritePath):
             float(meta.get(CREATED_KEY, 0.0)),  # the stored float: a datetime rounds to µs
             tuple(self.indexes.tokenizer(doc)),
             mem.entities,
+            seq(meta.get(SEQ_KEY)),
         )

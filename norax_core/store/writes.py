@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,8 +18,13 @@ import numpy as np
 from norax_core.batch import (
     Prepared,
     checked_embeddings,
+    context_texts,
     follower_texts,
     replacing_metadata,
+    restore,
+    sequence_numbers,
+    settled,
+    stored_records,
     stored_times,
 )
 from norax_core.config import NoraxConfig
@@ -38,54 +43,120 @@ began and may not have finished."""
 
 Followers = tuple[list[str], np.ndarray]
 """Stored memories whose context a write changes, with their new embeddings."""
-TextsOf = Callable[[list[str]], dict[str, str]]
-EmbeddingTexts = Callable[[list[str], list[str], list[float], list[str]], list[str]]
 
 
 class WritePath:
-    """Writes of a :class:`~norax_core.store.Store` (callers hold its lock)."""
+    """Writes of a :class:`~norax_core.store.Store` (callers hold its lock).
+
+    ``add_config`` gives the configuration memories are added with (its ``embed_context``
+    and ``context_gap_seconds`` decide what the embedder reads).
+    """
 
     collection: Any
     indexes: DerivedIndexes
     sync: ChangeLog | None
     embedder: Embedder
+    lock: Any
+    add_config: Callable[[], NoraxConfig]
     row_from_record: Callable[[str, str, dict[str, Any]], IndexRow]
+    texts: Callable[[list[str]], dict[str, str]]
+
+    def embedding_texts(
+        self,
+        ids: list[str],
+        texts: list[str],
+        times: list[float],
+        spaces: list[str],
+        seqs: list[int] | None = None,
+    ) -> list[str]:
+        """What the embedder reads for each memory (``NoraxConfig.embed_context``).
+
+        ``seqs``: their write sequence numbers; by default a stored memory's own, and for
+        new ones numbers after the store's (what :meth:`settle` gives them if no other
+        write comes first).
+        """
+        catalog = self.indexes.temporal
+        with self.lock:
+            if seqs is None:
+                seqs = sequence_numbers(catalog, self.indexes.namespace_of, ids, spaces)
+            return context_texts(
+                ids, texts, times, spaces, seqs, self.add_config(), catalog.sequence, self.texts
+            )
+
+    def settle(self, p: Prepared) -> Prepared:
+        """Number the batch in write order and make its context current (under the lock).
+
+        See :func:`~norax_core.batch.settled`: a write that came in between this batch's
+        preparation and now (another thread, task or, through the change log, process)
+        has its context computed again.
+        """
+        catalog = self.indexes.temporal
+        seqs = sequence_numbers(
+            catalog, self.indexes.namespace_of, p.ids, [r.namespace for r in p.rows]
+        )
+        stale = self.add_config().embed_context > 0 and catalog.writes != p.basis
+        return settled(p, seqs, self.embedder, self.embedding_texts, stale)
 
     def write(self, p: Prepared, *, upsert: bool) -> None:
-        """Chroma first (the truth), then the derived indexes; undo Chroma on failure.
+        """Chroma first (the truth), then the derived indexes; all or nothing.
 
         The ids are logged as pending in the sidecar before Chroma is written and cleared
-        with their rows, so a crash in between is repaired at the next open.
+        with their rows, so a crash in between is repaired at the next open. On an error,
+        Chroma is put back as it was (added memories deleted, replaced ones restored from
+        the records read before the write) and the indexes re-derived from it.
         """
         op = self.collection.upsert if upsert else self.collection.add
-        done: list[str] = []
+        old = stored_records(self.collection, p.ids, CHROMA_BATCH) if upsert else {}
+        tried: list[str] = []
         self.indexes.sidecar.mark_pending(p.ids)
         try:
             for s in range(0, len(p.ids), CHROMA_BATCH):
                 e = s + CHROMA_BATCH
-                metas = p.metadatas[s:e]
+                chunk, metas = p.ids[s:e], p.metadatas[s:e]
+                if upsert:  # a failed upsert call may have replaced some of its ids
+                    tried.extend(chunk)
                 op(
-                    ids=p.ids[s:e],
+                    ids=chunk,
                     documents=p.texts[s:e],
                     embeddings=p.embeddings[s:e],
-                    metadatas=replacing_metadata(self.collection, p.ids[s:e], metas)
-                    if upsert
-                    else metas,
+                    metadatas=replacing_metadata(old, chunk, metas) if upsert else metas,
                 )
-                done.extend(p.ids[s:e])
+                if not upsert:  # a failed add call wrote nothing (its ids may be another's)
+                    tried.extend(chunk)
             self.indexes.apply(p.rows)
             if self.sync is not None:
                 self.sync.record("upsert" if upsert else "add", p.ids)
         except BaseException as exc:  # KeyboardInterrupt too: the store stays usable
-            if done and not upsert:
-                self.collection.delete(ids=done)
-            try:  # re-derive the batch from whatever Chroma now holds
-                self.indexes.resync(self.collection, p.ids, self.row_from_record)
-            except Exception:  # the ids stay pending: the next open reconciles them
-                logger.exception("norax: could not re-derive a failed batch from Chroma")
+            undo = self._undo(tried, old, p)
             if isinstance(exc, NoraxError) or not isinstance(exc, Exception):
+                if undo:
+                    logger.error("norax: %s", undo)
                 raise
-            raise InvalidInputError(f"Chroma rejected the batch: {exc}") from exc
+            raise InvalidInputError(f"Chroma rejected the batch: {exc}{undo}") from exc
+
+    def _undo(self, tried: list[str], old: Mapping[str, Any], p: Prepared) -> str:
+        """Undo a failed write of ``tried`` ids (see :meth:`write`).
+
+        Returns what could not be undone, as words for the error message ("" when all was).
+        """
+        undo = ""
+        if tried:
+            written = dict(zip(p.ids, p.metadatas, strict=True))
+            try:
+                restore(self.collection, tried, old, written, CHROMA_BATCH)
+                if self.sync is not None:  # anyone who pulled the failed version re-reads
+                    self.sync.record("upsert", tried)
+            except Exception as err:  # they stay pending: the next open re-derives them
+                logger.exception("norax: could not undo a failed write")
+                undo = (
+                    f"; putting the previous versions back failed too ({err}): up to "
+                    f"{len(tried)} memories (e.g. {tried[0]!r}) may hold the new version"
+                )
+        try:  # re-derive the batch from whatever Chroma now holds
+            self.indexes.resync(self.collection, p.ids, self.row_from_record)
+        except Exception:  # the ids stay pending: the next open reconciles them
+            logger.exception("norax: could not re-derive a failed batch from Chroma")
+        return undo
 
     def delete(self, ids: list[str]) -> None:
         """Delete stored memories from Chroma and the indexes, and log it for the others."""
@@ -96,14 +167,13 @@ class WritePath:
 
     # -- context followers (``NoraxConfig.embed_context``) ------------------------------
 
-    def followers(
-        self, p: Prepared | None, gone: Sequence[str], cfg: NoraxConfig, texts: TextsOf
-    ) -> Followers | None:
+    def followers(self, p: Prepared | None, gone: Sequence[str] = ()) -> Followers | None:
         """The stored memories whose context a write changes, with their new embeddings.
 
         See :func:`~norax_core.batch.follower_texts`. Computed before the write (under the
         lock), so an embedder failure writes nothing.
         """
+        cfg = self.add_config()
         if cfg.embed_context <= 0:
             return None
         found, new_texts = follower_texts(
@@ -113,7 +183,7 @@ class WritePath:
             cfg,
             self.indexes.temporal,
             self.indexes.namespace_of,
-            texts,
+            self.texts,
         )
         if not found:
             return None
@@ -150,7 +220,7 @@ class WritePath:
         if now != set(marked):
             sidecar.set_meta({RESTATE_KEY: json.dumps(sorted(now))})
 
-    def finish_restating(self, embedding_texts: EmbeddingTexts, texts: TextsOf) -> None:
+    def finish_restating(self) -> None:
         """Re-embed the memories a write left marked (it was interrupted before storing them)."""
         marked = json.loads(self.indexes.sidecar.get_meta(RESTATE_KEY) or "[]")
         if not marked:
@@ -160,8 +230,8 @@ class WritePath:
         if ids:
             spaces = [home[m] for m in ids]
             times = stored_times(catalog, home, ids)
-            text_of = texts(ids)
-            inputs = embedding_texts(ids, [text_of.get(m, "") for m in ids], times, spaces)
+            text_of = self.texts(ids)
+            inputs = self.embedding_texts(ids, [text_of.get(m, "") for m in ids], times, spaces)
             vectors = checked_embeddings(self.embedder, self.embedder.embed(inputs), len(ids))
             self.restate((ids, vectors))
             logger.info("norax: re-embedded %d memories an interrupted write left", len(ids))
