@@ -1,14 +1,17 @@
-"""The query's entities are extracted only when the graph signal counts."""
+"""How a search finds its query's entities: matched against the graph, or extracted."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
+import pytest
 
-from norax_core import NoraxMemory
+from norax_core import NoraxConfig, NoraxMemory
 from norax_core.embedders import CallableEmbedder
 from norax_core.entities import RuleBasedExtractor
+from norax_core.errors import InvalidInputError
+from norax_core.signals.entity_graph import EntityGraph, match_key
 
 T0 = 1_700_000_000.0
 
@@ -29,10 +32,23 @@ def _embed(texts: Sequence[str]) -> np.ndarray:
     return out
 
 
-def test_zero_graph_weight_skips_query_extraction() -> None:
-    ext = Counting()
+def _memory(ext: Counting, **config: object) -> NoraxMemory:
     emb = CallableEmbedder(_embed, name="len", dim=4)
-    with NoraxMemory(embedder=emb, extractor=ext) as mem:
+    return NoraxMemory(embedder=emb, extractor=ext, config=NoraxConfig(**config))  # type: ignore[arg-type]
+
+
+def test_default_matches_the_graph_without_the_extractor() -> None:
+    ext = Counting()
+    with _memory(ext) as mem:
+        mem.add(["Colby picked TypeORM", "lunch was fine"], created_at=[T0, T0 + 1])
+        (hit, *_) = mem.search("TypeORM for Colby?", weights={"bm25": 1.0, "graph": 1.0})
+        assert ext.queries == []
+        assert hit.signals["graph"] > 0 and hit.matched_entities == ("typeorm", "colby")
+
+
+def test_extract_mode_runs_the_extractor_only_when_the_graph_counts() -> None:
+    ext = Counting()
+    with _memory(ext, query_entities="extract") as mem:
         mem.add(["Colby picked TypeORM", "lunch was fine"], created_at=[T0, T0 + 1])
         (hit, *_) = mem.search("TypeORM for Colby", weights={"bm25": 1.0, "dense": 1.0})
         assert ext.queries == [] and hit.signals["graph"] == 0.0
@@ -42,3 +58,80 @@ def test_zero_graph_weight_skips_query_extraction() -> None:
         assert hit.signals["graph"] > 0 and "typeorm" in hit.matched_entities
         mem.candidates("TypeORM", weights={"dense": 1.0}, ids=[hit.id])  # a reranker's call
         assert ext.queries[-1] == "TypeORM"
+
+
+def test_zero_graph_weight_matches_nothing() -> None:
+    with _memory(Counting()) as mem:
+        mem.add(["Colby picked TypeORM"], created_at=T0)
+        (hit,) = mem.search("TypeORM for Colby", weights={"bm25": 1.0, "dense": 1.0})
+        assert hit.signals["graph"] == 0.0 and hit.matched_entities == ()
+
+
+def test_bad_mode_raises() -> None:
+    with pytest.raises(InvalidInputError, match="query_entities"):
+        NoraxConfig(query_entities="spacy")
+
+
+# -- the matcher, on a small deterministic graph ---------------------------------------------
+
+GRAPH = {
+    "m0": ["colby smith", "colby", "smith", "wallet", "base"],
+    "m1": ["new york", "marathon"],
+    "m2": ["york", "minster"],
+    "m3": ["visual studio code", "typeorm", "os.path.join", "@priya"],
+    "m4": ["battery", "glass", "e-commerce", "commerce"],
+    "m5": ["team wallet", "payment"],
+}
+
+
+def matcher() -> EntityGraph:
+    g = EntityGraph()
+    g.add_many("ns", GRAPH.items())
+    return g
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("What did we decide about the wallet?", ["wallet"]),
+        ("Where are the wallets?", ["wallet"]),  # plural query, lemmatised node
+        ("Which batteries and glasses?", ["battery", "glass"]),
+        ("Is the Team Wallet funded?", ["team wallet"]),  # longest first: not "wallet" too
+        ("Did Colby Smith pay?", ["colby smith", "colby", "smith"]),  # linked parts
+        ("Did Colby pay?", ["colby"]),
+        ("Who ran in New York?", ["new york"]),  # "york" is not linked to "new york"
+        ("York Minster", ["york", "minster"]),
+        ("Set up Visual Studio Code with TypeORM", ["visual studio code", "typeorm"]),
+        ("call os.path.join, ask @Priya", ["os.path.join", "@priya"]),
+        ("any wallet-related e-commerce news", ["wallet", "e-commerce"]),
+        ("Colby's wallet", ["colby", "wallet"]),
+        ("the weather in Paris", []),  # nothing in the graph: nothing matched
+        ("", []),
+    ],
+)
+def test_matcher_finds_graph_nodes(query: str, expected: list[str]) -> None:
+    assert matcher().match_query("ns", query) == expected
+
+
+def test_matcher_reads_only_its_namespace_and_follows_deletes() -> None:
+    g = matcher()
+    assert g.match_query("other", "the wallet") == []
+    g.add("other", "x", ["sunset"])
+    assert g.match_query("ns", "a sunset") == []
+    assert g.match_query("other", "a sunset") == ["sunset"]
+    g.remove("ns", "m5")
+    assert g.match_query("ns", "the team wallet") == ["wallet"]
+    g.remove("ns", "m0")
+    assert g.match_query("ns", "the team wallet") == []
+    space = g.space("ns")
+    assert space is not None and "wallet" not in space.keyed and "team wallet" not in space.keyed
+    assert space.max_words() == 3  # "visual studio code"
+
+
+def test_matcher_agrees_with_the_written_normalisation() -> None:
+    g = matcher()
+    for ents in GRAPH.values():
+        for name in ents:
+            assert name in g.match_query("ns", name)  # every node names itself
+    assert match_key("wallets") == match_key("wallet") == "wallet"
+    assert match_key("boss") == "boss" and match_key("analysis") == "analysis"
