@@ -10,15 +10,26 @@
     synthetic memories whose 2-8 entities are drawn Zipf-like (exponent 1.1) from a 50k-entity
     vocabulary, in one namespace and spread over 300 namespaces (30 of them queried); plus the
     ``add_many`` build time and the first (lazy) Louvain run.
+(c) Query entities (``--query-entities``): on every dev question of LoCoMo and BEAM 100K, the
+    graph matcher (``query_entities="match"``, the default) against spaCy on the query
+    (``"extract"``): the entities each finds that are graph nodes, the graph signal's score of
+    the gold memories, recall@k of the graph alone and of the fused presets (each question
+    pooled once per mode through ``NoraxMemory.candidates``), and the cost of finding the
+    query's entities (p50/p95, the two interleaved question by question), written to
+    ``--out`` as JSON.
 
 Run from the repository root::
 
     python benchmarks/graph_signal.py --locomo ../shared/data/locomo/locomo10_dev.json
+    python benchmarks/graph_signal.py --query-entities \
+        --locomo ../shared/data/locomo/locomo10_dev.json --beam ../shared/data/beam/100K \
+        --out benchmarks/results/query_entities.json
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -26,10 +37,17 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from norax_core.bench.data import BenchDataset, load_beam, load_locomo
+from norax_core.bench.harness import evaluate, ingest, open_store, requests_for
+from norax_core.bench.pools import Pool, build_pools
+from norax_core.config import NoraxConfig, QueryEntities
 from norax_core.entities import load_extractor
+from norax_core.models import SIGNALS
+from norax_core.presets import get_preset
 from norax_core.signals.base import Query
 from norax_core.signals.graph import EntityGraph, GraphSignal
 
@@ -164,6 +182,122 @@ def bench_graph(n: int, namespaces: int, queries: int, seed: int = 0) -> None:
     )
 
 
+def _pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(int(len(ordered) * q), len(ordered) - 1)] if ordered else float("nan")
+
+
+def _gold_graph(pools: Sequence[Pool]) -> list[float]:
+    """Per question: the mean graph score of its gold memories (0 where not in the pool)."""
+    row = SIGNALS.index("graph")
+    out = []
+    for p in pools:
+        pos = {m: i for i, m in enumerate(p.ids)}
+        gold = p.request.relevant
+        if gold:
+            out.append(sum(p.scores[row, pos[m]] if m in pos else 0.0 for m in gold) / len(gold))
+    return out
+
+
+def bench_query_entities(dataset: BenchDataset, presets: Sequence[str]) -> dict[str, object]:
+    """Graph matcher vs spaCy on the query, over every question of ``dataset``."""
+    spacy = load_extractor()  # the model itself, not the benchmark cache
+    mem = open_store(config=NoraxConfig())
+    try:
+        ingest(mem, dataset, progress=False)
+        requests = requests_for(dataset)
+        graph = mem._indexes.graph  # noqa: SLF001 - the store's own graph, read only
+        # Entities found, and their cost, interleaved question by question.
+        t_spacy, t_match, same, jacc, missed, extra, n_sp, n_m = [], [], 0, [], 0, 0, 0, 0
+        for r in requests:
+            t0 = time.perf_counter()
+            raw = spacy.extract_query(r.query)
+            t1 = time.perf_counter()
+            matched = graph.match_query(r.namespace, r.query)
+            t2 = time.perf_counter()
+            t_spacy.append((t1 - t0) * 1000)
+            t_match.append((t2 - t1) * 1000)
+            space = graph.space(r.namespace)
+            nodes = {e for e in raw if space is not None and e in space.eid}
+            got = set(matched)
+            same += nodes == got
+            jacc.append(len(nodes & got) / len(nodes | got) if nodes | got else 1.0)
+            missed += len(nodes - got)
+            extra += len(got - nodes)
+            n_sp += len(nodes)
+            n_m += len(got)
+        methods = {name: get_preset(name) for name in ("graph", *presets)}
+        runs: dict[str, object] = {}
+        for mode in QueryEntities:
+            mem.config = dataclasses.replace(mem.config, query_entities=mode)
+            t0 = time.perf_counter()
+            pools = build_pools(mem, requests)
+            seconds = time.perf_counter() - t0
+            run = evaluate(pools, methods, (1, 5, 10, 25), dataset=dataset.name).to_json()
+            gold = _gold_graph(pools)
+            runs[mode.value] = {
+                "methods": run["methods"],
+                "by_category": run["by_category"],
+                "gold_graph_score_mean": statistics.mean(gold),
+                "questions_with_gold_graph_score": sum(g > 0 for g in gold),
+                "pooling_seconds": seconds,
+            }
+    finally:
+        mem.close()
+    n = len(requests)
+    return {
+        "dataset": dataset.name,
+        "n_questions": n,
+        "entities": {
+            "spacy_in_graph_per_question": n_sp / n,
+            "match_per_question": n_m / n,
+            "identical_share": same / n,
+            "jaccard_mean": statistics.mean(jacc),
+            "spacy_nodes_missed_by_match": missed,
+            "match_nodes_not_found_by_spacy": extra,
+        },
+        "cost_ms": {
+            "spacy_p50": _pct(t_spacy, 0.5),
+            "spacy_p95": _pct(t_spacy, 0.95),
+            "match_p50": _pct(t_match, 0.5),
+            "match_p95": _pct(t_match, 0.95),
+            "match_mean": statistics.mean(t_match),
+            "ratio_p50_match_over_spacy": _pct(t_match, 0.5) / _pct(t_spacy, 0.5),
+        },
+        "runs": runs,
+    }
+
+
+def print_query_entities(res: dict[str, Any]) -> None:
+    e, c = res["entities"], res["cost_ms"]
+    print(f"  {res['dataset']}: {res['n_questions']} questions")
+    print(
+        "    entities that are graph nodes per question:"
+        f" spaCy {e['spacy_in_graph_per_question']:.2f},"
+        f" match {e['match_per_question']:.2f}; identical on {e['identical_share']:.1%},"
+        f" Jaccard {e['jaccard_mean']:.3f}; spaCy nodes missed {e['spacy_nodes_missed_by_match']},"
+        f" extra {e['match_nodes_not_found_by_spacy']}"
+    )
+    print(
+        f"    cost: match p50 {c['match_p50']:.3f} ms (p95 {c['match_p95']:.3f}),"
+        f" spaCy p50 {c['spacy_p50']:.2f} ms (p95 {c['spacy_p95']:.2f});"
+        f" match/spaCy {c['ratio_p50_match_over_spacy']:.4f}"
+    )
+    runs = res["runs"]
+    for method in runs["extract"]["methods"]:
+        x, m = runs["extract"]["methods"][method], runs["match"]["methods"][method]
+        cells = "  ".join(
+            f"{k} {x[k]:.3f} -> {m[k]:.3f} ({m[k] - x[k]:+.3f})" for k in ("recall@5", "recall@10")
+        )
+        print(f"    {method:8s} spaCy -> match: {cells}")
+    gx, gm = runs["extract"], runs["match"]
+    print(
+        f"    gold memories' graph score: spaCy {gx['gold_graph_score_mean']:.4f}"
+        f" ({gx['questions_with_gold_graph_score']} questions > 0),"
+        f" match {gm['gold_graph_score_mean']:.4f} ({gm['questions_with_gold_graph_score']})"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     default = ROOT / ".." / "shared" / "data" / "locomo" / "locomo10_dev.json"
@@ -174,6 +308,9 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--skip-extraction", action="store_true")
     ap.add_argument("--skip-chroma", action="store_true", help="its 256-token padding is slow")
+    ap.add_argument("--query-entities", action="store_true", help="run (c) only")
+    ap.add_argument("--beam", type=Path, default=ROOT / ".." / "shared" / "data" / "beam" / "100K")
+    ap.add_argument("--out", type=Path, default=None, help="(c)'s JSON")
     args = ap.parse_args()
     machine = platform.processor() or platform.machine()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -181,6 +318,20 @@ def main() -> None:
         f"# {machine}, {os.cpu_count()} cores, Python {platform.python_version()},"
         f" load average {load:.1f} at start"
     )
+    if args.query_entities:
+        print("(c) query entities: graph match vs spaCy on the query, every dev question")
+        results = {
+            "machine": {"cpu": machine, "cores": os.cpu_count(), "load_at_start": load},
+            "datasets": [
+                bench_query_entities(load_locomo(args.locomo), ["default", "seed"]),
+                bench_query_entities(load_beam(args.beam), ["default", "project", "seed"]),
+            ],
+        }
+        for res in results["datasets"]:
+            print_query_entities(res)
+        if args.out:
+            args.out.write_text(json.dumps(results, indent=2) + "\n")
+        return
     if not args.skip_extraction:
         bench_extraction(args.locomo, args.texts, args.rounds, not args.skip_chroma)
     print("(b) graph signal, synthetic Zipf entities (50k vocabulary, 2-8 per memory)")

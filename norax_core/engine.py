@@ -253,6 +253,7 @@ class NoraxMemory:
     def _release(self) -> None:
         indexes = getattr(self, "_indexes", None)
         if indexes is not None:
+            indexes.graph.close()  # stops its community worker thread
             indexes.sidecar.close()
         fin = getattr(self, "_finalizer", None)
         if fin is not None:
