@@ -42,8 +42,15 @@ from typing import Any
 import numpy as np
 
 from norax_core.bench.data import BenchDataset, load_beam, load_locomo
-from norax_core.bench.harness import evaluate, ingest, open_store, requests_for
-from norax_core.bench.pools import Pool, build_pools
+from norax_core.bench.harness import (
+    bm25_needed,
+    documents_for,
+    evaluate,
+    ingest,
+    open_store,
+    requests_for,
+)
+from norax_core.bench.pools import Pool, add_bm25_variants, build_pools
 from norax_core.config import NoraxConfig, QueryEntities
 from norax_core.entities import load_extractor
 from norax_core.models import SIGNALS
@@ -207,6 +214,8 @@ def bench_query_entities(dataset: BenchDataset, presets: Sequence[str]) -> dict[
         ingest(mem, dataset, progress=False)
         requests = requests_for(dataset)
         graph = mem._indexes.graph  # noqa: SLF001 - the store's own graph, read only
+        for ns in graph.namespaces():
+            graph.communities(ns)  # both modes read the same, settled communities
         # Entities found, and their cost, interleaved question by question.
         t_spacy, t_match, same, jacc, missed, extra, n_sp, n_m = [], [], 0, [], 0, 0, 0, 0
         for r in requests:
@@ -233,6 +242,7 @@ def bench_query_entities(dataset: BenchDataset, presets: Sequence[str]) -> dict[
             t0 = time.perf_counter()
             pools = build_pools(mem, requests)
             seconds = time.perf_counter() - t0
+            add_bm25_variants(pools, documents_for(dataset), sorted(bm25_needed(pools, methods)))
             run = evaluate(pools, methods, (1, 5, 10, 25), dataset=dataset.name).to_json()
             gold = _gold_graph(pools)
             runs[mode.value] = {
@@ -320,15 +330,18 @@ def main() -> None:
     )
     if args.query_entities:
         print("(c) query entities: graph match vs spaCy on the query, every dev question")
-        results = {
+        results: dict[str, Any] = {
+            "command": "python benchmarks/graph_signal.py --query-entities"
+            f" --locomo {args.locomo} --beam {args.beam}",
             "machine": {"cpu": machine, "cores": os.cpu_count(), "load_at_start": load},
-            "datasets": [
-                bench_query_entities(load_locomo(args.locomo), ["default", "seed"]),
-                bench_query_entities(load_beam(args.beam), ["default", "project", "seed"]),
-            ],
+            "datasets": [],
         }
-        for res in results["datasets"]:
-            print_query_entities(res)
+        for data, presets in (
+            (load_locomo(args.locomo), ["default", "seed"]),
+            (load_beam(args.beam), ["default", "project", "seed"]),
+        ):
+            results["datasets"].append(bench_query_entities(data, presets))
+            print_query_entities(results["datasets"][-1])
         if args.out:
             args.out.write_text(json.dumps(results, indent=2) + "\n")
         return
