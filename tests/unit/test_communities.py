@@ -8,7 +8,9 @@ from collections.abc import Iterable
 import networkx as nx
 import pytest
 
+from norax_core.signals import entity_graph as entity_graph_mod
 from norax_core.signals.base import Query
+from norax_core.signals.entity_graph import louvain_communities
 from norax_core.signals.graph import EntityGraph, GraphSignal
 
 NS = "ns"
@@ -38,7 +40,7 @@ class Slow:
         self.thread = threading.current_thread()
         self.started.set()
         assert self.release.wait(WAIT), "the test never released the recompute"
-        return nx.community.louvain_communities(graph, weight="weight", seed=seed)
+        return louvain_communities(graph, seed)
 
 
 def background(slow: Slow, refresh_fraction: float = 0.1) -> EntityGraph:
@@ -146,7 +148,7 @@ def test_a_failed_recompute_keeps_the_communities_and_retries() -> None:
         calls.append(1)
         if len(calls) == 1:
             raise RuntimeError("boom")
-        return nx.community.louvain_communities(graph, weight="weight", seed=seed)
+        return louvain_communities(graph, seed)
 
     g = EntityGraph(background_min_edges=0, community_fn=failing)
     g.add_many(NS, corpus().items())
@@ -170,3 +172,36 @@ def test_small_namespaces_recompute_inline() -> None:
 def test_config_validation() -> None:
     with pytest.raises(ValueError, match="background_min_edges"):
         EntityGraph(background_min_edges=-1)
+
+
+def _two_topics() -> nx.Graph:
+    g = nx.Graph()
+    for block in (["apple", "banana", "cherry", "date"], ["argon", "xenon", "yttrium", "zinc"]):
+        g.add_weighted_edges_from((a, b, 3) for i, a in enumerate(block) for b in block[i + 1 :])
+    g.add_edge("date", "xenon", weight=1)
+    return g
+
+
+@pytest.mark.parametrize("igraph", [True, False])
+def test_louvain_backends_find_the_topics(monkeypatch: pytest.MonkeyPatch, igraph: bool) -> None:
+    if not igraph:  # the networkx fallback, as without igraph installed
+        monkeypatch.setitem(__import__("sys").modules, "igraph", None)
+    g = _two_topics()
+    groups = sorted(sorted(c) for c in louvain_communities(g, 42))
+    assert groups == [["apple", "banana", "cherry", "date"], ["argon", "xenon", "yttrium", "zinc"]]
+    bigger = nx.relabel_nodes(nx.les_miserables_graph(), str)
+    runs = [sorted(sorted(c) for c in louvain_communities(bigger, 7)) for _ in range(2)]
+    assert runs[0] == runs[1] and len(runs[0]) > 3  # deterministic for a seed
+    assert nx.community.modularity(bigger, runs[0], weight="weight") > 0.5
+
+
+def test_default_backend_is_looked_up_at_run_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[int] = []
+
+    def spy(graph: nx.Graph, seed: int) -> Iterable[Iterable[str]]:
+        seen.append(seed)
+        return [set(graph.nodes)]
+
+    monkeypatch.setattr(entity_graph_mod, "louvain_communities", spy)
+    g = inline()
+    assert len(set(g.communities(NS).values())) == 1 and seen == [g.seed]
