@@ -63,7 +63,7 @@ __all__ = [
     "EntityGraph",
     "NamespaceGraph",
     "louvain_communities",
-    "match_key",
+    "singular_forms",
     "match_query",
 ]
 
@@ -121,29 +121,76 @@ MAX_QUERY_WORDS = 6
 """Query n-grams longer than this many words are not matched (nor longer than the namespace's
 longest entity)."""
 _WORD_RE = re.compile(r"\S+")
+_EDGE = " \t\n\"'`()[]{}<>,;:!?.*~|\\/-\u2013\u2014\u2026"
 _PARTS_RE = re.compile(r"[-/]")
 
 
-def match_key(entity: str) -> str:
-    """The form under which a query n-gram meets a stored entity: the last word singular.
+_IRREGULAR = {
+    "children": "child",
+    "men": "man",
+    "women": "woman",
+    "feet": "foot",
+    "teeth": "tooth",
+    "mice": "mouse",
+    "geese": "goose",
+    "people": "person",
+}
+_NOT_PLURAL = ("ss", "us", "is", "news", "series", "species")
+# A lowercase query word right after one of these is read as a verb ("to implement", "can you
+# list", "did I start"), as spaCy would tag it: not an entity of the query.
+_VERB_CONTEXT = frozenset(
+    [
+        "to",
+        "i",
+        "you",
+        "we",
+        "they",
+        "he",
+        "she",
+        "it",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "shall",
+        "might",
+        "must",
+        "do",
+        "does",
+        "did",
+        "don't",
+        "didn't",
+        "not",
+        "please",
+        "let's",
+        "me",
+        "us",
+    ]
+)
 
-    Stored common nouns are lemmatised by spaCy ("wallets" -> ``wallet``); a query is not, so
-    both sides meet on a crude English singular of their last word (the head of an English
-    noun phrase). Irregular plurals ("children") are not covered.
+
+def singular_forms(word: str) -> list[str]:
+    """Candidate singulars of an English plural, most likely first (``[]`` if none).
+
+    Stored common nouns are lemmatised by spaCy ("wallets" -> ``wallet``); a query is not,
+    so the matcher tries these for the last word of an n-gram.
 
     Examples:
-        >>> match_key("team wallets"), match_key("wallet"), match_key("batteries")
-        ('team wallet', 'wallet', 'battery')
+        >>> singular_forms("batteries"), singular_forms("glasses"), singular_forms("hoodies")
+        (['battery', 'batterie'], ['glasse', 'glass'], ['hoody', 'hoodie'])
+        >>> singular_forms("children"), singular_forms("boss"), singular_forms("cat")
+        (['child'], [], [])
     """
-    head, _, last = entity.rpartition(" ")
-    w = last
-    if len(w) > 4 and w.endswith("ies"):
-        w = w[:-3] + "y"
-    elif len(w) > 4 and w.endswith(("sses", "shes", "ches", "xes")):
-        w = w[:-2]
-    elif len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is", "'s")):
-        w = w[:-1]
-    return f"{head} {w}" if head else w
+    if word in _IRREGULAR:
+        return [_IRREGULAR[word]]
+    if len(word) < 4 or not word.endswith("s") or word.endswith(_NOT_PLURAL):
+        return []
+    out = [word[:-3] + "y"] if word.endswith("ies") and len(word) > 4 else []
+    out.append(word[:-1])
+    if word.endswith(("sses", "shes", "ches", "xes", "zes", "oes")):
+        out.append(word[:-2])
+    return out
 
 
 def match_query(text: str, space: NamespaceGraph) -> list[str]:
@@ -152,12 +199,21 @@ def match_query(text: str, space: NamespaceGraph) -> list[str]:
     The query's code identifiers (the same regexes as at write time) are looked up first;
     then its whitespace-separated word n-grams, longest first (at most the namespace's longest
     entity, and :data:`MAX_QUERY_WORDS`), each normalised with
-    :func:`~norax_core.entities.normalize_entity` and looked up as is, else by
-    :func:`match_key`. A matched n-gram's words are not matched again ("new york" does not
-    also give ``york``), except a word the graph links to the whole name: written entities
-    of a person's full name also yield its parts ("colby smith", ``colby``, ``smith``), and
-    so does the match. A hyphenated or slashed word that matches nothing as a whole is tried
-    part by part ("wallet-related" -> ``wallet``).
+    :func:`~norax_core.entities.normalize_entity` and looked up with its last word made
+    singular where the graph has that form (:meth:`NamespaceGraph.lookup`), as spaCy
+    lemmatises stored nouns. A matched n-gram's words are not matched again ("New York" does
+    not also give ``york``), except a word the graph links to the whole name: written entities
+    of a person's full name also yield its parts ("colby smith", ``colby``, ``smith``), and so
+    does the match. A hyphenated or slashed word that matches nothing as a whole is tried part
+    by part ("wallet-related" -> ``wallet``).
+
+    Two rules stand in for the part-of-speech tags spaCy uses at write time, for single
+    lowercase words only (names and identifiers always count): a word right after "to", a
+    pronoun or an auxiliary is a verb ("how to *implement*", "can you *list*"), a word in
+    "-ed" is a participle ("the *updated* deadline"), and a word right before another matched
+    word is a modifier of that noun ("*new* columns", "*security* features"), like the compound
+    modifiers write-time extraction skips. For the same reason a lowercase compound that is a
+    node ("weather app") counts by its head (``app``) when the graph has it.
 
     Every result is a node of the graph, so the graph signal scores exactly as if a model had
     found them; what a model would have found that is not in the graph never counts anyway.
@@ -177,17 +233,31 @@ def match_query(text: str, space: NamespaceGraph) -> list[str]:
             found.append((start, name))
         for i, (ws, we, _) in enumerate(words):
             if ws < end and start < we:
-                used[i] = 1
+                used[i] = 2
+    single: dict[int, list[str]] = {}  # lowercase one-word matches, by word index
     for n in range(min(space.max_words(), MAX_QUERY_WORDS, len(words)), 0, -1):
         for i in range(len(words) - n + 1):
             if any(used[i : i + n]):
                 continue
             candidate = normalize_entity(" ".join(w for _, _, w in words[i : i + n]))
+            if candidate.count(" ") + 1 < n:
+                continue  # "the wallet": tried again without its determiner, as one word
             names = space.lookup(candidate) if candidate else ()
             if not names:
                 continue
             used[i : i + n] = b"\x01" * n
+            if n == 1 and words[i][2].islower():
+                single[i] = list(names)
+                continue
+            # A lowercase compound ("weather app") counts by its head noun, as write-time
+            # extraction reads compounds; a capitalised name counts whole, with the parts the
+            # graph links to it ("Colby Smith": ``colby smith``, ``colby``, ``smith``).
+            lower = n > 1 and all(w.islower() for _, _, w in words[i : i + n])
             for name in names:
+                if lower:
+                    head = space.lookup(name.rpartition(" ")[2])
+                    found.extend((words[i][0], h) for h in head)
+                    continue
                 found.append((words[i][0], name))
                 if n > 1:
                     found.extend(
@@ -195,6 +265,14 @@ def match_query(text: str, space: NamespaceGraph) -> list[str]:
                         for part in name.split(" ")
                         if part != name and space.linked(name, part)
                     )
+    for i, found_names in single.items():
+        raw = words[i][2]
+        before = words[i - 1][2].lower().strip(_EDGE) if i else ""
+        modifier = i + 1 < len(words) and used[i + 1] == 1 and raw[-1:].isalnum()
+        participle = len(raw) > 4 and raw.endswith("ed") and not raw.endswith("eed")
+        if before in _VERB_CONTEXT or modifier or participle:
+            continue
+        found.extend((words[i][0], name) for name in found_names)
     for i, (start, _, word) in enumerate(words):
         if not used[i] and _PARTS_RE.search(word):
             for part in _PARTS_RE.split(word):
@@ -222,7 +300,6 @@ class NamespaceGraph:
         self.row_tie = np.zeros(64, np.int64)  # row -> crc32 of the id: content-based tie-break
         self.free_rows: list[int] = []
         self.eid: dict[str, int] = {}  # entity -> id
-        self.keyed: dict[str, list[int]] = {}  # match_key(entity) -> ids (query matching)
         self.lengths: dict[int, int] = {}  # words per entity -> how many entities
         self.names: list[str] = []  # id -> entity ("" when free)
         self.free_eids: list[int] = []
@@ -265,7 +342,6 @@ class NamespaceGraph:
         self.eid[name] = e
         if self.touched is not None:
             self.touched.add(e)
-        self.keyed.setdefault(match_key(name), []).append(e)
         words = name.count(" ") + 1
         self.lengths[words] = self.lengths.get(words, 0) + 1
         self.tie[e] = zlib.crc32(name.encode("utf-8", "surrogatepass"))
@@ -331,13 +407,7 @@ class NamespaceGraph:
         return True
 
     def _forget_name(self, e: int) -> None:
-        name = self.names[e]
-        key = match_key(name)
-        same = self.keyed[key]
-        same.remove(e)
-        if not same:
-            del self.keyed[key]
-        words = name.count(" ") + 1
+        words = self.names[e].count(" ") + 1
         self.lengths[words] -= 1
         if not self.lengths[words]:
             del self.lengths[words]
@@ -403,11 +473,19 @@ class NamespaceGraph:
         return arrs
 
     def lookup(self, candidate: str) -> tuple[str, ...]:
-        """The entity named ``candidate``, else those with its :func:`match_key`; ``()``."""
-        if candidate in self.eid:
-            return (candidate,)
-        same = self.keyed.get(match_key(candidate))
-        return tuple(sorted(self.names[e] for e in same)) if same else ()
+        """The node ``candidate`` names, ``()`` if none.
+
+        That is its last word's singular if the graph has that form (spaCy lemmatises stored
+        nouns), else ``candidate`` itself.
+        """
+        head, _, last = candidate.rpartition(" ")
+        for form in singular_forms(last):
+            name = f"{head} {form}" if head else form
+            if name in self.eid:
+                return (name,)
+            if not head and not normalize_entity(form):
+                return ()  # the plural of a stop word ("ways")
+        return (candidate,) if candidate in self.eid else ()
 
     def linked(self, a: str, b: str) -> bool:
         """Whether entities ``a`` and ``b`` share a memory (co-occurrence edge)."""
@@ -755,8 +833,9 @@ class EntityGraph:
         return finished
 
     def pending(self) -> list[str]:
-        """Namespaces whose communities are being recomputed in the background."""
-        return sorted(self._running)
+        """Namespaces whose communities are being recomputed in the background right now."""
+        with self._handoff:
+            return sorted(set(self._running) - set(self._done))
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop the worker thread (its current run is dropped) and recompute inline from now."""
