@@ -258,7 +258,7 @@ def bench_query_entities(dataset: BenchDataset, presets: Sequence[str]) -> dict[
                 "methods": run["methods"],
                 "by_category": run["by_category"],
                 "gold_graph_score_mean": statistics.mean(gold),
-                "questions_with_gold_graph_score": sum(g > 0 for g in gold),
+                "questions_with_gold_graph_score": int(sum(g > 0 for g in gold)),
                 "pooling_seconds": seconds,
             }
     finally:
@@ -517,7 +517,7 @@ def main() -> None:
             results["datasets"].append(bench_query_entities(data, presets))
             print_query_entities(results["datasets"][-1])
         if args.out:
-            args.out.write_text(json.dumps(results, indent=2) + "\n")
+            args.out.write_text(json.dumps(results, indent=2, default=float) + "\n")
         return
     if not args.skip_extraction:
         bench_extraction(args.locomo, args.texts, args.rounds, not args.skip_chroma)
