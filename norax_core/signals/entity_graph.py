@@ -80,9 +80,9 @@ def louvain_communities(graph: nx.Graph, seed: int) -> list[set[str]]:
     """Louvain communities of ``graph`` (edge attribute ``weight``), deterministic for a seed.
 
     Runs igraph's C implementation (``community_multilevel``) when igraph is installed, else
-    networkx's pure-Python one. On the same graphs igraph is 20 to 45 times faster with the
-    same modularity (``benchmarks/graph_signal.py --communities``); the partitions of the two
-    differ in detail (each is deterministic for a seed and a graph).
+    networkx's pure-Python one. On the same graphs igraph is several times faster (3.6 x and
+    9 x on the two graphs of ``benchmarks/results/communities.json``) with the same modularity;
+    the partitions of the two differ in detail (each is deterministic for a seed and a graph).
     """
     try:
         import igraph
