@@ -46,7 +46,15 @@ CORE_ALL = [
     "save_weights",
 ]
 LANGCHAIN_ALL = ["LangChainEmbedder", "NoraxRetriever", "add_documents"]
-LLAMAINDEX_ALL = ["LlamaIndexEmbedder", "NoraxPostprocessor", "NoraxRetriever", "add_nodes"]
+LLAMAINDEX_ALL = [
+    "LlamaIndexEmbedder",
+    "NoraxMemoryBlock",
+    "NoraxPostprocessor",
+    "NoraxRetriever",
+    "aadd_chat_messages",
+    "add_chat_messages",
+    "add_nodes",
+]
 
 
 @pytest.mark.parametrize(
