@@ -6,9 +6,11 @@ import math
 from datetime import datetime
 from typing import Any
 
+from llama_index.core.async_utils import asyncio_run
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
-from llama_index.core.memory.memory import BaseMemoryBlock
+from llama_index.core.memory.memory import BaseMemoryBlock, Memory
+from llama_index.core.storage.chat_store.sql import MessageStatus
 from llama_index.core.utils import get_tokenizer
 
 from norax_core import validation as check
@@ -37,7 +39,9 @@ class NoraxMemoryBlock(BaseMemoryBlock[str]):
     embeds each short reply with the turns before it. A message's time is its
     ``additional_kwargs[time_key]``, else the clock (``now``); times strictly increase, so
     two flushes at one instant still keep their order. Tool output, system prompts, thinking
-    and tool-call blocks are not stored by default; an empty flush writes nothing.
+    and tool-call blocks are not stored by default; an empty flush writes nothing. ``Memory``
+    flushes only when its queue is full: call :meth:`aflush` when a session ends so its
+    last turns are stored too.
 
     **Reading.** Each time ``Memory`` builds the prompt, the block searches the namespace
     with the text of the last ``retrieval_context_window`` messages and returns one cited
@@ -246,6 +250,33 @@ class NoraxMemoryBlock(BaseMemoryBlock[str]):
             max_chars=self.max_chars,
             max_memory_chars=self.max_memory_chars,
         )
+
+    async def aflush(self, memory: Memory) -> int:
+        """End of a session: pass the messages still in ``memory``'s short-term queue on.
+
+        ``Memory`` hands messages to its blocks only when its queue passes the token limit,
+        so the last turns of a session would never reach long-term memory. This gives every
+        block of ``memory`` (this one among them) the messages still queued, as ``Memory``'s
+        own flush does, then archives them in its chat store. Returns how many messages were
+        flushed.
+
+        Raises:
+            InvalidInputError: This block is not one of ``memory``'s blocks.
+        """
+        if not any(block is self for block in memory.memory_blocks):
+            raise InvalidInputError("this NoraxMemoryBlock is not one of the Memory's blocks")
+        queued = await memory.sql_store.get_messages(memory.session_id, status=MessageStatus.ACTIVE)
+        if not queued:
+            return 0
+        # Blocks first, archive after: a failed write leaves the messages queued, not lost.
+        for block in memory.memory_blocks:
+            await block.aput(queued, from_short_term_memory=True, session_id=memory.session_id)
+        await memory.sql_store.archive_oldest_messages(memory.session_id, n=len(queued))
+        return len(queued)
+
+    def flush(self, memory: Memory) -> int:
+        """Sync :meth:`aflush`."""
+        return asyncio_run(self.aflush(memory))
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
         """Drop the least relevant lines until about ``tokens_to_truncate`` tokens are gone.
