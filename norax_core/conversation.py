@@ -7,8 +7,10 @@ The framework adapters turn their message objects (LlamaIndex ``ChatMessage``, L
 
 Conventions, the same as the benchmarks' (``norax_core.bench.data``):
 
-* the text is ``"<speaker>: <text>"`` (the LoCoMo form the ``chat`` preset was fitted on),
-  so a speaker's name is a keyword and an entity like any other;
+* a message whose speaker has a name is stored as ``"<name>: <text>"`` (the LoCoMo form the
+  ``chat`` preset was fitted on), so the name is a keyword and an entity like any other; a
+  message known only by its role (``user``, ``assistant``) is stored as its bare text, since
+  a role word in every memory would only add a hub to the entity graph;
 * the metadata keeps ``role``, ``speaker`` and, when known, ``session_id``;
 * times strictly increase in conversation order. Norax orders a namespace's memories by
   time (ties by id) to find a turn's context, so two messages stamped alike (a chat log at
@@ -47,6 +49,12 @@ class Turn:
     """``user``, ``assistant``, ``tool``, ``system``..."""
     speaker: str
     """Who said it: a participant's name, else the role."""
+
+    @property
+    def named(self) -> bool:
+        """Whether the speaker is a name rather than the role."""
+        return self.speaker != self.role
+
     created_at: Any = None
     """The message's own time (datetime, ISO 8601 string, epoch seconds) or ``None``."""
     session_id: str | None = None
@@ -56,8 +64,8 @@ class Turn:
 
 
 def turn_text(turn: Turn, *, speaker_in_text: bool = True) -> str:
-    """The stored text: ``"<speaker>: <text>"``, or the bare text."""
-    return f"{turn.speaker}: {turn.text}" if speaker_in_text else turn.text
+    """The stored text: ``"<speaker>: <text>"`` for a named speaker, else the bare text."""
+    return f"{turn.speaker}: {turn.text}" if speaker_in_text and turn.named else turn.text
 
 
 def turn_metadata(turn: Turn) -> dict[str, MetadataValue]:

@@ -66,11 +66,12 @@ def add_chat_messages(
 ) -> list[str]:
     """Store a conversation, one memory a message, in one call; returns the new ids in order.
 
-    Each message becomes ``"<speaker>: <text>"`` (the form Norax's ``chat`` preset was fitted
-    on) with metadata ``role``, ``speaker``, ``session_id`` and, when the message carried
-    images, audio, video or documents, ``attachments`` (their types; only text is stored).
-    The speaker is ``additional_kwargs[speaker_key]`` when set (a participant's name), else
-    the role. All messages go in one ``add``: with a store whose weights embed context
+    Each message becomes one memory with metadata ``role``, ``speaker``, ``session_id`` and,
+    when the message carried images, audio, video or documents, ``attachments`` (their
+    types; only text is stored). The speaker is ``additional_kwargs[speaker_key]`` when set
+    (a participant's name), and the text is then ``"<speaker>: <text>"`` (the form Norax's
+    ``chat`` preset was fitted on); otherwise the speaker is the role and the text is the
+    message's own. All messages go in one ``add``: with a store whose weights embed context
     (``"chat"``), each reply is embedded with the turns before it.
 
     Times strictly increase in message order: a message's time is its own
@@ -90,8 +91,8 @@ def add_chat_messages(
             are skipped); ``None`` stores every role. Messages without text are skipped too.
         speaker_key: ``additional_kwargs`` key holding the speaker's name.
         time_key: ``additional_kwargs`` key holding a message's time.
-        speaker_in_text: Prefix the text with the speaker (``False`` stores the bare text;
-            the speaker stays in the metadata).
+        speaker_in_text: Prefix the text with a named speaker (``False`` stores the bare
+            text; the speaker stays in the metadata).
 
     Raises:
         InvalidInputError: A malformed time, times that go backwards, an unknown role, or a

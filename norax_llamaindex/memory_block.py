@@ -32,8 +32,9 @@ class NoraxMemoryBlock(BaseMemoryBlock[str]):
 
     **Writing.** When LlamaIndex ``Memory`` flushes messages out of its short-term queue
     (its ``token_limit`` times ``chat_history_token_ratio`` is passed), every message of
-    the stored ``roles`` that has text becomes one memory: ``"<speaker>: <text>"`` with
-    metadata ``role``, ``speaker``, ``session_id`` (the ``Memory``'s) and ``attachments``
+    the stored ``roles`` that has text becomes one memory: its text (``"<name>: <text>"``
+    when ``additional_kwargs[speaker_key]`` names the speaker) with metadata ``role``,
+    ``speaker`` (that name, else the role), ``session_id`` (the ``Memory``'s) and ``attachments``
     (the types of image, audio, video or document blocks, whose content is not stored). A
     flush is one ``add`` in conversation order, so a store created with ``weights="chat"``
     embeds each short reply with the turns before it. A message's time is its
@@ -162,8 +163,9 @@ class NoraxMemoryBlock(BaseMemoryBlock[str]):
     speaker_in_text: bool = Field(
         default=True,
         description=(
-            "Store '<speaker>: <text>' (the form the 'chat' preset was fitted on); False "
-            "stores the bare text and keeps the speaker in the metadata only."
+            "Store '<name>: <text>' for messages whose speaker has a name (the form the "
+            "'chat' preset was fitted on); False stores the bare text. The speaker is always "
+            "in the metadata."
         ),
     )
 

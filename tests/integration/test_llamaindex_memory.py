@@ -124,15 +124,15 @@ async def test_function_agent_recalls_an_old_fact_in_a_later_session(
 
     assert "<memory>" not in system_text(brain.prompts[0])  # nothing remembered yet
     last = system_text(brain.prompts[-1])
-    fact = next(m for m in stored(store) if m.text == f"user: {FACT}")
+    fact = next(m for m in stored(store) if m.text == FACT)
     assert fact.metadata == {"role": "user", "speaker": "user", "session_id": "s1"}
     line = f"[{fact.id} | {fact.created_at:%Y-%m-%d %H:%M}] user: {FACT}"
     assert line in last  # the fact from 90 days ago reaches the LLM, cited
     assert last.index(line) < (last.index(DISTRACTOR) if DISTRACTOR in last else len(last))
     # ... and its search ranked it above the distractor, which shares "getting married in"
     texts = [r.text for r in block.last_results]
-    distractor_rank = texts.index(f"user: {DISTRACTOR}") if f"user: {DISTRACTOR}" in texts else 99
-    assert texts.index(f"user: {FACT}") < distractor_rank
+    distractor_rank = texts.index(DISTRACTOR) if DISTRACTOR in texts else 99
+    assert texts.index(FACT) < distractor_rank
 
     memories = stored(store)
     # user and assistant turns with text, nothing else: not the tool call, not the tool's
@@ -141,10 +141,8 @@ async def test_function_agent_recalls_an_old_fact_in_a_later_session(
     assert len(memories) == 2 * len(said)
     assert {m.metadata["role"] for m in memories} == {"user", "assistant"}
     assert not any("<memory>" in m.text or "north west" in m.text for m in memories)
-    assert [m.text for m in memories if m.metadata["role"] == "user"] == [
-        f"user: {t}" for t in said
-    ]
-    assert "assistant: Sunny, 24 degrees in Lisbon." in [m.text for m in memories]
+    assert [m.text for m in memories if m.metadata["role"] == "user"] == said
+    assert "Sunny, 24 degrees in Lisbon." in [m.text for m in memories]
     times = [m.created_at for m in memories]
     assert times == sorted(times) and len(set(times)) == len(times)
 
@@ -164,7 +162,7 @@ async def test_a_flush_is_one_add_in_order_so_short_replies_carry_their_question
     await block.aput(turns[:2], from_short_term_memory=True, session_id="s1")
     await block.aput(turns[2:], from_short_term_memory=True, session_id="s1")  # same instant
     memories = stored(store)
-    assert [m.text for m in memories] == [f"{t.role.value}: {t.content}" for t in turns]
+    assert [m.text for m in memories] == [t.content for t in turns]
     reply = memories[-1]
     expected = embedding_text(reply.text, [memories[1].text, memories[2].text], 10_000)
     want = embedder.embed([expected])[0]
@@ -187,7 +185,7 @@ def test_sync_memory_put_get_and_flush(store: NoraxMemory) -> None:
     later.put(ChatMessage(role="user", content="When is Lena's wedding?"))
     prompt = later.get()
     assert prompt[0].role.value == "system" and FACT in (prompt[0].content or "")
-    assert block.last_results[0].text == f"user: {FACT}"
+    assert block.last_results[0].text == FACT
     assert set(block.last_results[0].signals) == {"bm25", "dense", "temporal", "graph"}
 
 
@@ -244,7 +242,7 @@ async def test_edge_cases_of_flushed_messages(store: NoraxMemory) -> None:
         session_id="s1",
     )
     memories = stored(store)
-    assert [m.text for m in memories] == ["user: The dress I chose.", "assistant: Lovely."]
+    assert [m.text for m in memories] == ["The dress I chose.", "Lovely."]
     assert memories[0].metadata["attachments"] == "image"
     assert "attachments" not in memories[1].metadata
     # tool output is stored when asked for, under the tool's name
@@ -291,8 +289,8 @@ async def test_concurrent_flushes_keep_distinct_ordered_times(store: NoraxMemory
     memories = stored(store)
     assert len(memories) == 12 and len({m.created_at for m in memories}) == 12
     for i, b in enumerate(batches):  # each flush keeps its own order
-        order = [m.text for m in memories if m.text.startswith(f"user: note {i} ")]
-        assert order == [f"user: {m.content}" for m in b]
+        order = [m.text for m in memories if m.text.startswith(f"note {i} ")]
+        assert order == [m.content for m in b]
 
 
 # -- add_chat_messages -----------------------------------------------------------------------

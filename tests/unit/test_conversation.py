@@ -58,4 +58,5 @@ def test_text_and_metadata() -> None:
         "speaker": "Melanie",
         "session_id": "d1",
     }
-    assert "session_id" not in turn_metadata(Turn("Hi", "user", "user"))
+    unnamed = Turn("Hi", "user", "user")  # a role is no name: the bare text
+    assert turn_text(unnamed) == "Hi" and "session_id" not in turn_metadata(unnamed)
