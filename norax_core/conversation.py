@@ -105,7 +105,7 @@ def turn_times(
     last_explicit: tuple[int, float] | None = None
     for i, value in enumerate(explicit):
         if value is None:
-            t = base if floor is None else max(base, floor + step)
+            t = base if floor is None else max(base, round(floor + step, 6))
         else:
             t = check.timestamp(value, f"message {i}'s time")
             if last_explicit is not None and t < last_explicit[1]:
@@ -115,7 +115,7 @@ def turn_times(
                 )
             last_explicit = (i, t)
         if out and t <= out[-1]:
-            t = out[-1] + step
+            t = round(out[-1] + step, 6)  # whole microseconds, as datetimes show them
         out.append(t)
     return out
 
