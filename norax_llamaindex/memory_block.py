@@ -80,7 +80,6 @@ class NoraxMemoryBlock(BaseMemoryBlock[str]):
     )
     priority: int = Field(
         default=1,
-        ge=0,
         description=(
             "Memory's truncation order: blocks with a lower priority above 0 are truncated "
             "first when the prompt passes Memory's token_limit; 0 is never truncated."
@@ -185,6 +184,8 @@ class NoraxMemoryBlock(BaseMemoryBlock[str]):
             check.namespace(self.namespace)
         check.name(self.kind, "kind")
         check.k(self.similarity_top_k)
+        if self.priority < 0:
+            raise InvalidInputError(f"priority must be >= 0, got {self.priority}")
         for what in ("retrieval_context_window", "max_chars", "max_memory_chars"):
             value = getattr(self, what)
             if value < 1:

@@ -222,6 +222,31 @@ async def test_memory_truncates_the_least_relevant_lines_first(store: NoraxMemor
     assert kept == full
 
 
+async def test_block_options_filter_floor_budget_and_truncate(store: NoraxMemory) -> None:
+    said = [("user", FACT), ("assistant", "Congratulations to Lena!"), ("user", DISTRACTOR)]
+    block = NoraxMemoryBlock(memory=store, namespace="ana", now=START)
+    await block.aput([ChatMessage(role=r, content=t) for r, t in said], session_id="s1")
+    question = [ChatMessage(role="user", content="Who is getting married?")]
+
+    async def lines(**options: Any) -> list[str]:
+        text = await NoraxMemoryBlock(memory=store, namespace="ana", now=START, **options).aget(
+            question
+        )
+        return text.splitlines()
+
+    full = await lines()
+    assert full[0].startswith("Memories from earlier") and len(full) == 4
+    assert all("assistant:" not in x for x in await lines(where={"role": "user"}))
+    floor = sorted(r.score for r in store.search("Who is getting married?", namespace="ana"))[1]
+    assert len(await lines(min_score=floor)) == 3  # the weakest one is left out
+    assert len("\n".join(await lines(max_chars=200))) <= 200
+    assert (await lines(header="", similarity_top_k=1)) == full[1:2]
+    text = "\n".join(full)
+    assert await block.atruncate(text, 1) == "\n".join(full[:-1])  # the least relevant first
+    assert await block.atruncate(text, 10_000) is None
+    assert await block.atruncate([], 5) is None  # type: ignore[arg-type]  # Memory passes []
+
+
 async def test_edge_cases_of_flushed_messages(store: NoraxMemory) -> None:
     block = NoraxMemoryBlock(memory=store, namespace="ana", now=START)
     await block.aput([], from_short_term_memory=True)  # an empty flush
@@ -269,6 +294,10 @@ async def test_bad_input_is_refused_and_writes_nothing(store: NoraxMemory) -> No
         NoraxMemoryBlock(memory=store, roles=("human",))
     with pytest.raises(InvalidInputError):
         NoraxMemoryBlock(memory=store, similarity_top_k=0)
+    with pytest.raises(InvalidInputError):
+        NoraxMemoryBlock(memory=store, priority=-1)
+    with pytest.raises(InvalidInputError):
+        NoraxMemoryBlock(memory=store, now="yesterday")
     with pytest.raises(InvalidInputError):
         NoraxMemoryBlock(memory=store, where={"norax_namespace": "x"})
     with pytest.raises(WeightsError):
