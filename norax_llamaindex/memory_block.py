@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from datetime import datetime
 from typing import Any
 
@@ -39,7 +40,8 @@ class NoraxMemoryBlock(BaseMemoryBlock[str]):
     flush is one ``add`` in conversation order, so a store created with ``weights="chat"``
     embeds each short reply with the turns before it. A message's time is its
     ``additional_kwargs[time_key]``, else the clock (``now``); times strictly increase, so
-    two flushes at one instant still keep their order. Tool output, system prompts, thinking
+    two flushes at one clock reading still keep their order (a clock set back starts
+    afresh). Tool output, system prompts, thinking
     and tool-call blocks are not stored by default; an empty flush writes nothing. ``Memory``
     flushes only when its queue is full: call :meth:`aflush` when a session ends so its
     last turns are stored too.
@@ -170,7 +172,8 @@ class NoraxMemoryBlock(BaseMemoryBlock[str]):
 
     _memory: NoraxMemory = PrivateAttr()
     _last_results: list[SearchResult] = PrivateAttr(default_factory=list)
-    _last_time: float | None = PrivateAttr(default=None)
+    _last: tuple[float, float] | None = PrivateAttr(default=None)
+    """The clock and the last message time of the latest flush."""
 
     def __init__(self, *, memory: NoraxMemory, **fields: Any) -> None:
         super().__init__(**fields)
@@ -216,9 +219,12 @@ class NoraxMemoryBlock(BaseMemoryBlock[str]):
         )
         if not turns:
             return
-        # Computed before the add is awaited, so concurrent flushes never share a time.
-        times = turn_times(own, self.now, floor=self._last_time)
-        self._last_time = max(times[-1], self._last_time or times[-1])
+        # Computed before the add is awaited, so concurrent flushes never share a time. A
+        # flush comes after the previous one unless the clock was set back (a replay).
+        base = time.time() if self.now is None else check.timestamp(self.now, "now")
+        after = self._last is not None and base >= self._last[0]
+        times = turn_times(own, base, floor=self._last[1] if after and self._last else None)
+        self._last = (base, times[-1])
         await awrite_turns(
             self._memory,
             turns,

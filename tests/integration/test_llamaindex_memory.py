@@ -320,6 +320,11 @@ async def test_concurrent_flushes_keep_distinct_ordered_times(store: NoraxMemory
     for i, b in enumerate(batches):  # each flush keeps its own order
         order = [m.text for m in memories if m.text.startswith(f"note {i} ")]
         assert order == [m.content for m in b]
+    # a clock set back (a replay of an old conversation) dates the messages by it
+    block.now = START - 30 * DAY
+    await block.aput([ChatMessage(role="user", content="replayed")])
+    (old,) = [m for m in stored(store) if m.text == "replayed"]
+    assert old.created_at == START - 30 * DAY
 
 
 # -- add_chat_messages -----------------------------------------------------------------------
