@@ -148,10 +148,18 @@ async def test_function_agent_recalls_an_old_fact_in_a_later_session(
 
 
 async def test_a_flush_is_one_add_in_order_so_short_replies_carry_their_question(
-    store: NoraxMemory, embedder: Any
+    store: NoraxMemory, embedder: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the chat preset (embed_context 2) the stored vector of "Congratulations to
     Lena!" is the embedding of the reply followed by the turns before it."""
+    adds: list[list[str]] = []
+    real_add = store.add
+
+    def add(texts: list[str], **kwargs: Any) -> list[str]:
+        adds.append(list(texts))
+        return real_add(texts, **kwargs)
+
+    monkeypatch.setattr(store, "add", add)
     block = NoraxMemoryBlock(memory=store, namespace="ana", now=START)
     turns = [
         ChatMessage(role="user", content="I should book a hotel near the river."),
@@ -161,6 +169,7 @@ async def test_a_flush_is_one_add_in_order_so_short_replies_carry_their_question
     ]
     await block.aput(turns[:2], from_short_term_memory=True, session_id="s1")
     await block.aput(turns[2:], from_short_term_memory=True, session_id="s1")  # same instant
+    assert adds == [[t.content for t in turns[:2]], [t.content for t in turns[2:]]]
     memories = stored(store)
     assert [m.text for m in memories] == [t.content for t in turns]
     reply = memories[-1]
