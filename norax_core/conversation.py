@@ -1,16 +1,18 @@
 """Chat messages as memories: one memory a message, in conversation order.
 
-The framework adapters turn their message objects (LlamaIndex ``ChatMessage``, LangChain
-``BaseMessage``) into :class:`Turn` rows and write them with :func:`write_turns`: one
-``add`` for the whole list, so a bad message writes nothing and, with ``embed_context``
-(the ``chat`` preset), each reply is embedded with the turns before it.
+An adapter turns its framework's message objects into :class:`Turn` rows (as
+``norax_llamaindex`` does for ``ChatMessage``: its chat ingestion and its memory block) and
+writes them with :func:`write_turns`: one ``add`` for the whole list, so a bad message writes
+nothing and, with ``embed_context`` (the ``chat`` preset), each reply is embedded with the turns
+before it.
 
-Conventions, the same as the benchmarks' (``norax_core.bench.data``):
+Conventions:
 
-* a message whose speaker has a name is stored as ``"<name>: <text>"`` (the LoCoMo form the
-  ``chat`` preset was fitted on), so the name is a keyword and an entity like any other; a
-  message known only by its role (``user``, ``assistant``) is stored as its bare text, since
-  a role word in every memory would only add a hub to the entity graph;
+* a message whose speaker has a name is stored as ``"<name>: <text>"`` (the LoCoMo form of
+  ``norax_core.bench.data`` that the ``chat`` preset was fitted on), so the name is a keyword
+  and an entity like any other; a message known only by its role (``user``, ``assistant``)
+  is stored as its bare text, since a role word in every memory would only add a hub to the
+  entity graph;
 * the metadata keeps ``role``, ``speaker`` and, when known, ``session_id``;
 * times strictly increase in conversation order. Norax orders a namespace's memories by
   time (ties by id) to find a turn's context, so two messages stamped alike (a chat log at
@@ -33,7 +35,16 @@ from norax_core.models import MetadataValue
 if TYPE_CHECKING:
     from norax_core.engine import NoraxMemory
 
-__all__ = ["TURN_STEP", "Turn", "awrite_turns", "turn_times", "write_turns"]
+__all__ = [
+    "TURN_STEP",
+    "Turn",
+    "awrite_turns",
+    "new_turn_id",
+    "turn_metadata",
+    "turn_text",
+    "turn_times",
+    "write_turns",
+]
 
 TURN_STEP = 0.001
 """Seconds between two messages that would otherwise share a time."""
@@ -49,18 +60,17 @@ class Turn:
     """``user``, ``assistant``, ``tool``, ``system``..."""
     speaker: str
     """Who said it: a participant's name, else the role."""
-
-    @property
-    def named(self) -> bool:
-        """Whether the speaker is a name rather than the role."""
-        return self.speaker != self.role
-
     created_at: Any = None
     """The message's own time (datetime, ISO 8601 string, epoch seconds) or ``None``."""
     session_id: str | None = None
     """The conversation the message belongs to, if known."""
     metadata: dict[str, MetadataValue] = field(default_factory=dict)
     """More flat metadata to store (for example the attachments a message carried)."""
+
+    @property
+    def named(self) -> bool:
+        """Whether the speaker is a name rather than the role."""
+        return self.speaker != self.role
 
 
 def turn_text(turn: Turn, *, speaker_in_text: bool = True) -> str:
