@@ -74,9 +74,10 @@ def add_chat_messages(
     message's own. All messages go in one ``add``: with a store whose weights embed context
     (``"chat"``), each reply is embedded with the turns before it.
 
-    Times strictly increase in message order: a message's time is its own
-    ``additional_kwargs[time_key]``, else ``created_at`` (the start of the conversation),
-    else now; a message not later than the one before it is placed a millisecond after it.
+    Times strictly increase in message order: a message's time is its entry in a
+    ``created_at`` list, else its own ``additional_kwargs[time_key]``, else a single
+    ``created_at`` (the start of the conversation), else now; a message not later than the
+    one before it is placed a millisecond after it.
 
     Args:
         memory: The store.
@@ -84,7 +85,8 @@ def add_chat_messages(
         session_id: Stored as ``session_id`` on every memory; ``None`` takes each message's
             ``additional_kwargs["session_id"]`` (set by LlamaIndex ``Memory``), if any.
         created_at: One time for messages without their own (datetime, ISO 8601 string or
-            epoch seconds), or a list with one time per message.
+            epoch seconds), or a list with one time per message (``None`` entries take the
+            message's own time).
         namespace: The user or agent the conversation belongs to (default ``"default"``).
         kind: Memory kind of every message.
         roles: Roles to store (default user and assistant: tool output and system prompts
