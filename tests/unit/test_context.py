@@ -121,18 +121,24 @@ def test_preceding_takes_the_session_s_earlier_memories_oldest_first() -> None:
 
 
 def _reference_preceding(
-    stored: list[tuple[str, float]], batch: list[tuple[str, float, str]], before: int, gap: float
+    stored: list[tuple[str, float, int]],
+    batch: list[tuple[str, float, str, int]],
+    before: int,
+    gap: float,
 ) -> dict[str, tuple[str, ...]]:
-    """Brute force: merge everything per namespace (the batch replaces same ids), then walk."""
+    """Brute force: merge everything per namespace (the batch replaces same ids), then walk
+    in conversation order (time, then write sequence, then id)."""
     out: dict[str, tuple[str, ...]] = {}
-    for ns in {s for _, _, s in batch}:
-        mine = {m: t for m, t, s in batch if s == ns}
-        known = {**{m: t for m, t in stored if m not in {b[0] for b in batch}}, **mine}
-        order = sorted(known, key=lambda m: (known[m], m))
+    for ns in {b[2] for b in batch}:
+        mine = {m: (t, q) for m, t, s, q in batch if s == ns}
+        known = {**{m: (t, q) for m, t, q in stored if m not in {b[0] for b in batch}}, **mine}
+        order = sorted(known, key=lambda m: (*known[m], m))
         for m in mine:
             i = order.index(m)
             prev: list[str] = []
-            while i > 0 and len(prev) < before and known[order[i]] - known[order[i - 1]] <= gap:
+            while (
+                i > 0 and len(prev) < before and known[order[i]][0] - known[order[i - 1]][0] <= gap
+            ):
                 i -= 1
                 prev.insert(0, order[i])
             out[m] = tuple(prev)
@@ -142,17 +148,25 @@ def _reference_preceding(
 @pytest.mark.parametrize("seed", range(20))
 def test_batch_preceding_matches_a_full_merge(seed: int) -> None:
     rng = np.random.default_rng(seed)
-    stored = [(f"s{i:02d}", float(T0 + rng.integers(0, 40) * 60)) for i in range(25)]
-    reused = [m for m, _ in stored[:3]] if seed % 2 else []  # upserts: same ids, new times
+    # few distinct times and sequence numbers: ties on both, broken by write order then id
+    stored = [
+        (f"s{i:02d}", float(T0 + rng.integers(0, 10) * 60), int(rng.integers(0, 4)))
+        for i in range(25)
+    ]
+    reused = [m for m, _, _ in stored[:3]] if seed % 2 else []  # upserts: same ids, new times
     new = [f"b{i}" for i in range(int(rng.integers(1, 8)))]
-    batch = [(m, float(T0 + rng.integers(0, 40) * 60), "ns") for m in reused + new]
-    stored_sorted = sorted(stored, key=lambda p: (p[1], p[0]))
+    batch = [
+        (m, float(T0 + rng.integers(0, 10) * 60), "ns", int(rng.integers(0, 6)))
+        for m in reused + new
+    ]
+    stored_sorted = sorted(stored, key=lambda p: (p[1], p[2], p[0]))
     before, gap = int(rng.integers(1, 4)), float(rng.choice([90.0, 600.0, 1e9]))
     got = batch_preceding(
-        [m for m, _, _ in batch],
-        [t for _, t, _ in batch],
-        [s for _, _, s in batch],
-        lambda ns: ([m for m, _ in stored_sorted], [t for _, t in stored_sorted]),
+        [b[0] for b in batch],
+        [b[1] for b in batch],
+        [b[2] for b in batch],
+        [b[3] for b in batch],
+        lambda ns: tuple(map(list, zip(*stored_sorted, strict=True))),  # type: ignore[arg-type]
         before,
         gap,
     )

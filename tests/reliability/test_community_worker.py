@@ -167,7 +167,7 @@ CHILD = textwrap.dedent(
     sys.path.insert(0, {support!r})
     sys.path.insert(0, {here!r})
     from _support import open_store
-    from test_communities import NOW, NS, QUERIES, fill
+    from test_community_worker import NOW, NS, QUERIES, fill
     from norax_core.signals import entity_graph as m
 
     started = threading.Event()
