@@ -189,6 +189,8 @@ class NoraxMemory:
             self._finalizer = weakref.finalize(
                 self, _drop_collection, self._client, self._collection
             )
+            # The in-memory database ends with the process: no work to do at exit.
+            self._finalizer.atexit = False
 
         self._indexes = DerivedIndexes(Sidecar(sidecar_path), self.config)
         self._dense = DenseSignal(

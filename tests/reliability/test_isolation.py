@@ -287,6 +287,7 @@ def test_a_closed_store_leaves_nothing_in_the_next_stores_memories():
         assert all(
             "paymentservice" in m.entities for m in gone.get([f"gone-{i}" for i in range(n)])
         )
+    assert gone.collection_name not in {c.name for c in gone._client.list_collections()}
     with open_store() as mem:
         texts = [f"ok {i}" for i in range(n)]
         assert mem.extractor.extract(texts) == [[]] * n  # memories without entities
