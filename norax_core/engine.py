@@ -187,7 +187,11 @@ class NoraxMemory:
         self.collection_name = collection
         self._collection = self._open_collection(collection)
         if client is None and path is None:
-            self._finalizer = weakref.finalize(self, _drop_collection, self._client, collection)
+            self._finalizer = weakref.finalize(
+                self, _drop_collection, self._client, self._collection
+            )
+            # The in-memory database ends with the process: no work to do at exit.
+            self._finalizer.atexit = False
 
         self._indexes = DerivedIndexes(Sidecar(sidecar_path), self.config)
         self._dense = DenseSignal(
@@ -892,8 +896,17 @@ def _change_log(client: Any, name: str, interval: float) -> ChangeLog | None:
         raise InvalidInputError(f"cannot open Chroma collection {name!r}: {exc}") from exc
 
 
-def _drop_collection(client: Any, name: str) -> None:
+def _drop_collection(client: Any, collection: Any) -> None:
+    """Drop an in-memory store's collection, deleting its records first.
+
+    Chroma's ``delete_collection`` leaves list-valued metadata (our entities) behind under
+    internal row ids that the next records written to the process's shared in-memory
+    database reuse, in any collection (chroma-core/chroma#7594): another store's memories
+    would carry this store's entities. Deleting records removes their metadata.
+    """
     try:
-        client.delete_collection(name)
+        while ids := collection.get(limit=CHROMA_BATCH, include=[])["ids"]:
+            collection.delete(ids=ids)
+        client.delete_collection(collection.name)
     except Exception:  # already gone, or the client is shutting down
-        logger.debug("norax: could not drop collection %s", name)
+        logger.debug("norax: could not drop collection %s", collection.name)
