@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from norax_core import validation as check
-from norax_core.batch import MODEL_CHARS, Prepared, in_background, prepare
-from norax_core.config import NoraxConfig
+from norax_core.batch import MODEL_CHARS, Prepared, in_background, prepare, resolved
+from norax_core.config import NoraxConfig, QueryEntities
 from norax_core.embedders import Embedder, resolve_embedder
 from norax_core.entities import load_extractor
 from norax_core.errors import DuplicateIdError, InvalidInputError
@@ -424,16 +424,21 @@ class NoraxMemory:
             raise InvalidInputError(f"pool must be an integer >= 1, got {pool!r}")
 
         head = text[:MODEL_CHARS]
-        # The query's entity extraction (spaCy) runs in a worker thread while the query is
-        # embedded and Chroma searched (both release the GIL): on two cores it is off the
-        # critical path. With a zero graph weight it is skipped: it cost about 40 % of a
-        # query at 10,000 memories (benchmarks/scale.py, quiet machine), for a signal that
-        # would not count.
+        # The query's entities: by default its words matched against the namespace's entity
+        # graph (under the lock, microseconds; only graph nodes can score anyway). With
+        # query_entities="extract", spaCy runs in a worker thread while the query is embedded.
+        # With a zero graph weight neither runs: the signal would not count.
         extractor = self.extractor if w.graph > 0 or ids is not None else None
-        extracting = in_background(extractor.extract_query, head) if extractor else None
+        extracting = (
+            in_background(extractor.extract_query, head)
+            if extractor and cfg.query_entities is QueryEntities.EXTRACT
+            else None
+        )
         embedding = self.embedder.embed([head])[0]
         with self._store.lock:
             self._store.maybe_sync()
+            if extractor and extracting is None:
+                extracting = resolved(self._store.indexes.graph.match_query(ns, head))
             allowed = self._store.allowed(ns, flt)
             q = Query(
                 text=text,

@@ -15,6 +15,7 @@ from norax_core.embedders import Embedder
 from norax_core.errors import DimensionMismatchError, InvalidInputError
 from norax_core.models import DEFAULT_NAMESPACE, RESERVED_PREFIX, Memory, utc_from_timestamp
 from norax_core.signals.dense import NAMESPACE_KEY
+from norax_core.store.writes import CHROMA_BATCH
 from norax_core.sync import ChangeLog, SyncConfig
 
 logger = logging.getLogger("norax")
@@ -87,9 +88,17 @@ def change_log(client: Any, name: str, interval: float) -> ChangeLog | None:
         raise InvalidInputError(f"cannot open Chroma collection {name!r}: {exc}") from exc
 
 
-def drop_collection(client: Any, name: str) -> None:
-    """Delete collection ``name``, quietly (it may be gone, or the client shutting down)."""
+def drop_collection(client: Any, collection: Any) -> None:
+    """Drop an in-memory store's collection, deleting its records first.
+
+    Chroma's ``delete_collection`` leaves list-valued metadata (our entities) behind under
+    internal row ids that the next records written to the process's shared in-memory
+    database reuse, in any collection (chroma-core/chroma#7594): another store's memories
+    would carry this store's entities. Deleting records removes their metadata.
+    """
     try:
-        client.delete_collection(name)
+        while ids := collection.get(limit=CHROMA_BATCH, include=[])["ids"]:
+            collection.delete(ids=ids)
+        client.delete_collection(collection.name)
     except Exception:  # already gone, or the client is shutting down
-        logger.debug("norax: could not drop collection %s", name)
+        logger.debug("norax: could not drop collection %s", collection.name)

@@ -126,7 +126,9 @@ class Store(WritePath):
         self.name = collection
         self.collection = open_collection(self.client, collection, self.embedder)
         if client is None and self.path is None:
-            self._finalizer = weakref.finalize(self, drop_collection, self.client, collection)
+            self._finalizer = weakref.finalize(self, drop_collection, self.client, self.collection)
+            # The in-memory database ends with the process: no work to do at exit.
+            self._finalizer.atexit = False
 
         self.indexes = DerivedIndexes(Sidecar(sidecar_path), self.config)
         self.dense = DenseSignal(
@@ -154,6 +156,7 @@ class Store(WritePath):
         """Close the sidecar and Chroma's files, drop an in-memory collection, unlock."""
         indexes = getattr(self, "indexes", None)
         if indexes is not None:
+            indexes.graph.close()  # stops its community worker thread
             indexes.sidecar.close()
         fin = getattr(self, "_finalizer", None)
         if fin is not None:
@@ -245,10 +248,12 @@ class Store(WritePath):
 
     def rebuild_indexes(self) -> None:
         """Replace the in-memory indexes by a fresh load of the sidecar."""
-        self.indexes.save_state()
-        fresh = DerivedIndexes(self.indexes.sidecar, self.indexes.config)
+        old = self.indexes
+        old.save_state()
+        fresh = DerivedIndexes(old.sidecar, old.config)
         fresh.load()
         self.indexes = fresh
+        old.graph.close()  # stops the replaced graph's community worker thread
 
     def small_namespace(self, namespace: str) -> set[str] | None:
         """A namespace's ids when the dense signal searches it exactly (it is small enough).
