@@ -31,11 +31,15 @@ The convention, and why:
   keyword and an entity like any other; a message known only by its role is stored as its
   bare text, since a role word in every memory would only add a hub to the entity graph.
 * **Times.** A message keeps its own time; messages without one take the given default (else
-  now), never earlier than the message before them. Times that share a value are fine:
-  Norax orders memories with equal times by write order (a persisted sequence number,
-  kept by an upsert), and a list is written in one call in conversation order. So no time is
-  invented to order turns, and re-ingesting a session gives it the same times. Explicit
-  times that go backwards are refused: the messages are not in conversation order.
+  now). Times strictly increase in conversation order: a message not later than the one
+  before it (a log at one-second resolution, a session given one time, a flush at one
+  instant) is placed :data:`TURN_STEP` after it. Norax itself orders memories that share a
+  time by write order (a persisted sequence number that an upsert keeps, and a list is
+  written in one call in order), so the engine does not need the spacing; it is kept so the
+  order is in the data anyone reads: ``created_at`` shows it in a table or an export, and it
+  holds for memories written before stores numbered their writes. The spacing is
+  deterministic, so re-ingesting a session gives it the same times. Explicit times that go
+  backwards are refused: the messages are not in conversation order.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ __all__ = [
     "DEFAULT_ROLES",
     "KNOWN_ROLES",
     "ROLE_ALIASES",
+    "TURN_STEP",
     "Turn",
     "awrite_turns",
     "new_turn_id",
@@ -78,6 +83,9 @@ KNOWN_ROLES = ("user", "assistant", "system", "developer", "tool", "function")
 
 DEFAULT_ROLES = ("user", "assistant")
 """Roles stored by default: the conversation itself, not system prompts or tool output."""
+
+TURN_STEP = 0.001
+"""Seconds between two messages that would otherwise share a time."""
 
 
 def normal_role(role: str) -> str:
@@ -168,33 +176,35 @@ def turn_id(turn: Turn) -> str:
 
 
 def turn_times(
-    explicit: Sequence[Any], default: Any = None, *, floor: float | None = None
+    explicit: Sequence[Any],
+    default: Any = None,
+    *,
+    floor: float | None = None,
+    step: float = TURN_STEP,
 ) -> list[float]:
-    """Epoch seconds for messages in conversation order, never going backwards.
+    """Strictly increasing epoch seconds for messages in conversation order.
 
     Args:
         explicit: Each message's own time, or ``None``.
         default: The time of messages without one (default: the current time).
-        floor: Messages without their own time are not dated before this time (the last
-            message of an earlier batch of the same conversation).
+        floor: Messages without their own time come after this time (the last message of an
+            earlier batch of the same conversation).
+        step: Gap that separates two messages that would otherwise share a time.
 
     Returns:
-        One time per message: its own, else ``default`` raised to ``floor``; a time earlier
-        than the message before it is raised to that message's time (equal times keep
-        conversation order through write order).
+        One time per message: its own (or ``default``), moved forward by ``step`` past the
+        message before it when it is not later.
 
     Raises:
         InvalidInputError: A time is malformed, or an explicit time is earlier than an
             explicit time before it (the messages are not in conversation order).
     """
     base = time.time() if default is None else check.timestamp(default)
-    if floor is not None:
-        base = max(base, floor)
     out: list[float] = []
     last_explicit: tuple[int, float] | None = None
     for i, value in enumerate(explicit):
         if value is None:
-            t = base
+            t = base if floor is None else max(base, round(floor + step, 6))
         else:
             t = check.timestamp(value, f"message {i}'s time")
             if last_explicit is not None and t < last_explicit[1]:
@@ -203,7 +213,9 @@ def turn_times(
                     "given in conversation order"
                 )
             last_explicit = (i, t)
-        out.append(max(t, out[-1]) if out else t)
+        if out and t <= out[-1]:
+            t = round(out[-1] + step, 6)  # whole microseconds, as datetimes show them
+        out.append(t)
     return out
 
 

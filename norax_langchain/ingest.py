@@ -85,15 +85,16 @@ def add_messages(
 
     The memory ids are ``"{session_id}:{turn:06d}"``, so ingesting a session again with
     ``upsert=True`` replaces it. Everything is written in one ``add`` in conversation order,
-    which keeps messages with the same time in order and lets ``embed_context`` embed a short
-    reply with the turns before it.
+    which lets ``embed_context`` embed a short reply with the turns before it.
 
     Args:
         memory: The store.
         messages: The conversation, oldest first.
         session_id: The session (conversation) they belong to.
         created_at: One time for all the messages or one per message (datetime, ISO 8601
-            string or epoch seconds); default now. Times may repeat but not go backwards.
+            string or epoch seconds); default now. Times strictly increase in conversation
+            order: a message not later than the one before it is placed a millisecond after
+            it. Explicit times that go backwards are refused.
         namespace: Namespace for all of them (default ``"default"``).
         kind: Memory kind for all of them.
         upsert: Replace memories that already have these ids instead of failing.
@@ -114,14 +115,16 @@ def add_messages(
     if isinstance(first_turn, bool) or not isinstance(first_turn, int) or first_turn < 0:
         raise InvalidInputError(f"first_turn must be an int >= 0, got {first_turn!r}")
     wanted = role_set(roles)
-    every = turn_times(_per_message(created_at, len(messages)))  # errors name the position
+    given = _per_message(created_at, len(messages))
+    turn_times(given)  # checked on every message first, so an error names its position
     turns: list[Turn] = []
-    times: list[float] = []
+    own: list[Any] = []
     for i, msg in enumerate(messages):
         turn = _message_turn(msg, i, session_id, first_turn + i)
         if turn is not None and (wanted is None or turn.role in wanted):
             turns.append(turn)
-            times.append(every[i])
+            own.append(given[i])
+    times = turn_times(own)  # the stored messages' times, as add_chat_messages spaces them
     return write_turns(
         memory,
         turns,

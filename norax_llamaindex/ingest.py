@@ -85,8 +85,9 @@ def add_chat_messages(
 
     A message's time is its entry in a ``created_at`` list, else its own
     ``additional_kwargs[time_key]``, else a single ``created_at`` (the start of the
-    conversation), else now; a message dated before the one before it takes that one's time
-    (equal times keep the message order). Explicit times that go backwards are refused.
+    conversation), else now. Times strictly increase in message order: a message not later
+    than the one before it is placed a millisecond after it. Explicit times that go backwards
+    are refused.
 
     Args:
         memory: The store.

@@ -39,9 +39,9 @@ class NoraxMemoryBlock(BaseMemoryBlock[str]):
     (the types of image, audio, video or document blocks, whose content is not stored). A
     flush is one ``add`` in conversation order, so a store created with ``weights="chat"``
     embeds each short reply with the turns before it. A message's time is its
-    ``additional_kwargs[time_key]``, else the clock (``now``), never earlier than the
-    message before it, also across flushes (a clock set back starts afresh); messages
-    with equal times keep the order they were written in. Ids are short random ones (a
+    ``additional_kwargs[time_key]``, else the clock (``now``); times strictly increase, so
+    two flushes at one clock reading still keep their order (a clock set back starts
+    afresh). Ids are short random ones (a
     flush is a slice of a session, not numbered turns); the convention is
     :mod:`norax_core.conversation`'s, shared with ``add_chat_messages`` and
     ``norax_langchain.add_messages``. Tool output, system prompts, thinking
@@ -222,8 +222,8 @@ class NoraxMemoryBlock(BaseMemoryBlock[str]):
         )
         if not turns:
             return
-        # A flush is not dated before the previous one's last message (which may carry its own,
-        # later time) unless the clock was set back (a replay); equal times keep write order.
+        # Computed before the add is awaited, so concurrent flushes never share a time. A
+        # flush comes after the previous one unless the clock was set back (a replay).
         base = time.time() if self.now is None else check.timestamp(self.now, "now")
         after = self._last is not None and base >= self._last[0]
         times = turn_times(own, base, floor=self._last[1] if after and self._last else None)

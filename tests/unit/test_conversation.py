@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 import pytest
 
 from norax_core.conversation import (
+    TURN_STEP,
     Turn,
     role_set,
     turn_id,
@@ -21,9 +22,10 @@ from norax_core.errors import InvalidInputError
 T0 = datetime(2026, 9, 1, 10, 0, tzinfo=timezone.utc).timestamp()
 
 
-def test_messages_without_times_share_the_default() -> None:
-    # no time is invented: equal times keep conversation order through write order
-    assert turn_times([None, None, None], T0) == [T0, T0, T0]
+def test_messages_without_times_follow_each_other_from_the_default() -> None:
+    assert turn_times([None, None, None], T0) == pytest.approx(
+        [T0, T0 + TURN_STEP, T0 + 2 * TURN_STEP]
+    )
 
 
 def test_default_is_the_current_time() -> None:
@@ -32,14 +34,17 @@ def test_default_is_the_current_time() -> None:
     assert before <= t <= time.time()
 
 
-def test_explicit_times_are_kept_and_never_go_back() -> None:
-    assert turn_times([T0, T0, T0 + 60, None], T0 - 3600) == [T0, T0, T0 + 60, T0 + 60]
-    assert turn_times([None, T0], T0 + 5) == [T0 + 5, T0 + 5]  # not dated before the one before
+def test_explicit_times_are_kept_and_ties_spaced() -> None:
+    got = turn_times([T0, T0, T0 + 60, None], T0 - 3600)
+    assert got[0] == T0 and got[1] == pytest.approx(T0 + TURN_STEP) and got[2] == T0 + 60
+    assert got[3] == pytest.approx(T0 + 60 + TURN_STEP)  # never before the message before it
+    assert all(b > a for a, b in zip(got, got[1:], strict=False))
 
 
-def test_floor_keeps_a_later_batch_from_going_before_an_earlier_one() -> None:
-    first = turn_times([None, T0 + 10], T0)
-    assert turn_times([None, None], T0, floor=first[-1]) == [T0 + 10, T0 + 10]
+def test_floor_puts_a_later_batch_after_an_earlier_one() -> None:
+    first = turn_times([None, None], T0)
+    second = turn_times([None, None], T0, floor=first[-1])
+    assert second[0] > first[-1] and second[1] > second[0]
     assert turn_times([None], T0 + 20, floor=first[-1]) == [T0 + 20]
     # an explicit time is the message's own and ignores the floor
     assert turn_times(["2026-01-01T00:00:00Z"], T0, floor=T0)[0] < T0
