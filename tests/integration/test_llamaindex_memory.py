@@ -46,7 +46,7 @@ def store(tmp_path: Path, embedder, extractor) -> Iterator[NoraxMemory]:  # type
 def stored(mem: NoraxMemory, namespace: str = "ana") -> list[Any]:
     """Every memory of the namespace in conversation order: time, then write order (the
     order the engine's context and neighbours use)."""
-    ordered = mem._indexes.temporal.timeline(namespace)[0]
+    ordered = mem.store.indexes.temporal.timeline(namespace)[0]
     return mem.get(list(ordered))
 
 
