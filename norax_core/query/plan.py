@@ -31,6 +31,7 @@ MAX_QUERY_CHARS = 2000
 """Only the first this many characters are analysed: a plan's cost is bounded by it."""
 
 _CAPS = re.compile(r"[A-Z][\w\u2019'&.-]*(?:\s+(?:of\s+|de\s+|the\s+)?[A-Z][\w\u2019'&.-]*)*")
+_TOKEN = re.compile(r"\S+")
 _QUOTED = re.compile(
     r"\"([^\"\n]{1,80})\"|\u201c([^\u201d\n]{1,80})\u201d|`([^`\n]{1,80})`|"
     r"(?<!\w)'([^'\n]{1,80})'(?!\w)|\u2018([^\u2019\n]{1,80})\u2019(?!\w)"
@@ -166,14 +167,16 @@ def _entities(text: str) -> list[str]:
     for m in _CAPS.finditer(text):
         if claimed.find(1, m.start(), m.end()) != -1:
             continue
-        words = m.group().split()
-        while words and _plain(words[0]) in _NOT_ENTITIES:
+        words = [(w.start(), w.end()) for w in _TOKEN.finditer(text, m.start(), m.end())]
+        while words and _plain(text[slice(*words[0])]) in _NOT_ENTITIES:
             words.pop(0)
-        while words and _plain(words[-1]) in _NOT_ENTITIES:
+        while words and _plain(text[slice(*words[-1])]) in _NOT_ENTITIES:
             words.pop()
-        span = _strip_possessive(" ".join(words).strip(".-&"))
+        if not words:
+            continue
+        span = _strip_possessive(text[words[0][0] : words[-1][1]].strip(".-&"))
         if len(span) >= 2 and any(c.isalpha() for c in span):
-            found.append((m.start(), span))
+            found.append((words[0][0], span))
     seen: set[str] = set()
     out = []
     for _, e in sorted(found, key=lambda f: f[0]):
