@@ -181,8 +181,8 @@ class IntentModel:
         return {
             "version": 1,
             "intents": [i.value for i in self.intents],
-            "bias": [round(b, 4) for b in self.bias],
-            "weights": {f: [round(v, 4) for v in w] for f, w in sorted(self.weights.items())},
+            "bias": [round(b, 3) for b in self.bias],
+            "weights": {f: [round(v, 3) for v in w] for f, w in sorted(self.weights.items())},
             "meta": dict(self.meta),
         }
 
@@ -214,6 +214,7 @@ def fit_intent_model(
     l2: float = 1e-3,
     min_count: int = 2,
     steps: int = 400,
+    prune: float = 0.05,
     meta: Mapping[str, object] | None = None,
 ) -> IntentModel:
     """Fit the regression: class-balanced softmax loss plus ``l2`` times the squared weights.
@@ -227,6 +228,8 @@ def fit_intent_model(
         l2: Ridge penalty (per unit of the mean loss).
         min_count: Minimum questions a feature must occur in.
         steps: Optimiser steps.
+        prune: Features whose weights are all smaller than this in magnitude are dropped
+            (they barely move a score; the shipped file stays small).
         meta: Recorded in the model.
 
     Returns:
@@ -269,5 +272,7 @@ def fit_intent_model(
         m1 = 0.9 * m1 + 0.1 * grad
         m2 = 0.999 * m2 + 0.001 * grad**2
         w -= 0.05 * (m1 / (1 - 0.9**t)) / (np.sqrt(m2 / (1 - 0.999**t)) + 1e-8)
-    weights = {f: tuple(float(x) for x in w[j]) for f, j in index.items()}
+    weights = {
+        f: tuple(float(x) for x in w[j]) for f, j in index.items() if np.abs(w[j]).max() >= prune
+    }
     return IntentModel(intents, tuple(float(x) for x in w[v]), weights, dict(meta or {}))
