@@ -66,7 +66,8 @@ class LabelledQuestion:
         text: The question.
         category: The dataset's own label.
         intent: ``category`` mapped through :data:`LOCOMO_INTENTS` / :data:`BEAM_INTENTS`.
-        now: When it is asked: after the conversation's last message, epoch seconds.
+        now: When it is asked, epoch seconds: LoCoMo, right after the last turn; BEAM, the
+            day after the last session's date.
     """
 
     conversation: str
