@@ -31,12 +31,14 @@ December). Explicit years outside 1900-2100 are ignored.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 __all__ = ["Period", "find_periods"]
 
 _UTC = timezone.utc
+Span = tuple[datetime, datetime]
 _MONTHS = {
     name: i
     for i, names in enumerate(
@@ -79,6 +81,10 @@ _UNIT = r"(?P<unit>day|week|month|year)s?"
 _PREP = (
     r"(?:in|during|since|by|until|till|before|after|from|through|throughout|of|early|late|mid|"
     r"around|over)"
+)
+_YEAR_PREP = (
+    r"in|during|since|until|till|before|after|from|through|throughout|early|late|mid|"
+    r"(?:end|start|beginning|middle|rest|half) of|the year|in the year|year"
 )
 _YEAR = r"(?P<year>(?:19|20)\d\d|2100)"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
@@ -127,7 +133,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
             rf"\b(?P<rel>{_PREP}|last|this|next|in early|in late|in mid)[ -]"
             rf"(?P<month>{_FULL_MONTHS})\b",
         ),
-        ("year", rf"\b(?:{_PREP}|the year|in the year|year)[ -]{_YEAR}\b(?![-']?\d)"),
+        # "over 2000 words", "a total of 2000 users": a count, so not after "over" or "of",
+        # nor before a plural
+        ("year", rf"\b(?:{_YEAR_PREP})[ -]{_YEAR}\b(?![-']?\d)(?!\s+[a-z]+s\b)"),
     ]
 ]
 _SINCE = re.compile(r"\b(?P<w>since|after|from)\s+(?:the\s+)?$")
@@ -192,15 +200,15 @@ def _season(year: int, first_month: int) -> tuple[datetime, datetime]:
     return start, _month(year, first_month, 3)
 
 
-def _latest_started(now: datetime, make: object) -> tuple[datetime, datetime] | None:
+def _latest_started(now: datetime, make: Callable[[int], Span]) -> Span | None:
     """The most recent ``make(year)`` that has begun by ``now`` (this year's, else earlier)."""
     for year in range(now.year, now.year - 9, -1):  # 8 years back: every 29 February
         try:
-            span = make(year)  # type: ignore[operator]
+            span = make(year)
         except ValueError:
             continue
         if span[0] <= now:
-            return span  # type: ignore[no-any-return]
+            return span
     return None
 
 
