@@ -15,7 +15,7 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
 
-from norax_core.conversation import Turn
+from norax_core.conversation import DEFAULT_ROLES, Turn, normal_role, role_set
 from norax_core.errors import InvalidInputError
 from norax_core.ingest import MemoryRecord, memory_record
 from norax_core.models import SEARCH_KEYS, SIGNALS, SearchResult
@@ -122,6 +122,7 @@ def _message_turn(
     speaker_key: str = "name",
     time_key: str = "created_at",
     session_id: str | None = None,
+    turn: int | None = None,
 ) -> Turn | None:
     """A chat message as a :class:`~norax_core.conversation.Turn`; ``None`` without text.
 
@@ -129,7 +130,8 @@ def _message_turn(
     participant's name, a tool's name), else the role. The time is
     ``additional_kwargs[time_key]``; the session is ``session_id``, else
     ``additional_kwargs["session_id"]`` (which LlamaIndex ``Memory`` sets on the messages it
-    flushes). Blocks without text are listed in ``metadata["attachments"]``.
+    flushes). ``turn`` is the message's position in its session, when known. Blocks without
+    text are listed in ``metadata["attachments"]``.
     """
     texts, attachments = _block_texts(message.blocks)
     text = "\n".join(t for t in texts if t.strip()).strip()
@@ -146,28 +148,19 @@ def _message_turn(
         created_at=extra.get(time_key),
         session_id=None if session is None else str(session),
         metadata={"attachments": ",".join(dict.fromkeys(attachments))} if attachments else {},
+        turn=turn,
     )
 
 
-DEFAULT_ROLES = ("user", "assistant")
-"""Roles stored by default: the conversation itself, not system prompts or tool output."""
-
-
 def _role(message: ChatMessage) -> str:
-    return message.role.value if isinstance(message.role, MessageRole) else str(message.role)
+    """The message's role under its shared name (``chatbot`` and ``model`` are ``assistant``)."""
+    role = message.role.value if isinstance(message.role, MessageRole) else str(message.role)
+    return normal_role(role)
 
 
 def _roles(roles: Collection[str] | None) -> frozenset[str] | None:
-    """``roles`` as a set, checked against LlamaIndex's roles; ``None`` means all."""
-    if roles is None:
-        return None
-    if isinstance(roles, str):
-        roles = (roles,)
-    valid = {r.value for r in MessageRole}
-    unknown = sorted(set(roles) - valid)
-    if unknown:
-        raise InvalidInputError(f"unknown message roles {unknown}; valid: {sorted(valid)}")
-    return frozenset(roles)
+    """``roles`` as a set of shared role names (LlamaIndex's are all accepted); ``None``: all."""
+    return role_set(roles)
 
 
 def _chat_turns(
@@ -178,11 +171,13 @@ def _chat_turns(
     speaker_key: str = "name",
     time_key: str = "created_at",
     times: Sequence[Any] | None = None,
+    first_turn: int | None = None,
 ) -> tuple[list[Turn], list[Any]]:
     """The messages worth storing, as turns, with each one's own time (or ``None``).
 
     Messages of other roles (``roles=None``: none) and messages without text are dropped.
-    ``times`` (one per message) overrides the messages' own times where not ``None``.
+    ``times`` (one per message) overrides the messages' own times where not ``None``. With
+    ``first_turn``, message ``i`` is turn ``first_turn + i`` of its session.
 
     Raises:
         InvalidInputError: Not a ``ChatMessage``, or a role LlamaIndex does not know.
@@ -198,7 +193,11 @@ def _chat_turns(
         if wanted is not None and _role(message) not in wanted:
             continue
         turn = _message_turn(
-            message, speaker_key=speaker_key, time_key=time_key, session_id=session_id
+            message,
+            speaker_key=speaker_key,
+            time_key=time_key,
+            session_id=session_id,
+            turn=None if first_turn is None else first_turn + i,
         )
         if turn is None:
             continue

@@ -63,27 +63,38 @@ def add_chat_messages(
     speaker_key: str = "name",
     time_key: str = "created_at",
     speaker_in_text: bool = True,
+    upsert: bool = False,
+    first_turn: int = 0,
 ) -> list[str]:
-    """Store a conversation, one memory a message, in one call; returns the new ids in order.
+    """Store a conversation, one memory a message, in one call; returns the ids in order.
 
-    Each message becomes one memory with metadata ``role``, ``speaker``, ``session_id`` and,
-    when the message carried images, audio, video or documents, ``attachments`` (their
-    types; only text is stored). The speaker is ``additional_kwargs[speaker_key]`` when set
-    (a participant's name), and the text is then ``"<speaker>: <text>"`` (the form Norax's
-    ``chat`` preset was fitted on); otherwise the speaker is the role and the text is the
-    message's own. All messages go in one ``add``: with a store whose weights embed context
-    (``"chat"``), each reply is embedded with the turns before it.
+    The convention is :mod:`norax_core.conversation`'s, shared with
+    ``norax_langchain.add_messages``. Each message becomes one memory with metadata ``role``
+    (``chatbot`` and ``model`` are stored as ``assistant``), ``speaker``, and when known
+    ``session_id``, ``turn`` and, when the message carried images, audio, video or documents,
+    ``attachments`` (their types; only text is stored). The speaker is
+    ``additional_kwargs[speaker_key]`` when set (a participant's name), and the text is then
+    ``"<speaker>: <text>"`` (the form Norax's ``chat`` preset was fitted on); otherwise the
+    speaker is the role and the text is the message's own. All messages go in one ``add``:
+    with a store whose weights embed context (``"chat"``), each reply is embedded with the
+    turns before it.
 
-    Times strictly increase in message order: a message's time is its entry in a
-    ``created_at`` list, else its own ``additional_kwargs[time_key]``, else a single
-    ``created_at`` (the start of the conversation), else now; a message not later than the
-    one before it is placed a millisecond after it.
+    With a ``session_id``, message ``i`` is turn ``first_turn + i`` and its memory id is
+    ``"{session_id}:{turn:06d}"``, so ingesting the session again with ``upsert=True``
+    replaces it; without one, the ids are new random ones.
+
+    A message's time is its entry in a ``created_at`` list, else its own
+    ``additional_kwargs[time_key]``, else a single ``created_at`` (the start of the
+    conversation), else now. Times strictly increase in message order: a message not later
+    than the one before it is placed a millisecond after it. Explicit times that go backwards
+    are refused.
 
     Args:
         memory: The store.
         messages: LlamaIndex ``ChatMessage`` objects in conversation order.
-        session_id: Stored as ``session_id`` on every memory; ``None`` takes each message's
-            ``additional_kwargs["session_id"]`` (set by LlamaIndex ``Memory``), if any.
+        session_id: Stored as ``session_id`` on every memory, and makes the ids; ``None``
+            takes each message's ``additional_kwargs["session_id"]`` (set by LlamaIndex
+            ``Memory``), if any, with random ids.
         created_at: One time for messages without their own (datetime, ISO 8601 string or
             epoch seconds), or a list with one time per message (``None`` entries take the
             message's own time).
@@ -95,14 +106,26 @@ def add_chat_messages(
         time_key: ``additional_kwargs`` key holding a message's time.
         speaker_in_text: Prefix the text with a named speaker (``False`` stores the bare
             text; the speaker stays in the metadata).
+        upsert: Replace memories that already have these ids instead of failing.
+        first_turn: Turn number of ``messages[0]`` (with ``session_id``): to add the rest of
+            a session later, pass the number of messages already added.
 
     Raises:
         InvalidInputError: A malformed time, times that go backwards, an unknown role, or a
             text, kind or namespace Norax refuses; nothing is written.
+        DuplicateIdError: Without ``upsert``, the session's ids are already stored.
     """
-    turns, times = _prepared(messages, created_at, roles, session_id, speaker_key, time_key)
+    turns, times = _prepared(
+        messages, created_at, roles, session_id, speaker_key, time_key, first_turn
+    )
     return write_turns(
-        memory, turns, times, namespace=namespace, kind=kind, speaker_in_text=speaker_in_text
+        memory,
+        turns,
+        times,
+        namespace=namespace,
+        kind=kind,
+        speaker_in_text=speaker_in_text,
+        upsert=upsert,
     )
 
 
@@ -118,11 +141,21 @@ async def aadd_chat_messages(
     speaker_key: str = "name",
     time_key: str = "created_at",
     speaker_in_text: bool = True,
+    upsert: bool = False,
+    first_turn: int = 0,
 ) -> list[str]:
     """Async :func:`add_chat_messages`: the add runs in a worker thread."""
-    turns, times = _prepared(messages, created_at, roles, session_id, speaker_key, time_key)
+    turns, times = _prepared(
+        messages, created_at, roles, session_id, speaker_key, time_key, first_turn
+    )
     return await awrite_turns(
-        memory, turns, times, namespace=namespace, kind=kind, speaker_in_text=speaker_in_text
+        memory,
+        turns,
+        times,
+        namespace=namespace,
+        kind=kind,
+        speaker_in_text=speaker_in_text,
+        upsert=upsert,
     )
 
 
@@ -133,7 +166,12 @@ def _prepared(
     session_id: str | None,
     speaker_key: str,
     time_key: str,
+    first_turn: int,
 ) -> tuple[list[Turn], list[float]]:
+    if isinstance(first_turn, bool) or not isinstance(first_turn, int) or first_turn < 0:
+        raise InvalidInputError(f"first_turn must be an int >= 0, got {first_turn!r}")
+    if session_id is not None and (not isinstance(session_id, str) or not session_id.strip()):
+        raise InvalidInputError(f"session_id must be a non-empty string, got {session_id!r}")
     per_message = isinstance(created_at, Sequence) and not isinstance(created_at, str)
     if per_message and len(created_at) != len(messages):
         raise InvalidInputError(
@@ -146,5 +184,6 @@ def _prepared(
         speaker_key=speaker_key,
         time_key=time_key,
         times=created_at if per_message else None,
+        first_turn=None if session_id is None else first_turn,
     )
     return turns, turn_times(own, None if per_message else created_at)

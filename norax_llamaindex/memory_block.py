@@ -41,7 +41,10 @@ class NoraxMemoryBlock(BaseMemoryBlock[str]):
     embeds each short reply with the turns before it. A message's time is its
     ``additional_kwargs[time_key]``, else the clock (``now``); times strictly increase, so
     two flushes at one clock reading still keep their order (a clock set back starts
-    afresh). Tool output, system prompts, thinking
+    afresh). Ids are short random ones (a
+    flush is a slice of a session, not numbered turns); the convention is
+    :mod:`norax_core.conversation`'s, shared with ``add_chat_messages`` and
+    ``norax_langchain.add_messages``. Tool output, system prompts, thinking
     and tool-call blocks are not stored by default; an empty flush writes nothing. ``Memory``
     flushes only when its queue is full: call :meth:`aflush` when a session ends so its
     last turns are stored too.

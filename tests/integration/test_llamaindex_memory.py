@@ -4,6 +4,7 @@ models: an embedded Chroma store, the ONNX MiniLM embedder and spaCy from ../sha
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -24,7 +25,7 @@ from llama_index.core.memory import Memory
 from llama_index.core.tools import FunctionTool
 
 from norax_core import NoraxMemory
-from norax_core.errors import InvalidInputError, WeightsError
+from norax_core.errors import DuplicateIdError, InvalidInputError, WeightsError
 from norax_core.signals.context import embedding_text
 from norax_llamaindex import NoraxMemoryBlock, aadd_chat_messages, add_chat_messages
 
@@ -43,9 +44,10 @@ def store(tmp_path: Path, embedder, extractor) -> Iterator[NoraxMemory]:  # type
 
 
 def stored(mem: NoraxMemory, namespace: str = "ana") -> list[Any]:
-    """Every memory of the namespace, in time order."""
-    ids = [r.id for r in mem.search("anything", k=1000, namespace=namespace, weights="temporal")]
-    return sorted(mem.get(ids), key=lambda m: m.created_at)
+    """Every memory of the namespace in conversation order: time, then write order (the
+    order the engine's context and neighbours use)."""
+    ordered = mem._indexes.temporal.timeline(namespace)[0]
+    return mem.get(list(ordered))
 
 
 # -- an agent over several sessions ----------------------------------------------------------
@@ -145,6 +147,7 @@ async def test_function_agent_recalls_an_old_fact_in_a_later_session(
     assert "Sunny, 24 degrees in Lisbon." in [m.text for m in memories]
     times = [m.created_at for m in memories]
     assert times == sorted(times) and len(set(times)) == len(times)
+    assert all(re.fullmatch("[0-9a-f]{16}", m.id) for m in memories)  # flushes: random ids
 
 
 async def test_a_flush_is_one_add_in_order_so_short_replies_carry_their_question(
@@ -300,7 +303,7 @@ async def test_bad_input_is_refused_and_writes_nothing(store: NoraxMemory) -> No
     with pytest.raises(InvalidInputError):
         NoraxMemoryBlock(memory=store, namespace="")
     with pytest.raises(InvalidInputError, match="roles"):
-        NoraxMemoryBlock(memory=store, roles=("human",))
+        NoraxMemoryBlock(memory=store, roles=("narrator",))
     with pytest.raises(InvalidInputError):
         NoraxMemoryBlock(memory=store, similarity_top_k=0)
     with pytest.raises(InvalidInputError):
@@ -357,7 +360,7 @@ LOG = [
 
 def test_add_chat_messages_keeps_speakers_sessions_and_order(store: NoraxMemory) -> None:
     ids = add_chat_messages(store, LOG, session_id="d1", created_at=START, namespace="ana")
-    assert len(ids) == 3 and len(set(ids)) == 3
+    assert ids == ["d1:000000", "d1:000001", "d1:000002"]
     memories = store.get(ids)
     assert [m.text for m in memories] == [
         "Caroline: I went to the support group yesterday.",
@@ -365,11 +368,14 @@ def test_add_chat_messages_keeps_speakers_sessions_and_order(store: NoraxMemory)
         "Caroline: Inspiring. I want to work in counseling.",
     ]
     assert [m.metadata for m in memories] == [
-        {"role": r, "speaker": s, "session_id": "d1"}
-        for r, s in [("user", "Caroline"), ("assistant", "Melanie"), ("user", "Caroline")]
+        {"role": r, "speaker": s, "session_id": "d1", "turn": i}
+        for i, (r, s) in enumerate(
+            [("user", "Caroline"), ("assistant", "Melanie"), ("user", "Caroline")]
+        )
     ]
     times = [m.created_at for m in memories]
     assert times[0] == START and times == sorted(times) and len(set(times)) == 3
+    assert [m.id for m in stored(store)] == ids
     # the speaker is a keyword and a filter
     hits = store.search("What does Caroline want to do?", k=1, namespace="ana", now=START)
     assert hits[0].id == ids[2]
@@ -386,7 +392,27 @@ async def test_aadd_chat_messages_per_message_times_and_roles(store: NoraxMemory
     assert [m.text for m in memories] == [m.content for m in LOG]
     assert memories[0].created_at == START and START < memories[1].created_at < START + DAY
     assert memories[2].created_at == START + DAY
-    assert "session_id" not in memories[0].metadata
+    assert [m.id for m in stored(store)] == ids
+    # no session id: no turn numbers, short random ids
+    assert "session_id" not in memories[0].metadata and "turn" not in memories[0].metadata
+    assert all(re.fullmatch("[0-9a-f]{16}", i) for i in ids)
+
+
+def test_add_chat_messages_again_replaces_with_upsert_and_continues(store: NoraxMemory) -> None:
+    add_chat_messages(store, LOG[:2], session_id="d1", created_at=START, namespace="ana")
+    with pytest.raises(DuplicateIdError):
+        add_chat_messages(store, LOG, session_id="d1", created_at=START, namespace="ana")
+    assert store.count("ana") == 2  # the failed call wrote nothing
+    ids = add_chat_messages(
+        store, LOG, session_id="d1", created_at=START, namespace="ana", upsert=True
+    )
+    assert store.count("ana") == 3 and [m.id for m in stored(store)] == ids
+    more = [ChatMessage(role="chatbot", content="Counseling suits you.")]
+    (last,) = add_chat_messages(
+        store, more, session_id="d1", first_turn=3, created_at=START + DAY, namespace="ana"
+    )
+    got = store.get([last])[0]
+    assert last == "d1:000003" and got.metadata["role"] == "assistant"  # chatbot: assistant
 
 
 def test_add_chat_messages_refuses_bad_input_whole(store: NoraxMemory) -> None:
@@ -398,5 +424,7 @@ def test_add_chat_messages_refuses_bad_input_whole(store: NoraxMemory) -> None:
         add_chat_messages(store, [*LOG, "hello"], namespace="ana")  # type: ignore[list-item]
     with pytest.raises(InvalidInputError):
         add_chat_messages(store, LOG, namespace="ana", kind="")
+    with pytest.raises(InvalidInputError, match="first_turn"):
+        add_chat_messages(store, LOG, session_id="d1", first_turn=-1, namespace="ana")
     assert store.count("ana") == 0
     assert add_chat_messages(store, [], namespace="ana") == []

@@ -61,6 +61,9 @@ def test_message_turn_speaker_session_time_and_attachments() -> None:
     assert (turn.session_id, turn.created_at) == ("s9", "2026-09-01")
     assert turn.metadata == {"attachments": "image"}
     assert _message_turn(message, session_id="given").session_id == "given"  # type: ignore[union-attr]
+    assert turn.turn is None and _message_turn(message, turn=3).turn == 3  # type: ignore[union-attr]
+    gemini = _message_turn(ChatMessage(role="model", content="Hi"))
+    assert gemini is not None and (gemini.role, gemini.speaker) == ("assistant", "assistant")
     # a blank name falls back to the role; a message without text is no turn
     assert _message_turn(ChatMessage(role="tool", content="4", additional_kwargs={"name": " "}))
     assert _message_turn(ChatMessage(role="user", blocks=[IMAGE])) is None
@@ -81,7 +84,10 @@ def test_chat_turns_filter_roles_and_take_given_times() -> None:
     assert [t.role for t in turns] == ["system", "user", "tool", "assistant"]
     assert own == [1, 2, 4, None]
     with pytest.raises(InvalidInputError, match="unknown message roles"):
-        _chat_turns(messages, roles=("human",))
+        _chat_turns(messages, roles=("narrator",))
+    turns, _ = _chat_turns(messages, roles=("system",), session_id="d1", first_turn=10)
+    assert [(t.text, t.turn, t.session_id) for t in turns] == [("rules", 10, "d1")]
+    assert all(t.turn is None for t in _chat_turns(messages)[0])  # no position without it
     with pytest.raises(InvalidInputError, match="message 1 is a str"):
         _chat_turns([messages[0], "hi"])  # type: ignore[list-item]
 
