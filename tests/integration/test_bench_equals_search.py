@@ -90,7 +90,9 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
                 bench = rank(table, plan, k)
                 for i, pool in enumerate(pools):
                     req = pool.request
-                    got = mem.search(req.query, k=k, namespace=req.namespace, now=req.now, weights=w)
+                    got = mem.search(
+                        req.query, k=k, namespace=req.namespace, now=req.now, weights=w
+                    )
                     ids = [r.id for r in got]
                     assert bench.ids(i) == ids, (name, k, req.qid, req.query)
                     scores = [float(bench.score[i, r]) for r in bench.top(i)]
