@@ -27,8 +27,7 @@ New stages (query intents, date windows, coverage, supersession) belong here too
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -408,23 +407,3 @@ def _latest(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np
     out = score.copy()
     np.put_along_axis(out, top, lifted, axis=1)
     return out
-
-
-def neighbour_slots(
-    rows_of: Mapping[str, int],
-    near: Mapping[str, tuple[str, ...]],
-    ids: list[str],
-    window: int,
-    pad: int,
-) -> list[np.ndarray]:
-    """One query's neighbour slots (see :data:`Neighbours`) from ``{id: neighbour ids}``."""
-    out = np.full((2 * window, 1, pad), pad, dtype=np.int64)
-    for r, m in enumerate(ids):
-        found = [rows_of[x] for x in near.get(m, ()) if x in rows_of]
-        out[: len(found), 0, r] = found
-    return list(out)
-
-
-def with_rows(table: Table, **arrays: np.ndarray) -> Table:
-    """A copy of ``table`` with some arrays replaced."""
-    return dataclasses.replace(table, **arrays)  # type: ignore[arg-type]

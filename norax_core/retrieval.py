@@ -19,7 +19,7 @@ from norax_core.batch import in_background
 from norax_core.config import NoraxConfig
 from norax_core.indexes import DerivedIndexes
 from norax_core.models import SIGNALS
-from norax_core.ranking import NEVER, Extend, Table, neighbour_slots
+from norax_core.ranking import NEVER, Extend, Table
 from norax_core.signals.base import Query, Signal
 from norax_core.signals.dense import DenseSignal
 
@@ -225,3 +225,18 @@ def search_table(
         return table([*ids, *extra])  # existing rows keep their index
 
     return table(sorted(cands.ids)), extend
+
+
+def neighbour_slots(
+    rows_of: Mapping[str, int],
+    near: Mapping[str, tuple[str, ...]],
+    ids: list[str],
+    window: int,
+    pad: int,
+) -> list[np.ndarray]:
+    """One query's neighbour slots (see :data:`Neighbours`) from ``{id: neighbour ids}``."""
+    out = np.full((2 * window, 1, pad), pad, dtype=np.int64)
+    for r, m in enumerate(ids):
+        found = [rows_of[x] for x in near.get(m, ()) if x in rows_of]
+        out[: len(found), 0, r] = found
+    return list(out)
