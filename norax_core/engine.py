@@ -23,6 +23,7 @@ from norax_core.batch import (
     ENTITIES_KEY,
     KIND_KEY,
     MODEL_CHARS,
+    SEQ_KEY,
     Prepared,
     checked_embeddings,
     context_texts,
@@ -30,6 +31,10 @@ from norax_core.batch import (
     in_background,
     prepare,
     replacing_metadata,
+    restore,
+    sequence_numbers,
+    settled,
+    stored_records,
     stored_times,
 )
 from norax_core.config import NoraxConfig
@@ -290,6 +295,8 @@ class NoraxMemory:
 
         Every argument but ``texts`` may be one value for the whole batch or a list with one
         value per text. ``created_at`` defaults to now; naive datetimes are read as UTC.
+        Memories sharing a ``created_at`` keep the order they are written in (list order,
+        then call order): it is the order context propagation and ``embed_context`` follow.
 
         Raises:
             InvalidInputError: Bad text, id, kind, time, namespace or metadata. Nothing is
@@ -304,6 +311,7 @@ class NoraxMemory:
                 raise DuplicateIdError(
                     f"{len(existing)} id(s) already stored, e.g. {existing[0]!r}; use upsert()"
                 )
+            prepared = self._settle(prepared)
             followers = self._followers(prepared)
             self._write(prepared, upsert=False)
             self._restate(followers)
@@ -322,7 +330,12 @@ class NoraxMemory:
         """Add memories, replacing any stored under the same ids.
 
         A memory cannot change namespace this way: namespaces are a security boundary, so
-        an id stored in another namespace is refused (delete it there first).
+        an id stored in another namespace is refused (delete it there first). A replaced
+        memory keeps its place among memories that share its time (its write order).
+
+        All or nothing: if any part fails (a batch too large for one Chroma call is split),
+        every memory is put back as it was and the new ids are removed before the error is
+        raised.
 
         Raises:
             InvalidInputError: Bad input, or an id that lives in another namespace. Nothing
@@ -340,6 +353,7 @@ class NoraxMemory:
                     f"{len(moved)} id(s) belong to another namespace, e.g. {moved[0]!r}; "
                     "upsert cannot move a memory between namespaces (delete it there first)"
                 )
+            prepared = self._settle(prepared)
             followers = self._followers(prepared)
             self._write(prepared, upsert=True)
             self._restate(followers)
@@ -352,7 +366,10 @@ class NoraxMemory:
     def _prepare(
         self, texts: Any, ids: Any, kind: Any, created_at: Any, namespace: Any, metadata: Any
     ) -> Prepared:
-        return prepare(
+        """Validate and embed a batch, outside the lock (see :func:`~norax_core.batch.prepare`)."""
+        with self._lock:
+            basis = self._indexes.temporal.writes
+        p = prepare(
             texts,
             ids,
             kind,
@@ -364,6 +381,21 @@ class NoraxMemory:
             tokenizer=self._indexes.tokenizer,
             embedding_texts=self._embedding_texts,
         )
+        return dataclasses.replace(p, basis=basis)
+
+    def _settle(self, p: Prepared) -> Prepared:
+        """Number the batch in write order and make its context current (under the lock).
+
+        See :func:`~norax_core.batch.settled`: a write that came in between this batch's
+        preparation and now (another thread, task or, through the change log, process)
+        has its context computed again.
+        """
+        catalog = self._indexes.temporal
+        seqs = sequence_numbers(
+            catalog, self._indexes.namespace_of, p.ids, [r.namespace for r in p.rows]
+        )
+        stale = self.add_config.embed_context > 0 and catalog.writes != p.basis
+        return settled(p, seqs, self.embedder, self._embedding_texts, stale)
 
     def _config_for(self, weights: Weights) -> NoraxConfig:
         """The store's configuration with ``weights``' learned parameters applied."""
@@ -393,63 +425,106 @@ class NoraxMemory:
         )
 
     def _embedding_texts(
-        self, ids: list[str], texts: list[str], times: list[float], spaces: list[str]
+        self,
+        ids: list[str],
+        texts: list[str],
+        times: list[float],
+        spaces: list[str],
+        seqs: list[int] | None = None,
     ) -> list[str]:
-        """What the embedder reads for each memory (``NoraxConfig.embed_context``)."""
+        """What the embedder reads for each memory (``NoraxConfig.embed_context``).
+
+        ``seqs``: their write sequence numbers; by default a stored memory's own, and for
+        new ones numbers after the store's (what :meth:`_settle` gives them if no other
+        write comes first).
+        """
         catalog = self._indexes.temporal
         with self._lock:
+            if seqs is None:
+                seqs = sequence_numbers(catalog, self._indexes.namespace_of, ids, spaces)
             return context_texts(
-                ids,
-                texts,
-                times,
-                spaces,
-                self.add_config,
-                lambda ns: catalog.timeline(ns)[:2],
-                self._texts,
+                ids, texts, times, spaces, seqs, self.add_config, catalog.sequence, self._texts
             )
 
     def _write(self, p: Prepared, *, upsert: bool) -> None:
-        """Chroma first (the truth), then the derived indexes; undo Chroma on failure.
+        """Chroma first (the truth), then the derived indexes; all or nothing.
 
         The ids are logged as pending in the sidecar before Chroma is written and cleared
-        with their rows, so a crash in between is repaired at the next open.
+        with their rows, so a crash in between is repaired at the next open. On an error,
+        Chroma is put back as it was (added memories deleted, replaced ones restored from
+        the records read before the write) and the indexes re-derived from it.
         """
         op = self._collection.upsert if upsert else self._collection.add
-        done: list[str] = []
+        old = stored_records(self._collection, p.ids, CHROMA_BATCH) if upsert else {}
+        tried: list[str] = []
         self._indexes.sidecar.mark_pending(p.ids)
         try:
             for s in range(0, len(p.ids), CHROMA_BATCH):
                 e = s + CHROMA_BATCH
-                metas = p.metadatas[s:e]
+                chunk, metas = p.ids[s:e], p.metadatas[s:e]
+                if upsert:  # a failed upsert call may have replaced some of its ids
+                    tried.extend(chunk)
                 op(
-                    ids=p.ids[s:e],
+                    ids=chunk,
                     documents=p.texts[s:e],
                     embeddings=p.embeddings[s:e],
-                    metadatas=replacing_metadata(self._collection, p.ids[s:e], metas)
-                    if upsert
-                    else metas,
+                    metadatas=replacing_metadata(old, chunk, metas) if upsert else metas,
                 )
-                done.extend(p.ids[s:e])
+                if not upsert:  # a failed add call wrote nothing (its ids may be another's)
+                    tried.extend(chunk)
             self._indexes.apply(p.rows)
             if self._sync is not None:
                 self._sync.record("upsert" if upsert else "add", p.ids)
         except BaseException as exc:  # KeyboardInterrupt too: the store stays usable
-            if done and not upsert:
-                self._collection.delete(ids=done)
-            try:  # re-derive the batch from whatever Chroma now holds
-                self._indexes.resync(self._collection, p.ids, self._row_from_record)
-            except Exception:  # the ids stay pending: the next open reconciles them
-                logger.exception("norax: could not re-derive a failed batch from Chroma")
+            undo = self._undo(tried, old, p)
             if isinstance(exc, NoraxError) or not isinstance(exc, Exception):
+                if undo:
+                    logger.error("norax: %s", undo)
                 raise
-            raise InvalidInputError(f"Chroma rejected the batch: {exc}") from exc
+            raise InvalidInputError(f"Chroma rejected the batch: {exc}{undo}") from exc
 
-    def delete(self, ids: str | Sequence[str]) -> int:
-        """Delete memories by id; returns how many existed. Unknown ids are ignored."""
+    def _undo(self, tried: list[str], old: Mapping[str, Any], p: Prepared) -> str:
+        """Undo a failed write of ``tried`` ids (see :meth:`_write`).
+
+        Returns what could not be undone, as words for the error message ("" when all was).
+        """
+        undo = ""
+        if tried:
+            written = dict(zip(p.ids, p.metadatas, strict=True))
+            try:
+                restore(self._collection, tried, old, written, CHROMA_BATCH)
+                if self._sync is not None:  # anyone who pulled the failed version re-reads
+                    self._sync.record("upsert", tried)
+            except Exception as err:  # they stay pending: the next open re-derives them
+                logger.exception("norax: could not undo a failed write")
+                undo = (
+                    f"; putting the previous versions back failed too ({err}): up to "
+                    f"{len(tried)} memories (e.g. {tried[0]!r}) may hold the new version"
+                )
+        try:  # re-derive the batch from whatever Chroma now holds
+            self._indexes.resync(self._collection, p.ids, self._row_from_record)
+        except Exception:  # the ids stay pending: the next open reconciles them
+            logger.exception("norax: could not re-derive a failed batch from Chroma")
+        return undo
+
+    def delete(self, ids: str | Sequence[str], namespace: str | None = None) -> int:
+        """Delete memories by id; returns how many were deleted. Unknown ids are ignored.
+
+        Args:
+            ids: One id or a list.
+            namespace: Only memories of this namespace are deleted; an id that lives in
+                another namespace is left alone, as if unknown. Code acting for one tenant
+                must pass its namespace. ``None`` acts on every namespace (ids are unique
+                in a store): for administration, as ``count(None)`` counts all.
+        """
         id_list = check.id_list(ids)
+        ns = None if namespace is None else check.namespace(namespace)
         with self._lock:
             self._maybe_sync()
-            known = [i for i in dict.fromkeys(id_list) if i in self._indexes.namespace_of]
+            home = self._indexes.namespace_of
+            known = [
+                i for i in dict.fromkeys(id_list) if i in home and (ns is None or home[i] == ns)
+            ]
             if known:
                 followers = self._followers(None, gone=known)
                 self._collection.delete(ids=known)
@@ -576,9 +651,18 @@ class NoraxMemory:
             self._maybe_sync()
             return sorted(set(self._indexes.namespace_of.values()))
 
-    def get(self, ids: str | Sequence[str]) -> list[Memory]:
-        """The memories found for ``ids``, in the order asked; unknown ids are skipped."""
+    def get(self, ids: str | Sequence[str], namespace: str | None = None) -> list[Memory]:
+        """The memories found for ``ids``, in the order asked; unknown ids are skipped.
+
+        Args:
+            ids: One id or a list.
+            namespace: Only memories of this namespace are returned; an id that lives in
+                another namespace is skipped, as if unknown. Code acting for one tenant must
+                pass its namespace. ``None`` reads every namespace (for administration, as
+                ``count(None)``).
+        """
         id_list = check.id_list(ids)
+        ns = None if namespace is None else check.namespace(namespace)
         if not id_list:
             return []
         got = self._collection.get(
@@ -588,6 +672,8 @@ class NoraxMemory:
             mid: _memory_from_record(mid, doc, dict(meta or {}))
             for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
         }
+        if ns is not None:
+            by_id = {mid: m for mid, m in by_id.items() if m.namespace == ns}
         return [by_id[i] for i in id_list if i in by_id]
 
     def search(
@@ -627,7 +713,7 @@ class NoraxMemory:
         rows = ranking.top()
         ids = ranking.ids()
         scores = ranking.table.scores[:, 0, :]
-        records = {m.id: m for m in self.get(ids)}
+        records = {m.id: m for m in self.get(ids, namespace=cands.query.namespace)}
         return [
             SearchResult(
                 **vars(records[mid]),
@@ -759,6 +845,7 @@ class NoraxMemory:
             float(meta.get(CREATED_KEY, 0.0)),  # the stored float: a datetime rounds to µs
             tuple(self._indexes.tokenizer(doc)),
             mem.entities,
+            _seq(meta.get(SEQ_KEY)),
         )
 
     def __repr__(self) -> str:
@@ -777,6 +864,11 @@ def _memory_from_record(mid: str, doc: str | None, meta: dict[str, Any]) -> Memo
         metadata={k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX)},
         entities=tuple(ents),
     )
+
+
+def _seq(value: Any) -> int:
+    """A stored write sequence number; 0 (unknown) for records without a valid one."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _change_log(client: Any, name: str, interval: float) -> ChangeLog | None:

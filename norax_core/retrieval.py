@@ -9,7 +9,7 @@ which can grow by the context neighbours the ranking asks for.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -107,46 +107,6 @@ def gather(
     return Candidates(q, k, cand, scores, matched, proposed, size)
 
 
-def session_neighbours(
-    timeline: tuple[Sequence[str], Sequence[float], Mapping[str, int]],
-    wanted: Iterable[str],
-    window: int,
-    gap: float,
-    allowed: Collection[str] | None,
-) -> dict[str, tuple[str, ...]]:
-    """Each wanted memory's neighbours among the ``allowed`` memories of its namespace.
-
-    :func:`~norax_core.signals.context.neighbour_map` over the timeline of the allowed
-    memories alone (a filter's excluded memories are skipped as if they were not stored, so
-    they never lend context nor end a window), walking the full timeline without copying it.
-
-    Args:
-        timeline: The namespace's ids in time order, their times and positions.
-        wanted: Ids to map (ids not in the timeline are skipped).
-        window: Neighbours on each side.
-        gap: Seconds between consecutive (allowed) memories that end a session.
-        allowed: The filter's ids, or ``None`` for all.
-    """
-    ordered, times, pos = timeline
-    out: dict[str, tuple[str, ...]] = {}
-    for m in wanted:
-        i = pos.get(m)
-        if i is None:
-            continue
-        found: list[str] = []
-        for step in (-1, 1):
-            j, last, taken = i + step, times[i], 0
-            while 0 <= j < len(ordered) and taken < window:
-                if allowed is None or ordered[j] in allowed:
-                    if abs(times[j] - last) > gap:
-                        break
-                    found.append(ordered[j])
-                    last, taken = times[j], taken + 1
-                j += step
-        out[m] = tuple(found)
-    return out
-
-
 def search_table(
     cands: Candidates,
     indexes: DerivedIndexes,
@@ -182,7 +142,7 @@ def search_table(
         tie[sorted(range(n), key=ids.__getitem__)] = np.arange(n)
 
         def neighbours(window: int, gap: float) -> list[np.ndarray]:
-            near = session_neighbours(catalog.timeline(q.namespace), ids, window, gap, q.allowed)
+            near = catalog.neighbours(q.namespace, ids, window, gap, allowed=q.allowed)
             return neighbour_slots(rows, near, ids, window, n)
 
         def vecs(qs: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -211,9 +171,9 @@ def search_table(
     def extend(t: Table, wanted: np.ndarray) -> Table:
         ids = t.ids[0] if t.ids is not None else []
         seeds = [ids[r] for r in np.flatnonzero(wanted[0]).tolist()]
-        timeline = catalog.timeline(q.namespace)
-        near = session_neighbours(
-            timeline, seeds, cfg.context_window, cfg.context_gap_seconds, q.allowed
+        # neighbours among the memories the filter allows: an excluded one never takes a slot
+        near = catalog.neighbours(
+            q.namespace, seeds, cfg.context_window, cfg.context_gap_seconds, allowed=q.allowed
         )
         known = set(ids)
         extra = [m for m in dict.fromkeys(x for s in seeds for x in near[s]) if m not in known]

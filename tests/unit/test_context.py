@@ -54,6 +54,24 @@ def test_temporal_catalog_orders_by_time_then_id_and_forgets_on_write() -> None:
     assert cat.neighbours("other", ["m1"], 1, 60) == {}
 
 
+def test_catalog_neighbours_among_allowed_memories_only() -> None:
+    cat = TemporalSignal(lambda kind: 30.0)
+    # a, x, b 50 s apart; c 100 s after b.
+    for mid, ts in [("a", T0), ("x", T0 + 50), ("b", T0 + 100), ("c", T0 + 200)]:
+        cat.add("ns", mid, ts, "episodic")
+    assert cat.neighbours("ns", ["a", "b"], 1, 60) == {"a": ("x",), "b": ("x",)}
+    allowed = frozenset({"a", "b", "c"})
+    # x is not there: it takes no slot and does not bridge the 100 s step from a to b
+    assert cat.neighbours("ns", ["a", "b"], 1, 60, allowed=allowed) == {"a": (), "b": ()}
+    assert cat.neighbours("ns", ["a", "b"], 1, 120, allowed=allowed) == {
+        "a": ("b",),
+        "b": ("a", "c"),
+    }
+    # an excluded id asked for has no neighbours, and the cached timeline is untouched
+    assert cat.neighbours("ns", ["x"], 1, 120, allowed=allowed) == {}
+    assert cat.neighbours("ns", ["x"], 1, 120) == {"x": ("a", "b")}
+
+
 @pytest.mark.parametrize(
     "bad",
     [
@@ -124,18 +142,24 @@ def test_preceding_takes_the_session_s_earlier_memories_oldest_first() -> None:
 
 
 def _reference_preceding(
-    stored: list[tuple[str, float]], batch: list[tuple[str, float, str]], before: int, gap: float
+    stored: list[tuple[str, float, int]],
+    batch: list[tuple[str, float, str, int]],
+    before: int,
+    gap: float,
 ) -> dict[str, tuple[str, ...]]:
-    """Brute force: merge everything per namespace (the batch replaces same ids), then walk."""
+    """Brute force: merge everything per namespace (the batch replaces same ids), then walk
+    in conversation order (time, then write sequence, then id)."""
     out: dict[str, tuple[str, ...]] = {}
-    for ns in {s for _, _, s in batch}:
-        mine = {m: t for m, t, s in batch if s == ns}
-        known = {**{m: t for m, t in stored if m not in {b[0] for b in batch}}, **mine}
-        order = sorted(known, key=lambda m: (known[m], m))
+    for ns in {b[2] for b in batch}:
+        mine = {m: (t, q) for m, t, s, q in batch if s == ns}
+        known = {**{m: (t, q) for m, t, q in stored if m not in {b[0] for b in batch}}, **mine}
+        order = sorted(known, key=lambda m: (*known[m], m))
         for m in mine:
             i = order.index(m)
             prev: list[str] = []
-            while i > 0 and len(prev) < before and known[order[i]] - known[order[i - 1]] <= gap:
+            while (
+                i > 0 and len(prev) < before and known[order[i]][0] - known[order[i - 1]][0] <= gap
+            ):
                 i -= 1
                 prev.insert(0, order[i])
             out[m] = tuple(prev)
@@ -145,17 +169,25 @@ def _reference_preceding(
 @pytest.mark.parametrize("seed", range(20))
 def test_batch_preceding_matches_a_full_merge(seed: int) -> None:
     rng = np.random.default_rng(seed)
-    stored = [(f"s{i:02d}", float(T0 + rng.integers(0, 40) * 60)) for i in range(25)]
-    reused = [m for m, _ in stored[:3]] if seed % 2 else []  # upserts: same ids, new times
+    # few distinct times and sequence numbers: ties on both, broken by write order then id
+    stored = [
+        (f"s{i:02d}", float(T0 + rng.integers(0, 10) * 60), int(rng.integers(0, 4)))
+        for i in range(25)
+    ]
+    reused = [m for m, _, _ in stored[:3]] if seed % 2 else []  # upserts: same ids, new times
     new = [f"b{i}" for i in range(int(rng.integers(1, 8)))]
-    batch = [(m, float(T0 + rng.integers(0, 40) * 60), "ns") for m in reused + new]
-    stored_sorted = sorted(stored, key=lambda p: (p[1], p[0]))
+    batch = [
+        (m, float(T0 + rng.integers(0, 10) * 60), "ns", int(rng.integers(0, 6)))
+        for m in reused + new
+    ]
+    stored_sorted = sorted(stored, key=lambda p: (p[1], p[2], p[0]))
     before, gap = int(rng.integers(1, 4)), float(rng.choice([90.0, 600.0, 1e9]))
     got = batch_preceding(
-        [m for m, _, _ in batch],
-        [t for _, t, _ in batch],
-        [s for _, _, s in batch],
-        lambda ns: ([m for m, _ in stored_sorted], [t for _, t in stored_sorted]),
+        [b[0] for b in batch],
+        [b[1] for b in batch],
+        [b[2] for b in batch],
+        [b[3] for b in batch],
+        lambda ns: tuple(map(list, zip(*stored_sorted, strict=True))),  # type: ignore[arg-type]
         before,
         gap,
     )
