@@ -96,7 +96,11 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
                     ids = [r.id for r in got]
                     assert bench.ids(i) == ids, (name, k, req.qid, req.query)
                     scores = [float(bench.score[i, r]) for r in bench.top(i)]
-                    assert scores == pytest.approx([r.score for r in got], abs=1e-12)
+                    assert scores == pytest.approx([r.score for r in got], abs=1e-12), (
+                        name,
+                        k,
+                        req.qid,
+                    )
                     assert run.recall[name][k][i] == recall_at_k(ids, req.relevant, k)
                     if name in moved and k == 10:
                         ctx, fused = bench.context[i], bench.fused[i]
