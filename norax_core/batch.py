@@ -55,6 +55,13 @@ def in_background(fn: Callable[..., Any], *args: Any) -> Future[Any]:
     return _WORKERS.submit(fn, *args)
 
 
+def resolved(value: Any) -> Future[Any]:
+    """A future already holding ``value``: for a step that may run in the background or not."""
+    done: Future[Any] = Future()
+    done.set_result(value)
+    return done
+
+
 def checked_embeddings(embedder: Embedder, embeddings: np.ndarray, n: int) -> np.ndarray:
     """``embeddings`` if they are ``n`` finite vectors of the embedder's dimension.
 

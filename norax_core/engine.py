@@ -31,13 +31,14 @@ from norax_core.batch import (
     in_background,
     prepare,
     replacing_metadata,
+    resolved,
     restore,
     sequence_numbers,
     settled,
     stored_records,
     stored_times,
 )
-from norax_core.config import NoraxConfig
+from norax_core.config import NoraxConfig, QueryEntities
 from norax_core.embedders import Embedder, resolve_embedder
 from norax_core.entities import load_extractor
 from norax_core.errors import (
@@ -186,7 +187,11 @@ class NoraxMemory:
         self.collection_name = collection
         self._collection = self._open_collection(collection)
         if client is None and path is None:
-            self._finalizer = weakref.finalize(self, _drop_collection, self._client, collection)
+            self._finalizer = weakref.finalize(
+                self, _drop_collection, self._client, self._collection
+            )
+            # The in-memory database ends with the process: no work to do at exit.
+            self._finalizer.atexit = False
 
         self._indexes = DerivedIndexes(Sidecar(sidecar_path), self.config)
         self._dense = DenseSignal(
@@ -257,6 +262,7 @@ class NoraxMemory:
     def _release(self) -> None:
         indexes = getattr(self, "_indexes", None)
         if indexes is not None:
+            indexes.graph.close()  # stops its community worker thread
             indexes.sidecar.close()
         fin = getattr(self, "_finalizer", None)
         if fin is not None:
@@ -760,16 +766,21 @@ class NoraxMemory:
             raise InvalidInputError(f"pool must be an integer >= 1, got {pool!r}")
 
         head = text[:MODEL_CHARS]
-        # The query's entity extraction (spaCy) runs in a worker thread while the query is
-        # embedded and Chroma searched (both release the GIL): on two cores it is off the
-        # critical path. With a zero graph weight it is skipped: it cost about 40 % of a
-        # query at 10,000 memories (benchmarks/scale.py, quiet machine), for a signal that
-        # would not count.
+        # The query's entities: by default its words matched against the namespace's entity
+        # graph (under the lock, microseconds; only graph nodes can score anyway). With
+        # query_entities="extract", spaCy runs in a worker thread while the query is embedded.
+        # With a zero graph weight neither runs: the signal would not count.
         extractor = self.extractor if w.graph > 0 or ids is not None else None
-        extracting = in_background(extractor.extract_query, head) if extractor else None
+        extracting = (
+            in_background(extractor.extract_query, head)
+            if extractor and cfg.query_entities is QueryEntities.EXTRACT
+            else None
+        )
         embedding = self.embedder.embed([head])[0]
         with self._lock:
             self._maybe_sync()
+            if extractor and extracting is None:
+                extracting = resolved(self._indexes.graph.match_query(ns, head))
             allowed = self._allowed(ns, flt)
             q = Query(
                 text=text,
@@ -883,8 +894,17 @@ def _change_log(client: Any, name: str, interval: float) -> ChangeLog | None:
         raise InvalidInputError(f"cannot open Chroma collection {name!r}: {exc}") from exc
 
 
-def _drop_collection(client: Any, name: str) -> None:
+def _drop_collection(client: Any, collection: Any) -> None:
+    """Drop an in-memory store's collection, deleting its records first.
+
+    Chroma's ``delete_collection`` leaves list-valued metadata (our entities) behind under
+    internal row ids that the next records written to the process's shared in-memory
+    database reuse, in any collection (chroma-core/chroma#7594): another store's memories
+    would carry this store's entities. Deleting records removes their metadata.
+    """
     try:
-        client.delete_collection(name)
+        while ids := collection.get(limit=CHROMA_BATCH, include=[])["ids"]:
+            collection.delete(ids=ids)
+        client.delete_collection(collection.name)
     except Exception:  # already gone, or the client is shutting down
-        logger.debug("norax: could not drop collection %s", name)
+        logger.debug("norax: could not drop collection %s", collection.name)

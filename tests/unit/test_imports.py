@@ -48,7 +48,15 @@ CORE_ALL = [
 ]
 LANGCHAIN_ALL = ["LangChainEmbedder", "NoraxRetriever", "add_documents", "add_messages"]
 LANGGRAPH_ALL = ["NoraxSearchItem", "NoraxStore"]
-LLAMAINDEX_ALL = ["LlamaIndexEmbedder", "NoraxPostprocessor", "NoraxRetriever", "add_nodes"]
+LLAMAINDEX_ALL = [
+    "LlamaIndexEmbedder",
+    "NoraxMemoryBlock",
+    "NoraxPostprocessor",
+    "NoraxRetriever",
+    "aadd_chat_messages",
+    "add_chat_messages",
+    "add_nodes",
+]
 
 
 @pytest.mark.parametrize(
