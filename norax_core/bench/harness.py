@@ -105,6 +105,11 @@ def ingest(memory: NoraxMemory, dataset: BenchDataset, *, progress: bool = True)
                     metadata=[{"speaker": m.speaker, "session": m.session} for m in batch],
                 )
                 bar.update(len(batch))
+    # Communities of big namespaces are recomputed off the query path and adopted by a later
+    # read: bring them up to date now, so every question (and a later search) sees the same.
+    with memory._lock:
+        for conv in dataset.conversations:
+            memory._indexes.graph.communities(conv.name)
     return total
 
 
