@@ -18,10 +18,10 @@ from norax_core.config import NoraxConfig, QueryEntities
 from norax_core.embedders import Embedder, resolve_embedder
 from norax_core.entities import load_extractor
 from norax_core.errors import DuplicateIdError, InvalidInputError
-from norax_core.fusion import fuse, rank
 from norax_core.models import SIGNALS, Memory, MetadataValue, SearchResult
 from norax_core.presets import WeightsLike, resolve_weights
-from norax_core.retrieval import Candidates, gather, with_context, with_latest_wins
+from norax_core.ranking import Plan, proposal_sizes, rank
+from norax_core.retrieval import Candidates, gather, search_table
 from norax_core.signals.base import Query
 from norax_core.store import DEFAULT_COLLECTION, SIDECAR_FILE, Store, consistency
 from norax_core.store.chroma import change_log
@@ -366,26 +366,26 @@ class NoraxMemory:
         """
         w = self.weights if weights is None else resolve_weights(weights)
         cands = self.candidates(query, k=k, namespace=namespace, where=where, now=now, weights=w)
-        fused = fuse(cands.signals, cands.ids, w)
+        if not cands.k:
+            return []
         cfg = self._config_for(w)
-        if cfg.context_on and cands.k:
-            with self._store.lock:
-                cands, fused = with_context(
-                    cands, fused, w, cfg, self._store.indexes, self._store.dense
-                )
-        if cfg.latest_on and cands.k:
-            ns = cands.query.namespace
-            fused = with_latest_wins(fused, cfg, lambda m: self._created(ns, m), self.embeddings)
-        best = rank(fused, cands.k)
-        records = {m.id: m for m in self.get(best, namespace=cands.query.namespace)}
+        with self._store.lock:  # the context stage reads the indexes
+            table, extend = search_table(
+                cands, self._store.indexes, self._store.dense, cfg, self.embeddings
+            )
+            ranking = rank(table, Plan.of(w, self.config), cands.k, extend)
+        rows = ranking.top()
+        ids = ranking.ids()
+        scores = ranking.table.scores[:, 0, :]
+        records = {m.id: m for m in self.get(ids, namespace=cands.query.namespace)}
         return [
             SearchResult(
                 **vars(records[mid]),
-                score=fused[mid],
-                signals={s: cands.signals[s].get(mid, 0.0) for s in SIGNALS},
+                score=float(ranking.score[0, r]),
+                signals={s: float(scores[i, r]) for i, s in enumerate(SIGNALS)},
                 matched_entities=tuple(cands.matched.get(mid, ())),
             )
-            for mid in best
+            for mid, r in zip(ids, rows, strict=True)
             if mid in records
         ]
 
@@ -452,26 +452,24 @@ class NoraxMemory:
             size = self.count(ns) if allowed is None else len(allowed)
             k = min(k, size)
             if k == 0:
-                return Candidates(q, 0, [], {s: {} for s in SIGNALS}, {})
+                return Candidates(q, 0, [], {s: {} for s in SIGNALS}, {}, {}, size)
             known = self._store.indexes.namespace_of
+            plan = Plan.of(w, self.config)
+            if pool is not None:
+                plan = dataclasses.replace(plan, pool_min=pool, pool_factor=0)
             return gather(
                 q,
                 extracting,
                 self._store.indexes,
                 self._store.dense,
                 cfg,
-                w.as_dict() if ids is None else dict.fromkeys(SIGNALS, 0.0),
+                proposal_sizes(plan, k, size) if ids is None else {},
                 k=k,
                 size=size,
-                pool=pool or cfg.pool_size(k),
                 forced=[
                     m for m in dict.fromkeys(check.memory_id(i) for i in ids or ()) if m in known
                 ],
             )
-
-    def _created(self, namespace: str, ids: list[str]) -> Sequence[float]:
-        with self._store.lock:
-            return self._store.indexes.temporal.created(namespace, ids)  # type: ignore[no-any-return]
 
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored embedding of each of ``ids`` that exists (float32, unit norm)."""

@@ -6,7 +6,9 @@ words. With context propagation each memory's fused score gains a share of its b
 neighbour's: the ``window`` memories just before and after it in the same namespace, in
 time order, not separated by more than ``gap`` seconds (a session boundary).
 
-Both functions are pure; the engine and the benchmark harness call the same ones.
+Both functions are pure. :func:`norax_core.ranking.rank` (what search, the benchmarks and the
+fitter call) propagates on arrays of many queries at once; :func:`propagate` is its plain
+reference (``tests/unit/test_ranking.py`` checks them equal).
 
 The same idea at add time: with ``embed_context`` a memory is embedded together with the
 memories just before it (:func:`preceding`, :func:`embedding_text`), so a short reply carries

@@ -109,6 +109,27 @@ def test_search_lifts_the_turn_after_a_matching_one() -> None:
     # the cat turn is more than an hour later: another session, no context
 
 
+def test_context_neighbours_come_only_from_the_memories_the_filter_allows() -> None:
+    """An excluded memory neither lends its score nor takes a neighbour's place."""
+    emb = CallableEmbedder(_bag_of_words, name="bow", dim=6)
+    with NoraxMemory(embedder=emb, extractor=False) as mem:
+        texts = ["Did you walk the dog?", "The dog walk was long.", "Yes, on Tuesday."]
+        mem.add(
+            texts,
+            ids=["q", "x", "a"],
+            created_at=[T0, T0 + 5, T0 + 10],
+            metadata=[{"keep": True}, {"keep": False}, {"keep": True}],
+        )
+        ctx = Weights(1.0, 0.0, 0.0, 0.0, params={"context_window": 1, "context_weight": 0.5})
+        got = mem.search("walk the dog", k=3, now=T0 + 100, weights=ctx, where={"keep": True})
+        alone = Weights(1.0, 0.0, 0.0, 0.0)
+        q_alone = mem.search("walk the dog", k=1, now=T0 + 100, weights=alone, where={"keep": True})
+    # "x" is filtered out: "a" is "q"'s neighbour, and "q" borrows nothing from "x"
+    assert [r.id for r in got] == ["q", "a"]
+    assert got[0].score == pytest.approx(q_alone[0].score / 1.5)
+    assert got[1].score == pytest.approx(0.5 * q_alone[0].score / 1.5)
+
+
 # -- context in the embedding (embed_context) ------------------------------------------
 
 
