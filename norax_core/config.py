@@ -56,6 +56,13 @@ class NoraxConfig:
             newer one counts as restating the older one.
         latest_wins_depth: How many of the best candidates latest wins compares and reorders
             (it never changes which memories are the best ``latest_wins_depth``).
+        dense_exact_limit: A namespace of at most this many memories is ranked by the dense
+            signal exactly, over its own vectors held in process (one float32 matrix, loaded
+            from Chroma on first use); a larger one through Chroma's HNSW index, which is
+            approximate and shared by every namespace (so other tenants can change what it
+            finds). 250,000 MiniLM vectors take 366 MB.
+        dense_cache_mb: Memory for those matrices (MB); the least recently used namespaces'
+            are dropped beyond it and reloaded from Chroma when next searched.
     """
 
     decay_days: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_DECAY_DAYS))
@@ -74,6 +81,8 @@ class NoraxConfig:
     latest_wins_weight: float = 0.0
     latest_wins_similarity: float = 0.5
     latest_wins_depth: int = 10
+    dense_exact_limit: int = 250_000
+    dense_cache_mb: float = 1024.0
 
     def __post_init__(self) -> None:
         for kind, tau in self.decay_days.items():
@@ -106,6 +115,10 @@ class NoraxConfig:
         depth = self.latest_wins_depth
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2:
             raise InvalidInputError(f"latest_wins_depth must be an int >= 2, got {depth!r}")
+        limit = self.dense_exact_limit
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")
+        _positive("dense_cache_mb", self.dense_cache_mb)
         object.__setattr__(self, "decay_days", MappingProxyType(dict(self.decay_days)))
 
     @property

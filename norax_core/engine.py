@@ -57,7 +57,7 @@ from norax_core.presets import WeightsLike, resolve_weights
 from norax_core.retrieval import Candidates, gather, with_context, with_latest_wins
 from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.signals.base import Query
-from norax_core.signals.dense import EXACT_LIMIT, NAMESPACE_KEY, DenseSignal, chroma_where
+from norax_core.signals.dense import NAMESPACE_KEY, DenseSignal, chroma_where
 from norax_core.store_settings import EmbedSettings, settle
 from norax_core.sync import ChangeLog, SyncConfig
 from norax_core.weights import Weights
@@ -184,10 +184,14 @@ class NoraxMemory:
             self._finalizer = weakref.finalize(self, _drop_collection, self._client, collection)
 
         self._indexes = DerivedIndexes(Sidecar(sidecar_path), self.config)
+        # Lambdas, not bound methods: a repair may replace the derived indexes.
         self._dense = DenseSignal(
             self._collection,
             lambda mid: self._indexes.namespace_of.get(mid),
-            members=self._small_namespace,
+            cache=lambda: self._indexes.vectors,
+            size=lambda ns: self._indexes.temporal.count(ns),
+            members=lambda ns: self._indexes.temporal.ids(ns),
+            exact_limit=self.config.dense_exact_limit,
         )
         self._indexes.load()
         if reconcile:
@@ -430,7 +434,7 @@ class NoraxMemory:
                     else metas,
                 )
                 done.extend(p.ids[s:e])
-            self._indexes.apply(p.rows)
+            self._indexes.apply(p.rows, p.embeddings)
             if self._sync is not None:
                 self._sync.record("upsert" if upsert else "add", p.ids)
         except BaseException as exc:  # KeyboardInterrupt too: the store stays usable
@@ -502,7 +506,9 @@ class NoraxMemory:
                 self._collection.update(ids=ids[s:e], embeddings=vectors[s:e])
         except Exception:  # marked: the next open re-embeds them
             logger.exception("norax: could not re-embed %d memories in new context", len(ids))
+            self._indexes.set_vectors(ids)  # whatever Chroma now holds
         else:
+            self._indexes.set_vectors(ids, vectors)
             self._mark_restating(ids, add=False)
 
     def _mark_restating(self, ids: Sequence[str], *, add: bool) -> None:
@@ -721,27 +727,11 @@ class NoraxMemory:
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored embedding of each of ``ids`` that exists (float32, unit norm)."""
         id_list = list(dict.fromkeys(check.id_list(ids)))
-        if not id_list:
-            return {}
-        got = self._collection.get(ids=id_list, include=["embeddings"])
-        if got["embeddings"] is None:
-            return {}
-        return {
-            mid: np.asarray(vec, dtype=np.float32)
-            for mid, vec in zip(got["ids"], got["embeddings"], strict=True)
-        }
+        return self._dense.vectors(id_list) if id_list else {}
 
     async def asearch(self, query: str, k: int = 10, **kwargs: Any) -> list[SearchResult]:
         """Async :meth:`search`; the work runs in a thread, the event loop stays free."""
         return await asyncio.to_thread(self.search, query, k, **kwargs)
-
-    def _small_namespace(self, namespace: str) -> set[str] | None:
-        """A namespace's ids when the dense signal searches it exactly (it is small enough).
-
-        Called by a search (holding the lock) from the worker thread: reads only.
-        """
-        catalog = self._indexes.temporal
-        return catalog.ids(namespace) if catalog.count(namespace) <= EXACT_LIMIT else None
 
     def _allowed(self, ns: str, flt: dict[str, Any] | None) -> frozenset[str] | None:
         if flt is None:

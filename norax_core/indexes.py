@@ -1,9 +1,10 @@
-"""The derived indexes (keyword, temporal, graph) kept in step with Chroma.
+"""The derived indexes (keyword, temporal, graph, vectors) kept in step with Chroma.
 
 Chroma holds the truth; :class:`DerivedIndexes` holds what can be rebuilt from it: the BM25
 index, the recency catalog and the entity graph, all partitioned by namespace, persisted
-through a :class:`~norax_core.sidecar.Sidecar`. Writes go to the sidecar first (one
-transaction) and then to memory, under the engine's lock.
+through a :class:`~norax_core.sidecar.Sidecar`, and the loaded namespaces' vector matrices
+(:class:`~norax_core.signals.vectors.VectorCache`, in memory only: Chroma has the vectors).
+Writes go to the sidecar first (one transaction) and then to memory, under the engine's lock.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
+
 from norax_core.config import NoraxConfig
 from norax_core.sidecar import SCHEMA_VERSION, IndexRow, Sidecar
 from norax_core.signals.bm25 import BM25Index, BM25Signal
 from norax_core.signals.graph import EntityGraph, GraphSignal
 from norax_core.signals.temporal import TemporalSignal
+from norax_core.signals.vectors import VectorCache
 from norax_core.tokenize import Tokenizer
 
 logger = logging.getLogger("norax")
@@ -26,7 +30,7 @@ CHROMA_PAGE = 5_000
 
 
 class DerivedIndexes:
-    """BM25, temporal and graph indexes plus their sidecar persistence."""
+    """BM25, temporal, graph and vector indexes plus their sidecar persistence."""
 
     def __init__(self, sidecar: Sidecar, config: NoraxConfig) -> None:
         self.sidecar = sidecar
@@ -38,13 +42,39 @@ class DerivedIndexes:
         self.bm25_signal = BM25Signal(self.bm25, self.tokenizer)
         self.graph_signal = GraphSignal(self.graph)
         self.namespace_of: dict[str, str] = {}
+        self.vectors = VectorCache(int(config.dense_cache_mb * 2**20))
 
     # -- writes -------------------------------------------------------------------------
 
-    def apply(self, rows: Sequence[IndexRow]) -> None:
-        """Persist and index ``rows`` (replacing any with the same id)."""
+    def apply(self, rows: Sequence[IndexRow], vectors: np.ndarray | None = None) -> None:
+        """Persist and index ``rows`` (replacing any with the same id).
+
+        ``vectors``: the rows' embeddings as just written to Chroma. Without them, the
+        loaded vector matrices fetch these rows' vectors from Chroma before their next use.
+        """
         self.sidecar.upsert(rows)
         self._index(rows)
+        self.set_vectors([r.id for r in rows], vectors)
+
+    def set_vectors(self, ids: Sequence[str], vectors: np.ndarray | None = None) -> None:
+        """Tell the vector matrices that the stored embeddings of ``ids`` changed.
+
+        Args:
+            ids: Indexed ids (others are skipped).
+            vectors: Their new embeddings, or ``None``: fetch them from Chroma when needed.
+        """
+        groups: dict[str, list[int]] = {}
+        for i, mid in enumerate(ids):
+            ns = self.namespace_of.get(mid)
+            if ns is not None:
+                groups.setdefault(ns, []).append(i)
+        for ns, idx in groups.items():
+            if ns not in self.vectors:
+                continue
+            if vectors is None:
+                self.vectors.mark_stale(ns, [ids[i] for i in idx])
+            else:
+                self.vectors.put(ns, [ids[i] for i in idx], vectors[idx])
 
     def _index(self, rows: Iterable[IndexRow]) -> None:
         for r in rows:
@@ -70,6 +100,7 @@ class DerivedIndexes:
         self.bm25.remove(ns, mid)
         self.temporal.remove(ns, mid)
         self.graph.remove(ns, mid)
+        self.vectors.drop(ns, [mid])
 
     # -- load and reconcile -------------------------------------------------------------
 
