@@ -434,7 +434,7 @@ class NoraxMemory:
                     else metas,
                 )
                 done.extend(p.ids[s:e])
-            self._indexes.apply(p.rows, p.embeddings)
+            self._indexes.apply(p.rows)
             if self._sync is not None:
                 self._sync.record("upsert" if upsert else "add", p.ids)
         except BaseException as exc:  # KeyboardInterrupt too: the store stays usable
@@ -506,10 +506,10 @@ class NoraxMemory:
                 self._collection.update(ids=ids[s:e], embeddings=vectors[s:e])
         except Exception:  # marked: the next open re-embeds them
             logger.exception("norax: could not re-embed %d memories in new context", len(ids))
-            self._indexes.set_vectors(ids)  # whatever Chroma now holds
         else:
-            self._indexes.set_vectors(ids, vectors)
             self._mark_restating(ids, add=False)
+        finally:  # some may have been updated
+            self._indexes.vectors_changed(ids)
 
     def _mark_restating(self, ids: Sequence[str], *, add: bool) -> None:
         """Add ``ids`` to (or remove them from) the sidecar's list of memories to re-embed."""

@@ -14,8 +14,6 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-import numpy as np
-
 from norax_core.config import NoraxConfig
 from norax_core.sidecar import SCHEMA_VERSION, IndexRow, Sidecar
 from norax_core.signals.bm25 import BM25Index, BM25Signal
@@ -46,35 +44,27 @@ class DerivedIndexes:
 
     # -- writes -------------------------------------------------------------------------
 
-    def apply(self, rows: Sequence[IndexRow], vectors: np.ndarray | None = None) -> None:
-        """Persist and index ``rows`` (replacing any with the same id).
-
-        ``vectors``: the rows' embeddings as just written to Chroma. Without them, the
-        loaded vector matrices fetch these rows' vectors from Chroma before their next use.
-        """
+    def apply(self, rows: Sequence[IndexRow]) -> None:
+        """Persist and index ``rows`` (replacing any with the same id)."""
         self.sidecar.upsert(rows)
         self._index(rows)
-        self.set_vectors([r.id for r in rows], vectors)
+        self.vectors_changed([r.id for r in rows])
 
-    def set_vectors(self, ids: Sequence[str], vectors: np.ndarray | None = None) -> None:
-        """Tell the vector matrices that the stored embeddings of ``ids`` changed.
+    def vectors_changed(self, ids: Iterable[str]) -> None:
+        """The stored embeddings of ``ids`` changed: loaded matrices fetch them again.
 
-        Args:
-            ids: Indexed ids (others are skipped).
-            vectors: Their new embeddings, or ``None``: fetch them from Chroma when needed.
+        From Chroma, before the namespace's next search, rather than from the vectors the
+        write sent: Chroma may store a vector one float32 ulp off what it was given (it
+        does for some), and a matrix must hold what a reload would read. Unknown ids and
+        namespaces that are not loaded are skipped.
         """
-        groups: dict[str, list[int]] = {}
-        for i, mid in enumerate(ids):
+        groups: dict[str, list[str]] = {}
+        for mid in ids:
             ns = self.namespace_of.get(mid)
-            if ns is not None:
-                groups.setdefault(ns, []).append(i)
-        for ns, idx in groups.items():
-            if ns not in self.vectors:
-                continue
-            if vectors is None:
-                self.vectors.mark_stale(ns, [ids[i] for i in idx])
-            else:
-                self.vectors.put(ns, [ids[i] for i in idx], vectors[idx])
+            if ns is not None and ns in self.vectors:
+                groups.setdefault(ns, []).append(mid)
+        for ns, members in groups.items():
+            self.vectors.mark_stale(ns, members)
 
     def _index(self, rows: Iterable[IndexRow]) -> None:
         for r in rows:

@@ -48,7 +48,10 @@ def similarity(embeddings: Any, query: np.ndarray) -> np.ndarray:
     which one scored a memory depended on what the rest of the collection, other namespaces
     included, held. Found by the tenant-isolation property test.
     """
-    mat = np.asarray(embeddings, dtype=np.float64).reshape(-1, query.shape[-1])
+    # Chroma stores float32; a server sends each as its shortest decimal, which parses to a
+    # nearby float64: rounding to float32 first recovers the stored value, so the score is
+    # the same over a server, embedded, or from an in-process matrix.
+    mat = np.asarray(embeddings, dtype=np.float32).astype(np.float64).reshape(-1, query.shape[-1])
     return cosine_to_unit((mat * np.asarray(query, dtype=np.float64)).sum(axis=1))
 
 

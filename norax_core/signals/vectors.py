@@ -4,8 +4,9 @@ The dense signal ranks a namespace by one matrix-vector product over that namesp
 vectors, so its answer depends on nothing outside the namespace and involves no approximate
 index (see :mod:`norax_core.signals.dense`). The matrices are derived from Chroma like the
 other indexes: a namespace's is loaded on first use (a ``get`` filtered by namespace) and kept
-in step by the write path; ids re-derived from Chroma without their vector at hand (another
-process's write, a repair) are marked stale and fetched again before the next use. The
+in step by the write path: the ids a write changes (this process's, another process's seen
+through the change log, a repair's) are marked stale and their vectors fetched from Chroma
+again before the namespace's next use. The
 least recently used matrices are dropped beyond a memory budget and reloaded when needed.
 """
 
@@ -115,7 +116,7 @@ class NamespaceMatrix:
 class VectorCache:
     """The loaded namespaces' matrices, least recently used dropped beyond ``budget_bytes``.
 
-    Writes (:meth:`put`, :meth:`drop`, :meth:`mark_stale`) change loaded namespaces only: a
+    Writes (:meth:`mark_stale`, :meth:`drop`) change loaded namespaces only: a
     namespace that is not loaded will be read whole from Chroma when it is next used.
     Searches run in a worker thread and :meth:`NoraxMemory.embeddings` outside the store's
     lock, so every access holds :attr:`lock`.
@@ -160,19 +161,12 @@ class VectorCache:
             self._blocks.move_to_end(namespace)
             if got.stale:
                 refresh(namespace, got)
+                self._evict(keep=namespace)
         return got
 
     def get(self, namespace: str) -> NamespaceMatrix | None:
         """The namespace's matrix if it is loaded (stale rows and all), else ``None``."""
         return self._blocks.get(namespace)
-
-    def put(self, namespace: str, ids: Sequence[str], vectors: Any) -> None:
-        """New vectors for ``ids`` of ``namespace`` (written to Chroma just now)."""
-        with self.lock:
-            got = self._blocks.get(namespace)
-            if got is not None:
-                got.put(ids, vectors)
-                self._evict(keep=namespace)
 
     def mark_stale(self, namespace: str, ids: Collection[str]) -> None:
         """``ids`` of ``namespace`` changed in Chroma: fetch their vectors before next use."""
