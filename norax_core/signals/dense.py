@@ -197,7 +197,7 @@ class DenseSignal:
                 if query.allowed is None:
                     mat, ids = block.matrix, block.ids
                 else:
-                    ids, rows = block.rows(sorted(query.allowed))
+                    ids, rows = block.rows(query.allowed)  # row order does not matter
                     mat = block.matrix[rows]
                 out = exact_top(mat, ids, query.embedding, n, block.max_norm)
         elif query.allowed is not None and len(query.allowed) <= SMALL_FILTER:
