@@ -89,7 +89,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 def _cmd_delete(args: argparse.Namespace) -> int:
     with open_memory(args) as mem:
-        n = mem.delete(args.ids)
+        n = mem.delete(args.ids, namespace=args.namespace)
     print(f"deleted {n} of {len(args.ids)}")
     return 0
 
@@ -134,6 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("delete", help="delete memories by id")
     d.add_argument("ids", nargs="+")
+    d.add_argument(
+        "--namespace",
+        help="delete only memories of this namespace (ids stored in another are left alone); "
+        "without it, the ids are deleted in whatever namespace they are",
+    )
     d.set_defaults(func=_cmd_delete)
 
     demo = sub.add_parser("demo", help="build a small store from the bundled sample and query it")

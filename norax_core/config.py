@@ -17,8 +17,14 @@ DEFAULT_DECAY_DAYS: Mapping[str, float] = MappingProxyType(
 
 
 def _positive(name: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (ok and math.isfinite(value) and value > 0):
         raise InvalidInputError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+def _count(name: str, value: int, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise InvalidInputError(f"{name} must be an int >= {low}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -85,32 +91,38 @@ class NoraxConfig:
     dense_cache_mb: float = 1024.0
 
     def __post_init__(self) -> None:
+        if not isinstance(self.decay_days, Mapping):
+            raise InvalidInputError(
+                f"decay_days must be a mapping of kind -> days, got {self.decay_days!r}"
+            )
         for kind, tau in self.decay_days.items():
             _positive(f"decay_days[{kind!r}]", tau)
         _positive("default_decay_days", self.default_decay_days)
         _positive("bm25_k1", self.bm25_k1)
-        if not (0.0 <= self.bm25_b <= 1.0):
-            raise InvalidInputError(f"bm25_b must be in [0, 1], got {self.bm25_b!r}")
-        if self.pool_min < 1 or self.pool_factor < 1 or self.recency_candidates < 0:
-            raise InvalidInputError(
-                "pool_min and pool_factor must be >= 1, recency_candidates >= 0"
-            )
+        b = self.bm25_b
+        if isinstance(b, bool) or not (isinstance(b, (int, float)) and 0.0 <= b <= 1.0):
+            raise InvalidInputError(f"bm25_b must be a number in [0, 1], got {b!r}")
+        _count("pool_min", self.pool_min, 1)
+        _count("pool_factor", self.pool_factor, 1)
+        _count("recency_candidates", self.recency_candidates, 0)
         if isinstance(self.context_window, bool) or not isinstance(self.context_window, int):
             raise InvalidInputError(f"context_window must be an int, got {self.context_window!r}")
         if self.context_window < 0:
             raise InvalidInputError(f"context_window must be >= 0, got {self.context_window}")
         w = self.context_weight
-        if not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0):
+        if isinstance(w, bool) or not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0):
             raise InvalidInputError(f"context_weight must be a finite number >= 0, got {w!r}")
         _positive("context_gap_seconds", self.context_gap_seconds)
         e = self.embed_context
         if isinstance(e, bool) or not isinstance(e, int) or e < 0:
             raise InvalidInputError(f"embed_context must be an int >= 0, got {e!r}")
         lw = self.latest_wins_weight
-        if not (isinstance(lw, (int, float)) and math.isfinite(lw) and lw >= 0):
+        if isinstance(lw, bool) or not (
+            isinstance(lw, (int, float)) and math.isfinite(lw) and lw >= 0
+        ):
             raise InvalidInputError(f"latest_wins_weight must be a finite number >= 0, got {lw!r}")
         theta = self.latest_wins_similarity
-        if not (isinstance(theta, (int, float)) and -1.0 <= theta <= 1.0):
+        if isinstance(theta, bool) or not (isinstance(theta, (int, float)) and -1 <= theta <= 1):
             raise InvalidInputError(f"latest_wins_similarity must be in [-1, 1], got {theta!r}")
         depth = self.latest_wins_depth
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2:
@@ -119,6 +131,11 @@ class NoraxConfig:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")
         _positive("dense_cache_mb", self.dense_cache_mb)
+        if not isinstance(self.stem, bool):
+            raise InvalidInputError(f"stem must be True or False, got {self.stem!r}")
+        sw = self.stopwords
+        if sw is not None and not isinstance(sw, str):
+            raise InvalidInputError(f"stopwords must be a list name or None, got {sw!r}")
         object.__setattr__(self, "decay_days", MappingProxyType(dict(self.decay_days)))
 
     @property

@@ -448,12 +448,24 @@ class NoraxMemory:
                 raise
             raise InvalidInputError(f"Chroma rejected the batch: {exc}") from exc
 
-    def delete(self, ids: str | Sequence[str]) -> int:
-        """Delete memories by id; returns how many existed. Unknown ids are ignored."""
+    def delete(self, ids: str | Sequence[str], namespace: str | None = None) -> int:
+        """Delete memories by id; returns how many were deleted. Unknown ids are ignored.
+
+        Args:
+            ids: One id or a list.
+            namespace: Only memories of this namespace are deleted; an id that lives in
+                another namespace is left alone, as if unknown. Code acting for one tenant
+                must pass its namespace. ``None`` acts on every namespace (ids are unique
+                in a store): for administration, as ``count(None)`` counts all.
+        """
         id_list = check.id_list(ids)
+        ns = None if namespace is None else check.namespace(namespace)
         with self._lock:
             self._maybe_sync()
-            known = [i for i in dict.fromkeys(id_list) if i in self._indexes.namespace_of]
+            home = self._indexes.namespace_of
+            known = [
+                i for i in dict.fromkeys(id_list) if i in home and (ns is None or home[i] == ns)
+            ]
             if known:
                 followers = self._followers(None, gone=known)
                 self._collection.delete(ids=known)
@@ -582,9 +594,18 @@ class NoraxMemory:
             self._maybe_sync()
             return sorted(set(self._indexes.namespace_of.values()))
 
-    def get(self, ids: str | Sequence[str]) -> list[Memory]:
-        """The memories found for ``ids``, in the order asked; unknown ids are skipped."""
+    def get(self, ids: str | Sequence[str], namespace: str | None = None) -> list[Memory]:
+        """The memories found for ``ids``, in the order asked; unknown ids are skipped.
+
+        Args:
+            ids: One id or a list.
+            namespace: Only memories of this namespace are returned; an id that lives in
+                another namespace is skipped, as if unknown. Code acting for one tenant must
+                pass its namespace. ``None`` reads every namespace (for administration, as
+                ``count(None)``).
+        """
         id_list = check.id_list(ids)
+        ns = None if namespace is None else check.namespace(namespace)
         if not id_list:
             return []
         got = self._collection.get(
@@ -594,6 +615,8 @@ class NoraxMemory:
             mid: _memory_from_record(mid, doc, dict(meta or {}))
             for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
         }
+        if ns is not None:
+            by_id = {mid: m for mid, m in by_id.items() if m.namespace == ns}
         return [by_id[i] for i in id_list if i in by_id]
 
     def search(
@@ -633,7 +656,7 @@ class NoraxMemory:
             ns = cands.query.namespace
             fused = with_latest_wins(fused, cfg, lambda m: self._created(ns, m), self.embeddings)
         best = rank(fused, cands.k)
-        records = {m.id: m for m in self.get(best)}
+        records = {m.id: m for m in self.get(best, namespace=cands.query.namespace)}
         return [
             SearchResult(
                 **vars(records[mid]),

@@ -3,43 +3,49 @@
 Chroma's embedded ``PersistentClient`` and Norax's sidecar are not safe to open from several
 processes at once: each process would keep its own in-memory indexes and they would drift,
 and concurrent SQLite/HNSW writers can corrupt the store. So an embedded store takes an
-exclusive, non-blocking ``flock`` on ``<store>/norax.lock``; a second opener fails at once
-with :class:`StoreLockedError` instead of corrupting anything. The lock dies with the
-process, so a crash never leaves a stale lock behind. For several processes, run a Chroma
-server (``chroma run``) and open it with ``NoraxMemory(client=chromadb.HttpClient(...))``.
+exclusive, non-blocking lock on ``<store>/norax.lock``; a second opener (another process, or
+another ``NoraxMemory`` in this one) fails at once with :class:`StoreLockedError` instead of
+corrupting anything. For several processes, run a Chroma server (``chroma run``) and open it
+with ``NoraxMemory(client=chromadb.HttpClient(...))``.
+
+The lock is `filelock <https://py-filelock.readthedocs.io>`_'s ``FileLock``: ``flock`` on
+Linux and macOS, ``msvcrt.locking`` on Windows. Both are held by an open file handle that
+the operating system closes when the process dies, so a crash never leaves a stale lock.
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 from norax_core.errors import StoreLockedError
 
 
 class StoreLock:
-    """An exclusive advisory lock on a file, held until :meth:`release`."""
+    """An exclusive lock on a file, held until :meth:`release`.
+
+    Raises:
+        StoreLockedError: Another holder (process or ``StoreLock``) has it.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        # thread_local=False: the store may be closed from another thread than the one that
+        # opened it (asyncio.to_thread, a finaliser), and the release must still count.
+        lock = FileLock(str(path), timeout=0, thread_local=False)
         try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._fd)
-            self._fd = None
+            lock.acquire(blocking=False)
+        except Timeout:
             raise StoreLockedError(
                 f"the store at {path.parent} is open in another process (or another "
                 "NoraxMemory in this one); close it first, or share it through a Chroma "
                 "server (chroma run + chromadb.HttpClient)"
             ) from None
-        os.ftruncate(self._fd, 0)
-        os.write(self._fd, str(os.getpid()).encode())
+        self._lock: FileLock | None = lock
 
     def release(self) -> None:
         """Drop the lock (idempotent)."""
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        if self._lock is not None:
+            self._lock.release(force=True)
+            self._lock = None

@@ -336,33 +336,53 @@ def store_signal_scores(
     query: str,
     ids: Sequence[str],
     *,
+    namespace: str | None = None,
+    texts: Sequence[str] | None = None,
     now: Any = None,
     weights: WeightsLike = None,
 ) -> SignalScores:
-    """The four signal scores that ``memory`` gives to those of ``ids`` it holds.
+    """The four signal scores that ``memory`` gives to those of ``ids`` that are its memories.
 
-    Each memory is scored within its own namespace, exactly as :meth:`NoraxMemory.search`
-    scores it (store-wide BM25 statistics, stored embeddings, the full entity graph). Ids the
-    store does not hold are left out of the result.
+    Each is scored exactly as :meth:`NoraxMemory.search` scores it in ``namespace`` (store-wide
+    BM25 statistics, stored embeddings, the full entity graph). An id is one of its memories
+    only if it is stored in ``namespace`` and, when ``texts`` are given, with that very text:
+    a candidate that merely reuses an id (another tenant's memory, or another text under a
+    known id) is left out of the result, like an unknown id, and must be scored as a
+    foreign candidate (:func:`score_candidate_set`), never with the stored memory's scores.
 
     Args:
         memory: The store.
         query: The query text.
         ids: Candidate ids; unknown ones are ignored.
+        namespace: The only namespace whose memories count; ``None`` is ``"default"``, as
+            in :meth:`NoraxMemory.search`.
+        texts: The candidates' texts, aligned with ``ids``; ``None`` trusts the ids.
         now: The clock for recency (default now).
         weights: Only their learned ``params`` (e.g. decay constants) matter here; default
             the store's weights.
 
     Returns:
-        ``{signal: {id: score}}`` over the held ids.
+        ``{signal: {id: score}}`` over the ids that are memories of ``namespace``.
+
+    Raises:
+        InvalidInputError: ``texts`` and ``ids`` differ in length, or a bad namespace.
     """
+    ns = check.namespace(namespace)
+    id_list = list(ids)
+    if texts is not None and len(texts) != len(id_list):
+        raise InvalidInputError(f"{len(texts)} texts but {len(id_list)} ids")
     base = memory.weights if weights is None else resolve_weights(weights)
-    by_namespace: dict[str, list[str]] = {}
-    for mem in memory.get(list(dict.fromkeys(ids))):
-        by_namespace.setdefault(mem.namespace, []).append(mem.id)
+    text_of: dict[str, str] = {}
+    for mid, text in zip(id_list, texts or (), strict=False):
+        text_of.setdefault(mid, text)  # a repeated id: its first text, as the adapters keep
+    members = [
+        mem.id
+        for mem in memory.get(list(dict.fromkeys(id_list)), namespace=ns)
+        if texts is None or text_of[mem.id] == mem.text
+    ]
     out: SignalScores = {s: {} for s in SIGNALS}
-    for namespace, members in by_namespace.items():
-        pool = memory.candidates(query, namespace=namespace, now=now, weights=base, ids=members)
+    if members:
+        pool = memory.candidates(query, namespace=ns, now=now, weights=base, ids=members)
         for mid in pool.ids:
             for s in SIGNALS:
                 out[s][mid] = pool.signals[s].get(mid, 0.0)

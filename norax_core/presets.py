@@ -2,7 +2,9 @@
 
 - ``seed``: the reference formula, 0.25 BM25 + 0.35 dense + 0.20 temporal + 0.20 graph.
 - ``rrf``: reciprocal rank fusion of the four signals with equal weights.
-- ``default``: weights learned on the LoCoMo / BEAM dev data, shipped as package data.
+- ``default``, ``chat``, ``project``: weights and engine ``params`` learned on the LoCoMo /
+  BEAM dev data (``default`` on both, ``chat`` on LoCoMo, ``project`` on BEAM 100K), shipped
+  as package data (``norax_core/data/weights_*.json``).
 - Single-signal presets ``bm25``, ``dense``, ``temporal``, ``graph`` for ablations. With one
   of them only that signal's proposals are candidates, so
   :meth:`~norax_core.NoraxMemory.search` may return fewer than ``k`` results: ``bm25``

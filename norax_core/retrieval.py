@@ -129,13 +129,10 @@ def with_context(
     catalog = indexes.temporal
     window, gap = cfg.context_window, cfg.context_gap_seconds
     seeds = rank(fused, CONTEXT_SEEDS * cands.k)
-    near = catalog.neighbours(q.namespace, seeds, window, gap)
+    # Neighbours among the memories the filter allows: an excluded one never takes a slot.
+    near = catalog.neighbours(q.namespace, seeds, window, gap, allowed=q.allowed)
     known = set(cands.ids)
-    extra = [
-        m
-        for m in dict.fromkeys(n for s in seeds for n in near.get(s, ()))
-        if m not in known and (q.allowed is None or m in q.allowed)
-    ]
+    extra = [m for m in dict.fromkeys(n for s in seeds for n in near.get(s, ())) if m not in known]
     if extra:
         signals = signal_set(indexes, dense, cfg)
         scores = {s: {**cands.signals[s], **signals[s].score(q, extra)} for s in SIGNALS}
@@ -144,7 +141,7 @@ def with_context(
             cands, ids=[*cands.ids, *extra], signals=scores, matched=matched
         )
         fused = fuse(cands.signals, cands.ids, w)
-    near = catalog.neighbours(q.namespace, cands.ids, window, gap)
+    near = catalog.neighbours(q.namespace, cands.ids, window, gap, allowed=q.allowed)
     return cands, propagate(fused, near, cfg.context_weight)
 
 

@@ -19,7 +19,9 @@ Mechanism
   Chroma (one ``get`` each). Entries are treated as "these ids changed", never replayed: an id
   Chroma still holds is (re)indexed from its stored document and metadata, an id it no longer
   holds is removed. Applying is therefore idempotent and independent of entry order, clock
-  skew between writers only moves *when* an entry is read, and Chroma stays the truth.
+  skew between writers only moves *when* an entry is read, and Chroma stays the truth. A
+  pull is committed (its entries marked seen, its clock advanced) only once its changes are
+  applied: if applying fails, the next pull reads the same entries again.
 * **Lookback.** An entry is stamped before it commits and with the writer's clock, so it can
   land "in the past" of a reader that just pulled. Re-reading the last ``lookback`` seconds
   (default 30 s) at every pull catches it, as long as clock skew between processes plus the
@@ -193,13 +195,22 @@ class ChangeLog:
         self._last_reconcile = self._last_pull = at
         self.stats.reconciles += 1
 
-    def pull(self) -> list[str]:
-        """Ids that other processes changed since the last pull (deduplicated, in log order)."""
+    def pull(self, apply: Callable[[list[str]], Any] | None = None) -> list[str]:
+        """Ids that other processes changed since the last pull (deduplicated, in log order).
+
+        Args:
+            apply: Called with those ids before the pull is committed. The entries are
+                marked seen and the pull's clock advances only once it returns: if it
+                raises, the exception propagates and the next pull reads the same entries
+                again (nothing is lost until the periodic full reconcile).
+        """
         start = self.clock()
         since = self._last_pull - self.config.lookback
         found = self._log.get(where={"ts": {"$gte": since}}, include=[])
         new = [e for e in found["ids"] if e not in self._seen]
         changed: dict[str, None] = {}
+        seen: dict[str, float] = {}
+        foreign = 0
         if new:
             got = self._log.get(ids=new, include=["documents", "metadatas"])
             rows = sorted(
@@ -207,11 +218,15 @@ class ChangeLog:
                 key=lambda r: (float((r[2] or {}).get("ts", 0.0)), r[0]),
             )
             for entry, doc, meta in rows:
-                ts = float((meta or {}).get("ts", start))
-                self._seen[entry] = ts
+                seen[entry] = float((meta or {}).get("ts", start))
                 if (meta or {}).get("writer") != self.writer:
                     changed.update(dict.fromkeys(json.loads(doc or "[]")))
-                    self.stats.entries += 1
+                    foreign += 1
+        if apply is not None and changed:
+            apply(list(changed))
+        # Applied (or handed to the caller): only now are the entries done with.
+        self._seen.update(seen)
+        self.stats.entries += foreign
         self._last_pull = start
         horizon = since - self.config.lookback  # entries below it are never read again
         self._seen = {e: ts for e, ts in self._seen.items() if ts >= horizon}
@@ -222,19 +237,16 @@ class ChangeLog:
         """Pull if due and apply the changes to ``indexes`` (a ``DerivedIndexes``).
 
         Runs a full ``indexes.reconcile`` instead when one is due. Errors are logged, never
-        raised: a search must not fail because the log is unreachable; the next pull retries.
+        raised: a search must not fail because the log is unreachable. A pull whose changes
+        could not be applied is not committed, so the next pull retries it.
         """
         if not self.due():
             return
-        try:
-            if self.needs_reconcile():
-                started = self.clock()
-                indexes.reconcile(collection, row_from_record)
-                self.reconciled(started)
-                return
+
+        def apply(ids: list[str]) -> None:
             added, removed = apply_changes(
                 collection,
-                self.pull(),
+                ids,
                 indexes.namespace_of.__contains__,
                 indexes.apply,
                 indexes.remove,
@@ -242,6 +254,14 @@ class ChangeLog:
             )
             self.stats.indexed += added
             self.stats.removed += removed
+
+        try:
+            if self.needs_reconcile():
+                started = self.clock()
+                indexes.reconcile(collection, row_from_record)
+                self.reconciled(started)
+                return
+            self.pull(apply)
         except Exception as exc:  # noqa: BLE001 - see the docstring
             logger.warning("norax: could not sync with the change log: %s", exc)
 

@@ -10,11 +10,44 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from norax_core.errors import WeightsError
+from norax_core.config import NoraxConfig
+from norax_core.errors import InvalidInputError, WeightsError
 from norax_core.models import SIGNALS
 
 WEIGHTS_FORMAT = "norax-weights"
 WEIGHTS_VERSION = 1
+
+
+TOKENIZER_PARAMS = frozenset({"stem", "stopwords"})
+""":class:`NoraxConfig` fields a weights file cannot carry: the BM25 index is tokenised when
+memories are added, so a search's weights cannot change the tokenizer (set them on the store,
+``NoraxMemory(config=NoraxConfig(stem=..., stopwords=...))``)."""
+
+PARAMS = frozenset(NoraxConfig.__dataclass_fields__) - TOKENIZER_PARAMS
+"""The learned engine parameters a weights file may carry in ``params``."""
+
+
+def check_params(params: Any) -> None:
+    """Refuse ``params`` that are unknown, out of range or tokenizer settings.
+
+    Raises:
+        WeightsError: Naming the first offending key.
+    """
+    if not isinstance(params, Mapping):
+        raise WeightsError(f"params must be a mapping of parameter -> value, got {params!r}")
+    for key, value in params.items():
+        if key in TOKENIZER_PARAMS:
+            raise WeightsError(
+                f"params[{key!r}]: the BM25 tokenizer is a store setting, "
+                f"NoraxConfig({key}=...), not a weights parameter (the index is tokenised "
+                "when memories are added; a search's weights cannot change it)"
+            )
+        if key not in PARAMS:
+            raise WeightsError(f"unknown params key {key!r}; valid: {sorted(PARAMS)}")
+        try:
+            NoraxConfig().with_params({key: value})
+        except (InvalidInputError, TypeError, ValueError) as exc:
+            raise WeightsError(f"params[{key!r}] = {value!r} is invalid: {exc}") from None
 
 
 class FusionMethod(str, Enum):
@@ -35,8 +68,10 @@ class Weights:
         graph: Weight of the entity-graph signal.
         method: Weighted sum of normalised scores, or reciprocal rank fusion.
         rrf_k: The RRF constant (Cormack et al. 2009 use 60).
-        params: Learned engine parameters (see :class:`NoraxConfig`) that travel with the
-            weights, for example ``{"decay_days": {"episodic": 90}}``.
+        params: Learned engine parameters (:data:`PARAMS`, fields of :class:`NoraxConfig`)
+            that travel with the weights, for example ``{"decay_days": {"episodic": 90}}``;
+            unknown or out-of-range ones, and the tokenizer's (:data:`TOKENIZER_PARAMS`),
+            raise :class:`WeightsError`.
         name: A label for reports.
     """
 
@@ -65,6 +100,7 @@ class Weights:
             raise WeightsError("at least one weight must be > 0")
         if not (math.isfinite(self.rrf_k) and self.rrf_k > 0):
             raise WeightsError(f"rrf_k must be a finite number > 0, got {self.rrf_k!r}")
+        check_params(self.params)
 
     def as_dict(self) -> dict[str, float]:
         """The four weights keyed by signal name."""
@@ -124,7 +160,12 @@ def weights_from_dict(data: Any, *, source: str = "weights") -> Weights:
 
 
 def load_weights(path: str | Path) -> Weights:
-    """Read and validate a weights file."""
+    """Read and validate a weights file.
+
+    Raises:
+        WeightsError: The file is missing, not JSON, not a weights file, or holds an invalid
+            weight or ``params`` entry (the message names it).
+    """
     p = Path(path)
     try:
         data = json.loads(p.read_text())

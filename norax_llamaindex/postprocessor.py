@@ -12,6 +12,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
+from norax_core import validation as check
 from norax_core.config import NoraxConfig
 from norax_core.embedders import Embedder, resolve_embedder
 from norax_core.engine import NoraxMemory, resolve_weights
@@ -32,9 +33,11 @@ from norax_llamaindex.embeddings import LlamaIndexEmbedder
 class NoraxPostprocessor(BaseNodePostprocessor):
     """Reranks the nodes of any retriever by keywords, meaning, recency and shared entities.
 
-    Nodes that are memories of ``memory`` (node id == memory id, as after
-    :func:`~norax_llamaindex.add_nodes`) get the store's own signal scores. Every other node
-    is scored over the candidate set itself with
+    Nodes that are memories of ``memory`` in ``namespace`` get the store's own signal scores:
+    node id == memory id and node text == the stored text, as after
+    :func:`~norax_llamaindex.add_nodes` or from :class:`~norax_llamaindex.NoraxRetriever`. A
+    node that only reuses a memory's id (another namespace's memory, or another text) is not
+    that memory. Every other node is scored over the candidate set itself with
     :func:`norax_core.postprocess.score_candidate_set`: BM25 over the candidates, embeddings
     from ``embedder``, recency from ``metadata[time_key]`` (datetime, ISO 8601 string or
     epoch seconds) and the entity graph of the candidates. A node without a time scores 0 on
@@ -83,6 +86,14 @@ class NoraxPostprocessor(BaseNodePostprocessor):
         default=None,
         description="The clock for recency (pin it for reproducible rankings); None is now.",
     )
+    namespace: str | None = Field(
+        default=None,
+        description=(
+            "The namespace of ``memory`` whose memories take the store's scores (None is "
+            "'default', as in NoraxMemory.search); nodes matching another namespace's "
+            "memories are scored as foreign nodes."
+        ),
+    )
 
     _memory: NoraxMemory | None = PrivateAttr(default=None)
     _embedder: Embedder | None = PrivateAttr(default=None)
@@ -99,6 +110,8 @@ class NoraxPostprocessor(BaseNodePostprocessor):
         **fields: Any,
     ) -> None:
         super().__init__(**fields)
+        if self.namespace is not None:
+            self.namespace = check.namespace(self.namespace)
         self._memory = memory
         self._fusion_weights()  # fail at construction, not at the first query
         self._embedder = _embedder(embedder, memory)
@@ -116,10 +129,9 @@ class NoraxPostprocessor(BaseNodePostprocessor):
         query, unique = _query(query_bundle), _unique(nodes)
         if not unique:
             return []
-        ids = list(unique)
-        store = self._store_scores(query, ids)
+        store = self._store_scores(query, unique)
         cands: SignalScores = {}
-        if any(i not in store["bm25"] for i in ids):
+        if any(i not in store["bm25"] for i in unique):
             cands = score_candidate_set(query, *self._columns(unique), **self._engines())
         return self._rank(unique, cands, store)
 
@@ -129,10 +141,9 @@ class NoraxPostprocessor(BaseNodePostprocessor):
         query, unique = _query(query_bundle), _unique(nodes)
         if not unique:
             return []
-        ids = list(unique)
-        store = await asyncio.to_thread(self._store_scores, query, ids)
+        store = await asyncio.to_thread(self._store_scores, query, unique)
         cands: SignalScores = {}
-        if any(i not in store["bm25"] for i in ids):
+        if any(i not in store["bm25"] for i in unique):
             cands = await ascore_candidate_set(query, *self._columns(unique), **self._engines())
         return self._rank(unique, cands, store)
 
@@ -141,11 +152,17 @@ class NoraxPostprocessor(BaseNodePostprocessor):
             return resolve_weights(self.weights)
         return self._memory.weights if self._memory is not None else resolve_weights("default")
 
-    def _store_scores(self, query: str, ids: list[str]) -> SignalScores:
+    def _store_scores(self, query: str, unique: dict[str, BaseNode]) -> SignalScores:
         if self._memory is None:
             return {s: {} for s in SIGNALS}
         return store_signal_scores(
-            self._memory, query, ids, now=self.now, weights=self._fusion_weights()
+            self._memory,
+            query,
+            list(unique),
+            namespace=self.namespace,
+            texts=[_node_text(node) for node in unique.values()],
+            now=self.now,
+            weights=self._fusion_weights(),
         )
 
     def _columns(

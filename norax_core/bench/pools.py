@@ -221,7 +221,7 @@ def rank_pool(pool: Pool, weights: Weights, k: int, config: NoraxConfig | None =
 
 
 def _latest(pool: Pool, fused: dict[str, float], cfg: NoraxConfig) -> dict[str, float]:
-    """What ``NoraxMemory._latest_wins`` does, from the pool's stored vectors."""
+    """What :func:`~norax_core.retrieval.with_latest_wins` does, from the pool's stored vectors."""
     if pool.vectors is None:
         raise ValueError("latest wins needs pools with their vectors (build_pools keeps them)")
     top = rank(fused, cfg.latest_wins_depth)
@@ -266,7 +266,10 @@ def _context(
     cfg: NoraxConfig,
     k: int,
 ) -> dict[str, float]:
-    """What ``NoraxMemory._with_context`` does, on a pool that holds the whole namespace."""
+    """What :func:`~norax_core.retrieval.with_context` does, on a pool of the whole namespace.
+
+    Pools never carry a ``where`` filter, so every memory of the namespace may be a neighbour.
+    """
     if len(pool.ids) < pool.size:
         raise ValueError("context propagation needs pools that hold the whole namespace")
     ordered, times = timeline(pool)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 import numpy as np
 
@@ -154,16 +154,27 @@ class TemporalSignal:
         return [float(ns.ts[ns.slot[m]]) if m in ns.slot else float("nan") for m in ids]
 
     def neighbours(
-        self, namespace: str, ids: Iterable[str], window: int, gap: float
+        self,
+        namespace: str,
+        ids: Iterable[str],
+        window: int,
+        gap: float,
+        allowed: Collection[str] | None = None,
     ) -> dict[str, tuple[str, ...]]:
         """Each of ``ids``' neighbours in time, within ``window`` and session ``gap``.
 
         See :func:`~norax_core.signals.context.neighbour_map`. The namespace's time order is
-        computed once and kept until its next write.
+        computed once and kept until its next write. With ``allowed`` (a search's filter)
+        the neighbours are taken among those memories only, as if the others did not exist:
+        an excluded memory neither takes a neighbour slot nor bridges a session gap.
         """
         if namespace not in self._ns or window <= 0:
             return {}
         ordered, times, pos = self.timeline(namespace)
+        if allowed is not None:
+            keep = sorted(pos[m] for m in allowed if m in pos)
+            ordered, times = [ordered[i] for i in keep], [times[i] for i in keep]
+            pos = {m: j for j, m in enumerate(ordered)}
         return neighbour_map(ordered, times, window, gap, wanted=ids, pos=pos)
 
     def timeline(self, namespace: str) -> tuple[list[str], list[float], dict[str, int]]:

@@ -314,7 +314,7 @@ def test_memory_nodes_get_the_store_scores(store: NoraxMemory, minilm: MiniLM) -
     outsider = dated("outsider", "Colby bought a coffee for the team.", 1)
     hits = vector_hits([*TEAM, outsider], "What did Colby do?", 5)
     assert "outsider" in {n.node.node_id for n in hits}
-    post = NoraxPostprocessor(top_n=5, memory=store, now=NOW)
+    post = NoraxPostprocessor(top_n=5, memory=store, namespace="team", now=NOW)
     got = post.postprocess_nodes(hits, query_str="What did Colby do?")
     from_store = {
         r.id: dict(r.signals)
@@ -331,17 +331,62 @@ def test_memory_nodes_get_the_store_scores(store: NoraxMemory, minilm: MiniLM) -
 async def test_memory_nodes_async_matches_sync(store: NoraxMemory) -> None:
     retriever = NoraxRetriever(store, similarity_top_k=4, namespace="team", now=NOW)
     hits = retriever.retrieve("payments on Base")
-    post = NoraxPostprocessor(top_n=2, memory=store, weights="bm25", now=NOW)
+    post = NoraxPostprocessor(top_n=2, memory=store, namespace="team", weights="bm25", now=NOW)
     sync = post.postprocess_nodes(hits, query_str="payments on Base")
     asyn = await post.apostprocess_nodes(hits, query_str="payments on Base")
     assert [(n.node.node_id, n.score) for n in asyn] == [(n.node.node_id, n.score) for n in sync]
     assert sync[0].node.metadata["signals"]["bm25"] == 1.0
 
 
+def _signals(post: NoraxPostprocessor, nodes: list[TextNode], query: str) -> dict[str, Any]:
+    got = post.postprocess_nodes([NodeWithScore(node=n) for n in nodes], query_str=query)
+    return {n.node.node_id: (n.score, n.node.metadata["signals"]) for n in got}
+
+
+def _renamed(nodes: list[TextNode], ids: dict[str, str]) -> list[TextNode]:
+    return [n.model_copy(update={"id_": ids.get(n.node_id, n.node_id)}) for n in nodes]
+
+
+def test_only_the_memory_itself_takes_the_store_scores(embedder, extractor) -> None:  # type: ignore[no-untyped-def]
+    """A node that reuses a memory's id, with another text or from another namespace, is a
+    foreign node: scored exactly as it would be under an id the store has never seen."""
+    mem = NoraxMemory(embedder=embedder, extractor=extractor, weights="seed")
+    wallet = "Colby set up the team wallet on Base."
+    secret = "Alice's salary is 91k; Colby pays it from the Base wallet."
+    mem.add([wallet, "Priya prefers short status updates."], ids=["w", "p"], created_at=NOW)
+    mem.add(secret, ids="secret", namespace="alice", created_at=NOW)
+    query = "Who set up the wallet on Base?"
+    nodes = [
+        dated("w", wallet, 0),  # the memory itself
+        dated("p", "Colby moved the wallet to Base last month.", 30),  # its id, another text
+        dated("secret", secret, 60),  # another tenant's memory, text and all
+        dated("web", "The Base wallet belongs to Colby.", 5),
+    ]
+    try:
+        post = NoraxPostprocessor(top_n=4, memory=mem, now=NOW)  # namespace None: "default"
+        got = _signals(post, nodes, query)
+        ref = _signals(post, _renamed(nodes, {"p": "new-p", "secret": "new-s"}), query)
+        assert got["p"] == ref["new-p"] and got["secret"] == ref["new-s"]
+        assert got["web"] == ref["web"] and got["w"] == ref["w"]
+        (own,) = mem.search(query, k=1, now=NOW)
+        assert own.id == "w" and got["w"][1] == pytest.approx(dict(own.signals))
+
+        # Scoped to alice, her memory takes the store's scores and "w" is foreign.
+        alice = NoraxPostprocessor(top_n=4, memory=mem, namespace="alice", now=NOW)
+        got = _signals(alice, nodes, query)
+        ref = _signals(alice, _renamed(nodes, {"w": "new-w"}), query)
+        assert got["w"] == ref["new-w"] and got["p"] == ref["p"]
+        (hers,) = mem.search(query, k=1, namespace="alice", now=NOW)
+        assert got["secret"][1] == pytest.approx(dict(hers.signals))
+        assert got["secret"][1]["temporal"] == 1.0  # the stored time, not the node's
+    finally:
+        mem.close()
+
+
 def test_postprocessor_fields_and_engines(store: NoraxMemory, minilm: MiniLM) -> None:
     post = NoraxPostprocessor(memory=store, embedder=minilm, extractor=False)
     assert NoraxPostprocessor.class_name() == "NoraxPostprocessor"
-    own = {"top_n", "weights", "time_key", "kind_key", "default_kind", "now"}
+    own = {"top_n", "weights", "time_key", "kind_key", "default_kind", "now", "namespace"}
     fields = NoraxPostprocessor.model_fields
     assert own <= set(fields) and all(fields[name].description for name in own)
     assert post.top_n == 3 and post.time_key == "created_at"
@@ -354,6 +399,8 @@ def test_postprocessor_fields_and_engines(store: NoraxMemory, minilm: MiniLM) ->
         NoraxPostprocessor(weights="nope", extractor=False)
     with pytest.raises(ValueError):
         NoraxPostprocessor(top_n=0, extractor=False)
+    with pytest.raises(InvalidInputError):
+        NoraxPostprocessor(namespace=" ", extractor=False)
 
 
 # -- ingestion and the embedder wrapper ------------------------------------------------------

@@ -25,7 +25,8 @@ import random
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 
-from _support import open_store
+import pytest
+from _support import hash_embedder, open_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -258,3 +259,66 @@ def test_small_tenants_find_all_their_memories_in_a_big_shared_collection():
             f"{norax_misses}"
         )
         assert norax_misses == 0
+
+
+def test_one_tenant_cannot_read_or_delete_anothers_memory(tmp_path, capsys, monkeypatch):
+    """Ids are unique in a store, but an id is no key to another namespace: every entry point
+    that reads or deletes by id, given a tenant's namespace, acts on that tenant only."""
+    from langchain_core.documents import Document
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from norax_core import DuplicateIdError, InvalidInputError
+    from norax_core.cli import main
+    from norax_langchain import NoraxRetriever as LangChainRetriever
+    from norax_langchain import add_documents
+    from norax_llamaindex import NoraxPostprocessor, add_nodes
+    from norax_llamaindex import NoraxRetriever as LlamaIndexRetriever
+
+    secret = "Alice's salary is 91k, paid from the Base wallet."
+    path = tmp_path / "store"
+    mem = open_store(path)
+    mem.add(secret, ids="a1", namespace="alice", created_at=NOW)
+    mem.add("Bob's standup is at ten.", ids="b1", namespace="bob", created_at=NOW)
+    try:
+        # the core API
+        assert mem.get("a1", namespace="bob") == []
+        assert [m.id for m in mem.get(["a1", "b1"], namespace="bob")] == ["b1"]
+        assert mem.delete("a1", namespace="bob") == 0
+        assert [m.text for m in mem.get("a1", namespace="alice")] == [secret]
+        assert mem.count("alice") == 1
+        # searches: bob's never see alice's memory, whatever the query
+        for search in (
+            lambda q: [r.id for r in mem.search(q, k=5, namespace="bob", now=NOW)],
+            lambda q: [d.id for d in LangChainRetriever(memory=mem, namespace="bob").invoke(q)],
+            lambda q: [
+                n.node.node_id for n in LlamaIndexRetriever(mem, namespace="bob").retrieve(q)
+            ],
+        ):
+            assert "a1" not in search(secret)
+        # the LlamaIndex postprocessor scoped to bob: alice's node is a foreign node
+        post = NoraxPostprocessor(memory=mem, namespace="bob", extractor=False, now=NOW)
+        node = TextNode(id_="a1", text=secret)  # no time: a foreign node scores 0 on recency
+        (got,) = post.postprocess_nodes([NodeWithScore(node=node)], query_str="salary")
+        assert got.node.metadata["signals"]["temporal"] == 0.0
+        # writing through the adapters cannot take over alice's id
+        with pytest.raises(InvalidInputError):
+            add_documents(
+                mem, [Document(page_content="mine", id="a1")], namespace="bob", upsert=True
+            )
+        with pytest.raises(InvalidInputError):
+            add_nodes(mem, [TextNode(id_="a1", text="mine")], namespace="bob", upsert=True)
+        with pytest.raises(DuplicateIdError):
+            add_nodes(mem, [TextNode(id_="a1", text="mine")], namespace="bob")
+        assert [m.text for m in mem.get("a1")] == [secret]
+    finally:
+        mem.close()
+    # the command line (with the store's stand-in embedder: no model loads)
+    monkeypatch.setattr("norax_core.embedders.default_embedder", hash_embedder)
+    assert main(["--store", str(path), "delete", "--namespace", "bob", "a1", "b1"]) == 0
+    assert "deleted 1 of 2" in capsys.readouterr().out
+    mem = open_store(path)
+    try:
+        assert [m.id for m in mem.get(["a1", "b1"])] == ["a1"]
+        assert mem.delete("a1", namespace="alice") == 1 and mem.count() == 0
+    finally:
+        mem.close()

@@ -54,6 +54,24 @@ def test_temporal_catalog_orders_by_time_then_id_and_forgets_on_write() -> None:
     assert cat.neighbours("other", ["m1"], 1, 60) == {}
 
 
+def test_catalog_neighbours_among_allowed_memories_only() -> None:
+    cat = TemporalSignal(lambda kind: 30.0)
+    # a, x, b 50 s apart; c 100 s after b.
+    for mid, ts in [("a", T0), ("x", T0 + 50), ("b", T0 + 100), ("c", T0 + 200)]:
+        cat.add("ns", mid, ts, "episodic")
+    assert cat.neighbours("ns", ["a", "b"], 1, 60) == {"a": ("x",), "b": ("x",)}
+    allowed = frozenset({"a", "b", "c"})
+    # x is not there: it takes no slot and does not bridge the 100 s step from a to b
+    assert cat.neighbours("ns", ["a", "b"], 1, 60, allowed=allowed) == {"a": (), "b": ()}
+    assert cat.neighbours("ns", ["a", "b"], 1, 120, allowed=allowed) == {
+        "a": ("b",),
+        "b": ("a", "c"),
+    }
+    # an excluded id asked for has no neighbours, and the cached timeline is untouched
+    assert cat.neighbours("ns", ["x"], 1, 120, allowed=allowed) == {}
+    assert cat.neighbours("ns", ["x"], 1, 120) == {"x": ("a", "b")}
+
+
 @pytest.mark.parametrize(
     "bad",
     [

@@ -1,3 +1,4 @@
+import json
 import math
 
 import pytest
@@ -121,3 +122,68 @@ def test_weights_file_errors_name_the_file(tmp_path):
     bad.write_text("{nope")
     with pytest.raises(WeightsError, match="not valid JSON"):
         load_weights(bad)
+
+
+def _file(params):
+    return {"format": "norax-weights", "version": 1, "weights": {"bm25": 1}, "params": params}
+
+
+@pytest.mark.parametrize(
+    "params, key",
+    [
+        ({"bogus": 1, "bm25_b": 0.5}, "bogus"),
+        ({"bm25_b": 7}, "bm25_b"),
+        ({"bm25_k1": -1.0}, "bm25_k1"),
+        ({"bm25_k1": "high"}, "bm25_k1"),
+        ({"pool_min": 0}, "pool_min"),
+        ({"pool_min": 10.5}, "pool_min"),
+        ({"pool_factor": True}, "pool_factor"),
+        ({"recency_candidates": -1}, "recency_candidates"),
+        ({"decay_days": 30}, "decay_days"),
+        ({"decay_days": {"episodic": 0}}, "decay_days"),
+        ({"context_window": -1}, "context_window"),
+        ({"context_weight": math.inf}, "context_weight"),
+        ({"context_gap_seconds": 0}, "context_gap_seconds"),
+        ({"embed_context": 1.5}, "embed_context"),
+        ({"latest_wins_similarity": 2}, "latest_wins_similarity"),
+        ({"latest_wins_depth": 1}, "latest_wins_depth"),
+        ({"default_decay_days": None}, "default_decay_days"),
+    ],
+)
+def test_weights_params_are_validated_naming_the_key(tmp_path, params, key):
+    with pytest.raises(WeightsError, match=key):
+        weights_from_dict(_file(params))
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(_file(params)))
+    with pytest.raises(WeightsError, match=key):
+        load_weights(path)
+    with pytest.raises(WeightsError, match=key):
+        Weights(1, 0, 0, 0, params=params)
+
+
+@pytest.mark.parametrize("params", [{"stem": False}, {"stopwords": None}, {"stem": True}])
+def test_tokenizer_params_are_refused(params):
+    """The BM25 index is tokenised when memories are added: a search's weights cannot
+    change the tokenizer, so a weights file that asks for it is refused, not ignored."""
+    with pytest.raises(WeightsError, match=f"{next(iter(params))}.*NoraxConfig"):
+        weights_from_dict(_file(params))
+
+
+@pytest.mark.parametrize("name", ["default", "chat", "project"])
+def test_shipped_weights_files_load(name):
+    w = get_preset(name)
+    assert w.name == name and w.params
+
+
+def test_valid_params_still_load():
+    params = {
+        "bm25_b": 0.0,
+        "bm25_k1": 2.0,
+        "pool_min": 10,
+        "decay_days": {"episodic": 90.0, "custom": 3},
+        "context_window": 2,
+        "context_weight": 0.5,
+        "embed_context": 2,
+        "latest_wins_weight": 0.5,
+    }
+    assert weights_from_dict(_file(params)).params == params

@@ -308,18 +308,29 @@ def toy_store(ruler_extractor: SpacyExtractor):
 
 def test_store_scores_equal_search_signals(toy_store: NoraxMemory) -> None:
     query = "What did Colby do with the wallet?"
-    got = store_signal_scores(toy_store, query, ["m3", "m1", "unknown", "other"], now=NOW)
-    assert set(got["bm25"]) == {"m1", "m3", "other"}  # unknown ids are left out
-    team = {r.id: r.signals for r in toy_store.search(query, k=4, namespace="team", now=NOW)}
-    alice = {r.id: r.signals for r in toy_store.search(query, k=1, namespace="alice", now=NOW)}
-    for mid, signals in {**team, **alice}.items():
-        if mid in got["bm25"]:
-            assert {s: got[s][mid] for s in SIGNALS} == pytest.approx(dict(signals))
+    ids = ["m3", "m1", "unknown", "other"]
+    for ns, held in [("team", {"m1", "m3"}), ("alice", {"other"}), (None, set())]:
+        got = store_signal_scores(toy_store, query, ids, namespace=ns, now=NOW)
+        assert set(got["bm25"]) == held  # unknown ids and other namespaces' are left out
+        want = {r.id: r.signals for r in toy_store.search(query, k=4, namespace=ns, now=NOW)}
+        for mid in held:
+            assert {s: got[s][mid] for s in SIGNALS} == pytest.approx(dict(want[mid]))
+
+
+def test_store_scores_only_for_the_stored_text(toy_store: NoraxMemory) -> None:
+    ids = ["m1", "m3", "m1"]
+    texts = ["Colby set up the team wallet on Base.", "Something else entirely.", "other"]
+    got = store_signal_scores(toy_store, "wallet", ids, namespace="team", texts=texts, now=NOW)
+    assert set(got["bm25"]) == {"m1"}  # m3 is another text under a known id
+    with pytest.raises(InvalidInputError):
+        store_signal_scores(toy_store, "wallet", ids, namespace="team", texts=texts[:2])
 
 
 def test_store_scores_use_learned_decay(toy_store: NoraxMemory) -> None:
     slow = Weights(1, 1, 1, 1, params={"decay_days": {"episodic": 1000.0}})
-    base = store_signal_scores(toy_store, "wallet", ["m4"], now=NOW)["temporal"]["m4"]
-    learned = store_signal_scores(toy_store, "wallet", ["m4"], now=NOW, weights=slow)
-    assert base == pytest.approx(math.exp(-60 / 30))
+    base = store_signal_scores(toy_store, "wallet", ["m4"], namespace="team", now=NOW)
+    learned = store_signal_scores(
+        toy_store, "wallet", ["m4"], namespace="team", now=NOW, weights=slow
+    )
+    assert base["temporal"]["m4"] == pytest.approx(math.exp(-60 / 30))
     assert learned["temporal"]["m4"] == pytest.approx(math.exp(-60 / 1000))

@@ -1,0 +1,102 @@
+"""Filters and context propagation: a memory a ``where`` filter excludes never counts.
+
+With context propagation a memory borrows from its neighbours in time. The neighbours must
+be taken among the memories the filter allows, so that an excluded memory neither takes a
+neighbour slot nor changes any score: a filtered search must score exactly as a search over
+a store holding only the allowed memories. Real Chroma, the real embedding model.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from norax_core import NoraxMemory, Weights
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 20, 18, 0, tzinfo=timezone.utc)
+
+# One session, a minute apart; "drop" turns sit between the turns a filter keeps.
+SESSION = [
+    ("q", "Which flight did Maria book for the Lisbon conference?", "keep"),
+    ("x1", "Hold on, my coffee machine is beeping again.", "drop"),
+    ("a", "The early one on Friday, with her sister.", "keep"),
+    ("x2", "Did anyone water the office plants this week?", "drop"),
+    ("x3", "The plants look fine, someone watered them Monday.", "drop"),
+    ("b", "She also reserved a hotel near the venue.", "keep"),
+]
+
+# Dense and recency only: their scores do not depend on the rest of the namespace, so the
+# comparison below isolates context propagation (BM25's IDF and the entity graph are
+# namespace statistics by design).
+CONTEXT = Weights(
+    bm25=0.0,
+    dense=0.8,
+    temporal=0.2,
+    graph=0.0,
+    params={"context_window": 1, "context_weight": 1.0},
+    name="context-test",
+)
+
+
+def _store(embedder, rows) -> NoraxMemory:  # type: ignore[no-untyped-def]
+    mem = NoraxMemory(embedder=embedder, extractor=False, weights=CONTEXT)
+    mem.add(
+        [t for _, t, _ in rows],
+        ids=[i for i, _, _ in rows],
+        created_at=[START + timedelta(minutes=i) for i, _ in enumerate(rows)],
+        namespace="trip",
+        metadata=[{"topic": topic} for *_, topic in rows],
+    )
+    return mem
+
+
+@pytest.mark.parametrize("window", [1, 2])
+def test_an_excluded_memory_never_takes_a_neighbour_slot(embedder, window):
+    weights = Weights(**{**vars(CONTEXT), "params": {**CONTEXT.params, "context_window": window}})
+    full = _store(embedder, SESSION)
+    # The reference: the allowed memories alone, at the same times.
+    kept = [(i, t, topic) for i, t, topic in SESSION if topic == "keep"]
+    only = NoraxMemory(embedder=embedder, extractor=False, weights=weights)
+    only.add(
+        [t for _, t, _ in kept],
+        ids=[i for i, _, _ in kept],
+        created_at=[START + timedelta(minutes=[m for m, *_ in SESSION].index(i)) for i, *_ in kept],
+        namespace="trip",
+        metadata=[{"topic": "keep"} for _ in kept],
+    )
+    try:
+        query = "What flight did Maria book to Lisbon?"
+        got = full.search(
+            query, k=3, namespace="trip", where={"topic": "keep"}, now=NOW, weights=weights
+        )
+        want = only.search(query, k=3, namespace="trip", now=NOW, weights=weights)
+        assert [r.id for r in got] == [r.id for r in want]
+        for g, w in zip(got, want, strict=True):
+            assert g.score == pytest.approx(w.score, abs=1e-6), g.id
+        # The answer borrows from the question across the excluded turn between them.
+        by_id = {r.id: r for r in got}
+        own = 0.8 * by_id["a"].signals["dense"] + 0.2 * by_id["a"].signals["temporal"]
+        assert by_id["a"].score > own / 2 + 0.1
+    finally:
+        full.close()
+        only.close()
+
+
+def test_the_filtered_search_ignores_what_excluded_memories_say(embedder):
+    """Rewriting an excluded memory's text changes no allowed memory's score."""
+    changed = [
+        (i, "Maria booked the Lisbon flight on Friday morning." if topic == "drop" else t, topic)
+        for i, t, topic in SESSION
+    ]
+    one, two = _store(embedder, SESSION), _store(embedder, changed)
+    try:
+        query = "What flight did Maria book to Lisbon?"
+        a = one.search(query, k=3, namespace="trip", where={"topic": "keep"}, now=NOW)
+        b = two.search(query, k=3, namespace="trip", where={"topic": "keep"}, now=NOW)
+        assert [r.id for r in a] == [r.id for r in b]
+        assert [r.score for r in a] == pytest.approx([r.score for r in b], abs=1e-6)
+    finally:
+        one.close()
+        two.close()
