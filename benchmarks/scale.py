@@ -675,7 +675,7 @@ def worker(args: argparse.Namespace) -> None:
             result["dense_matrix_mb"] = matrix_mb  # after the timed queries
             result["namespaces_loaded"] = loaded
         if args.worker == "norax":
-            for key in ("exact", "hnsw", "dense_exact", "dense_hnsw"):
+            for key in ("exact", "hnsw", "dense_exact", "dense_hnsw", "chroma"):
                 result[f"paired_p50_ms_{key}"] = _pct(out[key], 50)
                 result[f"paired_p95_ms_{key}"] = _pct(out[key], 95)
             result["cold_largest_ms"] = out["cold_largest"][0] * 1000.0
@@ -691,16 +691,20 @@ def _paired(mem: Any, pairs: list[tuple[str, str]], emb: LookupEmbedder) -> dict
     """Exact dense vs the old HNSW path, query by query in one process (load hits both alike).
 
     ``exact`` / ``hnsw``: the full search (query embedding precomputed); ``dense_exact`` /
-    ``dense_hnsw``: the dense signal's candidates alone. Then the first search of the largest
-    namespace with its matrix not loaded (read from Chroma).
+    ``dense_hnsw``: the dense signal's candidates alone; ``chroma``: plain Chroma's
+    namespace-filtered query (k = 10, documents and metadata) on the same collection, the
+    ``chroma`` system's query. Then the first search of the largest namespace with its matrix
+    not loaded (read from Chroma).
     """
     from norax_core.signals.dense import SMALL_FILTER
 
     dense = mem._dense
     exact_limit = dense.exact_limit
     out: dict[str, list[float]] = {
-        k: [] for k in ("exact", "hnsw", "dense_exact", "dense_hnsw", "cold_largest", "largest")
+        k: []
+        for k in ("exact", "hnsw", "dense_exact", "dense_hnsw", "chroma", "cold_largest", "largest")
     }
+    col = mem._collection
     emb.lookup = True
     try:
         paths = [("exact", exact_limit), ("hnsw", SMALL_FILTER)]
@@ -713,6 +717,14 @@ def _paired(mem: Any, pairs: list[tuple[str, str]], emb: LookupEmbedder) -> dict
                 t0 = time.perf_counter()
                 mem.candidates(q, k=K, namespace=ns, now=YEAR_END, weights={"dense": 1.0})
                 out[f"dense_{key}"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            col.query(
+                query_embeddings=emb.embed([q]),
+                n_results=K,
+                where={"norax_namespace": ns},
+                include=["documents", "metadatas", "distances"],
+            )
+            out["chroma"].append(time.perf_counter() - t0)
         dense.exact_limit = exact_limit
         largest = max(mem.namespaces(), key=mem.count)
         mem._indexes.vectors.clear()
@@ -904,7 +916,10 @@ def print_report(report: dict[str, Any]) -> None:
                 f"{nx['paired_p50_ms_exact']:.1f} vs {nx['paired_p50_ms_hnsw']:.1f} ms "
                 f"({nx['paired_p50_ms_exact'] / nx['paired_p50_ms_hnsw']:.2f}x), dense "
                 f"candidates alone {nx['paired_p50_ms_dense_exact']:.1f} vs "
-                f"{nx['paired_p50_ms_dense_hnsw']:.1f} ms; loading the largest namespace's "
+                f"{nx['paired_p50_ms_dense_hnsw']:.1f} ms, plain Chroma's filtered query "
+                f"{nx['paired_p50_ms_chroma']:.1f} ms (search / Chroma "
+                f"{nx['paired_p50_ms_exact'] / nx['paired_p50_ms_chroma']:.2f}x); loading the "
+                "largest namespace's "
                 f"matrix ({nx['largest_namespace']:,} memories) "
                 f"{nx['cold_largest_ms']:.0f} ms"
             )
