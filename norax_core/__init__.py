@@ -28,6 +28,7 @@ from norax_core.errors import (
 )
 from norax_core.models import SIGNALS, Kind, Memory, SearchResult
 from norax_core.presets import get_preset, preset_names
+from norax_core.query import Intent, QueryPlan, plan_query
 from norax_core.weights import FusionMethod, Weights, load_weights, save_weights
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "Embedder",
     "FusionMethod",
     "IndexInconsistentError",
+    "Intent",
     "InvalidInputError",
     "Kind",
     "Memory",
@@ -48,6 +50,7 @@ __all__ = [
     "NoraxMemory",
     "OnnxMiniLMEmbedder",
     "OpenAIEmbedder",
+    "QueryPlan",
     "SearchResult",
     "StoreLockedError",
     "Weights",
@@ -55,6 +58,7 @@ __all__ = [
     "default_embedder",
     "get_preset",
     "load_weights",
+    "plan_query",
     "preset_names",
     "resolve_embedder",
     "resolve_weights",

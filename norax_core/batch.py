@@ -6,6 +6,7 @@ take the store's lock; nothing here writes.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +28,8 @@ from norax_core.signals.temporal import TemporalSignal
 KIND_KEY = "norax_kind"
 CREATED_KEY = "norax_created_at"
 ENTITIES_KEY = "norax_entities"
+SEQ_KEY = "norax_seq"
+"""Chroma metadata key of a memory's write sequence number (:func:`sequence_numbers`)."""
 MODEL_CHARS = 10_000
 """The embedder and the entity extractor read at most this many characters of a text (or
 query); the whole text is stored and BM25-indexed. The embedding model reads 256 word pieces
@@ -52,6 +55,13 @@ def in_background(fn: Callable[..., Any], *args: Any) -> Future[Any]:
     return _WORKERS.submit(fn, *args)
 
 
+def resolved(value: Any) -> Future[Any]:
+    """A future already holding ``value``: for a step that may run in the background or not."""
+    done: Future[Any] = Future()
+    done.set_result(value)
+    return done
+
+
 def checked_embeddings(embedder: Embedder, embeddings: np.ndarray, n: int) -> np.ndarray:
     """``embeddings`` if they are ``n`` finite vectors of the embedder's dimension.
 
@@ -65,13 +75,24 @@ def checked_embeddings(embedder: Embedder, embeddings: np.ndarray, n: int) -> np
 
 @dataclass(frozen=True)
 class Prepared:
-    """A validated batch, ready to write."""
+    """A validated batch, ready to write.
+
+    Attributes:
+        embedded: What the embedder read for each memory (its text, with ``embed_context``
+            followed by its predecessors' as the store stood when it was prepared).
+        basis: The time index's write count (``writes`` of
+            :class:`~norax_core.signals.temporal.TemporalSignal`) when it was prepared: if
+            another write came in between, its context is computed again under the lock
+            (:func:`settled`).
+    """
 
     ids: list[str]
     texts: list[str]
     embeddings: np.ndarray
     metadatas: list[dict[str, Any]]
     rows: list[IndexRow]
+    embedded: list[str]
+    basis: int = -1
 
 
 def prepare(  # noqa: D417 (the batch's arguments are described together)
@@ -119,7 +140,8 @@ def prepare(  # noqa: D417 (the batch's arguments are described together)
     # (onnxruntime releases the GIL), so ingest costs about max(extract, embed), not both.
     extracting = in_background(extractor.extract, heads) if extractor else None
     tokens = [tuple(tokenizer(t)) for t in items]
-    embeddings = embedder.embed(embedding_texts(id_list, items, times, spaces))
+    embedded = embedding_texts(id_list, items, times, spaces)
+    embeddings = embedder.embed(embedded)
     entities = [tuple(e) for e in extracting.result()] if extracting else [()] * n
     checked_embeddings(embedder, embeddings, n)
     chroma_metas = []
@@ -134,7 +156,66 @@ def prepare(  # noqa: D417 (the batch's arguments are described together)
             id_list, spaces, kinds, times, tokens, entities, strict=True
         )
     ]
-    return Prepared(id_list, items, embeddings, chroma_metas, rows)
+    return Prepared(id_list, items, embeddings, chroma_metas, rows, embedded)
+
+
+def sequence_numbers(
+    catalog: TemporalSignal, home: Mapping[str, str], ids: Sequence[str], spaces: Sequence[str]
+) -> list[int]:
+    """The write sequence number of each memory of a batch: its order of writing.
+
+    Memories that share a creation time are ordered by it (list order within a call, then
+    call order), not by their ids' string order (``D1:10`` sorts before ``D1:2``). A stored
+    memory (same id, same namespace: an upsert) keeps its number, so a correction keeps its
+    place in the conversation; new ones are numbered after every number the store holds,
+    from the wall clock in microseconds when that is higher (a hybrid logical clock), so
+    writes from several processes on one Chroma server interleave in about the order they
+    happened. Chroma stores the number (:data:`SEQ_KEY`), so a reopen, a rebuild from Chroma
+    or another process sees the same order.
+    """
+    start = max(catalog.last_seq + 1, int(time.time() * 1e6))
+    out: list[int] = []
+    for mid, ns in zip(ids, spaces, strict=True):
+        if home.get(mid) == ns:
+            out.append(catalog.seqs(ns, [mid])[0])
+        else:
+            out.append(start)
+            start += 1
+    return out
+
+
+def settled(
+    p: Prepared,
+    seqs: list[int],
+    embedder: Embedder,
+    embedding_texts: Callable[[list[str], list[str], list[float], list[str], list[int]], list[str]],
+    stale: bool,
+) -> Prepared:
+    """The batch numbered with ``seqs``, its context checked again if ``stale``.
+
+    Called under the store's lock. :func:`prepare` embedded each memory with its context as
+    the store stood then, outside the lock (embedding is the slow part). If another write
+    came in between (``stale``), the context is computed again and only the memories whose
+    embedded text changed are embedded again, here, under the lock: that is rare (two
+    writers in one session at once) and keeps every vector a function of the store.
+    """
+    embeddings, embedded = p.embeddings, p.embedded
+    if stale:
+        times = [r.created_at for r in p.rows]
+        spaces = [r.namespace for r in p.rows]
+        now = embedding_texts(p.ids, p.texts, times, spaces, seqs)
+        changed = [i for i, (a, b) in enumerate(zip(now, embedded, strict=True)) if a != b]
+        if changed:
+            fresh = embedder.embed([now[i] for i in changed])
+            checked_embeddings(embedder, fresh, len(changed))
+            embeddings = embeddings.copy()
+            embeddings[changed] = fresh
+            embedded = now
+    rows = [dataclasses.replace(r, seq=s) for r, s in zip(p.rows, seqs, strict=True)]
+    metas = [{**m, SEQ_KEY: s} for m, s in zip(p.metadatas, seqs, strict=True)]
+    return dataclasses.replace(
+        p, embeddings=embeddings, metadatas=metas, rows=rows, embedded=embedded
+    )
 
 
 def context_texts(
@@ -142,8 +223,9 @@ def context_texts(
     texts: list[str],
     times: list[float],
     spaces: list[str],
+    seqs: list[int],
     cfg: NoraxConfig,
-    timeline: Callable[[str], tuple[Sequence[str], Sequence[float]]],
+    timeline: Callable[[str], tuple[Sequence[str], Sequence[float], Sequence[int]]],
     stored_texts: Callable[[list[str]], Mapping[str, str]],
 ) -> list[str]:
     """What the embedder reads for each memory (``NoraxConfig.embed_context``).
@@ -153,13 +235,17 @@ def context_texts(
         texts: Their texts.
         times: Their creation times.
         spaces: Their namespaces.
+        seqs: Their write sequence numbers.
         cfg: The store's add-time configuration.
-        timeline: ``namespace -> (ids, times)`` of its stored memories in time order.
+        timeline: ``namespace -> (ids, times, seqs)`` of its stored memories in
+            conversation order (:meth:`TemporalSignal.sequence`).
         stored_texts: The texts of stored memories by id (missing ids are skipped).
     """
     if cfg.embed_context <= 0:
         return [t[:MODEL_CHARS] for t in texts]
-    prev = batch_preceding(ids, times, spaces, timeline, cfg.embed_context, cfg.context_gap_seconds)
+    prev = batch_preceding(
+        ids, times, spaces, seqs, timeline, cfg.embed_context, cfg.context_gap_seconds
+    )
     batch = dict(zip(ids, texts, strict=True))
     stored = [m for m in dict.fromkeys(n for p in prev.values() for n in p) if m not in batch]
     text_of = {**(stored_texts(stored) if stored else {}), **batch}
@@ -214,19 +300,21 @@ def follower_texts(
     leaving = [m for m in [*written, *gone] if m in home]
     spaces = [*(r.namespace for r in rows), *(home[m] for m in leaving)]
     times = [r.created_at for r in rows] + stored_times(catalog, home, leaving)
+    seqs = [r.seq for r in rows] + [catalog.seqs(home[m], [m])[0] for m in leaving]
     gone_set = set(gone)
 
-    def timeline(ns: str) -> tuple[list[str], list[float]]:
-        ordered, stamps = catalog.timeline(ns)[:2]
+    def timeline(ns: str) -> tuple[list[str], list[float], list[int]]:
+        ordered, stamps, order = catalog.sequence(ns)
         if not gone_set:
-            return ordered, stamps
+            return ordered, stamps, order
         keep = [i for i, m in enumerate(ordered) if m not in gone_set]
-        return [ordered[i] for i in keep], [stamps[i] for i in keep]
+        return [ordered[i] for i in keep], [stamps[i] for i in keep], [order[i] for i in keep]
 
     found = following(
         [*written, *leaving],
         times,
         spaces,
+        seqs,
         timeline,
         cfg.embed_context,
         cfg.context_gap_seconds,
@@ -236,6 +324,7 @@ def follower_texts(
         return [], []
     f_spaces = [home[m] for m in found]
     f_times = stored_times(catalog, home, found)
+    f_seqs = [catalog.seqs(ns, [m])[0] for m, ns in zip(found, f_spaces, strict=True)]
     text_of = stored_texts(found)
     own = [text_of.get(m, "") for m in found]
     after = context_texts(
@@ -243,6 +332,7 @@ def follower_texts(
         [*own, *texts],
         [*f_times, *(r.created_at for r in rows)],
         [*f_spaces, *(r.namespace for r in rows)],
+        [*f_seqs, *(r.seq for r in rows)],
         cfg,
         timeline,
         stored_texts,
@@ -250,24 +340,69 @@ def follower_texts(
     # what they were embedded with: an upsert that changes nothing (same text, same time)
     # re-embeds nobody
     before = context_texts(
-        found, own, f_times, f_spaces, cfg, lambda ns: catalog.timeline(ns)[:2], stored_texts
+        found, own, f_times, f_spaces, f_seqs, cfg, catalog.sequence, stored_texts
     )
     changed = [i for i, (a, b) in enumerate(zip(after, before, strict=True)) if a != b]
     return [found[i] for i in changed], [after[i] for i in changed]
 
 
+Record = tuple[str, np.ndarray, dict[str, Any]]
+"""A stored memory as Chroma holds it: document, embedding, metadata."""
+
+
+def stored_records(collection: Any, ids: Sequence[str], page: int) -> dict[str, Record]:
+    """The records Chroma holds for ``ids`` (missing ids are left out), ``page`` at a time."""
+    out: dict[str, Record] = {}
+    for s in range(0, len(ids), page):
+        got = collection.get(
+            ids=list(ids[s : s + page]), include=["documents", "metadatas", "embeddings"]
+        )
+        for mid, doc, vec, meta in zip(
+            got["ids"], got["documents"], got["embeddings"], got["metadatas"], strict=True
+        ):
+            out[mid] = (doc or "", np.asarray(vec, dtype=np.float32), dict(meta or {}))
+    return out
+
+
 def replacing_metadata(
-    collection: Any, ids: list[str], metas: list[dict[str, Any]]
+    old: Mapping[str, Record], ids: list[str], metas: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """Metadata for an upsert that replaces the old record's instead of merging into it.
 
     Chroma's upsert merges metadata: the keys the new version lacks (old user metadata,
     old entities) are set to ``None``, which deletes them.
     """
-    old = collection.get(ids=ids, include=["metadatas"])
-    keys = {mid: set(m or {}) for mid, m in zip(old["ids"], old["metadatas"], strict=True)}
     out = []
     for mid, meta in zip(ids, metas, strict=True):
-        gone = keys.get(mid, set()) - set(meta)
+        gone = set(old[mid][2]) - set(meta) if mid in old else set()
         out.append({**meta, **dict.fromkeys(gone)} if gone else meta)
     return out
+
+
+def restore(
+    collection: Any,
+    ids: list[str],
+    old: Mapping[str, Record],
+    written: Mapping[str, dict[str, Any]],
+    page: int,
+) -> None:
+    """Put Chroma back as it was before a failed write of ``ids``.
+
+    Ids ``old`` does not hold are deleted; the others get their old document, embedding and
+    metadata back (keys only the failed version had, ``written``, are removed).
+    """
+    new = [m for m in ids if m not in old]
+    for s in range(0, len(new), page):
+        collection.delete(ids=new[s : s + page])
+    back = [m for m in ids if m in old]
+    for s in range(0, len(back), page):
+        chunk = back[s : s + page]
+        collection.upsert(
+            ids=chunk,
+            documents=[old[m][0] for m in chunk],
+            embeddings=np.stack([old[m][1] for m in chunk]),
+            metadatas=[
+                {**old[m][2], **dict.fromkeys(set(written.get(m, {})) - set(old[m][2]))}
+                for m in chunk
+            ],
+        )

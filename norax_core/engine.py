@@ -23,6 +23,7 @@ from norax_core.batch import (
     ENTITIES_KEY,
     KIND_KEY,
     MODEL_CHARS,
+    SEQ_KEY,
     Prepared,
     checked_embeddings,
     context_texts,
@@ -30,9 +31,14 @@ from norax_core.batch import (
     in_background,
     prepare,
     replacing_metadata,
+    resolved,
+    restore,
+    sequence_numbers,
+    settled,
+    stored_records,
     stored_times,
 )
-from norax_core.config import NoraxConfig
+from norax_core.config import NoraxConfig, QueryEntities
 from norax_core.embedders import Embedder, resolve_embedder
 from norax_core.entities import load_extractor
 from norax_core.errors import (
@@ -41,7 +47,6 @@ from norax_core.errors import (
     InvalidInputError,
     NoraxError,
 )
-from norax_core.fusion import fuse, rank
 from norax_core.indexes import DerivedIndexes
 from norax_core.locking import StoreLock
 from norax_core.models import (
@@ -54,7 +59,8 @@ from norax_core.models import (
     utc_from_timestamp,
 )
 from norax_core.presets import WeightsLike, resolve_weights
-from norax_core.retrieval import Candidates, gather, with_context, with_latest_wins
+from norax_core.ranking import Plan, proposal_sizes, rank
+from norax_core.retrieval import Candidates, gather, search_table
 from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.signals.base import Query
 from norax_core.signals.dense import NAMESPACE_KEY, DenseSignal, chroma_where
@@ -181,7 +187,11 @@ class NoraxMemory:
         self.collection_name = collection
         self._collection = self._open_collection(collection)
         if client is None and path is None:
-            self._finalizer = weakref.finalize(self, _drop_collection, self._client, collection)
+            self._finalizer = weakref.finalize(
+                self, _drop_collection, self._client, self._collection
+            )
+            # The in-memory database ends with the process: no work to do at exit.
+            self._finalizer.atexit = False
 
         self._indexes = DerivedIndexes(Sidecar(sidecar_path), self.config)
         # Lambdas, not bound methods: a repair may replace the derived indexes.
@@ -256,6 +266,7 @@ class NoraxMemory:
     def _release(self) -> None:
         indexes = getattr(self, "_indexes", None)
         if indexes is not None:
+            indexes.graph.close()  # stops its community worker thread
             indexes.sidecar.close()
         fin = getattr(self, "_finalizer", None)
         if fin is not None:
@@ -294,6 +305,8 @@ class NoraxMemory:
 
         Every argument but ``texts`` may be one value for the whole batch or a list with one
         value per text. ``created_at`` defaults to now; naive datetimes are read as UTC.
+        Memories sharing a ``created_at`` keep the order they are written in (list order,
+        then call order): it is the order context propagation and ``embed_context`` follow.
 
         Raises:
             InvalidInputError: Bad text, id, kind, time, namespace or metadata. Nothing is
@@ -308,6 +321,7 @@ class NoraxMemory:
                 raise DuplicateIdError(
                     f"{len(existing)} id(s) already stored, e.g. {existing[0]!r}; use upsert()"
                 )
+            prepared = self._settle(prepared)
             followers = self._followers(prepared)
             self._write(prepared, upsert=False)
             self._restate(followers)
@@ -326,7 +340,12 @@ class NoraxMemory:
         """Add memories, replacing any stored under the same ids.
 
         A memory cannot change namespace this way: namespaces are a security boundary, so
-        an id stored in another namespace is refused (delete it there first).
+        an id stored in another namespace is refused (delete it there first). A replaced
+        memory keeps its place among memories that share its time (its write order).
+
+        All or nothing: if any part fails (a batch too large for one Chroma call is split),
+        every memory is put back as it was and the new ids are removed before the error is
+        raised.
 
         Raises:
             InvalidInputError: Bad input, or an id that lives in another namespace. Nothing
@@ -344,6 +363,7 @@ class NoraxMemory:
                     f"{len(moved)} id(s) belong to another namespace, e.g. {moved[0]!r}; "
                     "upsert cannot move a memory between namespaces (delete it there first)"
                 )
+            prepared = self._settle(prepared)
             followers = self._followers(prepared)
             self._write(prepared, upsert=True)
             self._restate(followers)
@@ -356,7 +376,10 @@ class NoraxMemory:
     def _prepare(
         self, texts: Any, ids: Any, kind: Any, created_at: Any, namespace: Any, metadata: Any
     ) -> Prepared:
-        return prepare(
+        """Validate and embed a batch, outside the lock (see :func:`~norax_core.batch.prepare`)."""
+        with self._lock:
+            basis = self._indexes.temporal.writes
+        p = prepare(
             texts,
             ids,
             kind,
@@ -368,6 +391,21 @@ class NoraxMemory:
             tokenizer=self._indexes.tokenizer,
             embedding_texts=self._embedding_texts,
         )
+        return dataclasses.replace(p, basis=basis)
+
+    def _settle(self, p: Prepared) -> Prepared:
+        """Number the batch in write order and make its context current (under the lock).
+
+        See :func:`~norax_core.batch.settled`: a write that came in between this batch's
+        preparation and now (another thread, task or, through the change log, process)
+        has its context computed again.
+        """
+        catalog = self._indexes.temporal
+        seqs = sequence_numbers(
+            catalog, self._indexes.namespace_of, p.ids, [r.namespace for r in p.rows]
+        )
+        stale = self.add_config.embed_context > 0 and catalog.writes != p.basis
+        return settled(p, seqs, self.embedder, self._embedding_texts, stale)
 
     def _config_for(self, weights: Weights) -> NoraxConfig:
         """The store's configuration with ``weights``' learned parameters applied."""
@@ -397,56 +435,87 @@ class NoraxMemory:
         )
 
     def _embedding_texts(
-        self, ids: list[str], texts: list[str], times: list[float], spaces: list[str]
+        self,
+        ids: list[str],
+        texts: list[str],
+        times: list[float],
+        spaces: list[str],
+        seqs: list[int] | None = None,
     ) -> list[str]:
-        """What the embedder reads for each memory (``NoraxConfig.embed_context``)."""
+        """What the embedder reads for each memory (``NoraxConfig.embed_context``).
+
+        ``seqs``: their write sequence numbers; by default a stored memory's own, and for
+        new ones numbers after the store's (what :meth:`_settle` gives them if no other
+        write comes first).
+        """
         catalog = self._indexes.temporal
         with self._lock:
+            if seqs is None:
+                seqs = sequence_numbers(catalog, self._indexes.namespace_of, ids, spaces)
             return context_texts(
-                ids,
-                texts,
-                times,
-                spaces,
-                self.add_config,
-                lambda ns: catalog.timeline(ns)[:2],
-                self._texts,
+                ids, texts, times, spaces, seqs, self.add_config, catalog.sequence, self._texts
             )
 
     def _write(self, p: Prepared, *, upsert: bool) -> None:
-        """Chroma first (the truth), then the derived indexes; undo Chroma on failure.
+        """Chroma first (the truth), then the derived indexes; all or nothing.
 
         The ids are logged as pending in the sidecar before Chroma is written and cleared
-        with their rows, so a crash in between is repaired at the next open.
+        with their rows, so a crash in between is repaired at the next open. On an error,
+        Chroma is put back as it was (added memories deleted, replaced ones restored from
+        the records read before the write) and the indexes re-derived from it.
         """
         op = self._collection.upsert if upsert else self._collection.add
-        done: list[str] = []
+        old = stored_records(self._collection, p.ids, CHROMA_BATCH) if upsert else {}
+        tried: list[str] = []
         self._indexes.sidecar.mark_pending(p.ids)
         try:
             for s in range(0, len(p.ids), CHROMA_BATCH):
                 e = s + CHROMA_BATCH
-                metas = p.metadatas[s:e]
+                chunk, metas = p.ids[s:e], p.metadatas[s:e]
+                if upsert:  # a failed upsert call may have replaced some of its ids
+                    tried.extend(chunk)
                 op(
-                    ids=p.ids[s:e],
+                    ids=chunk,
                     documents=p.texts[s:e],
                     embeddings=p.embeddings[s:e],
-                    metadatas=replacing_metadata(self._collection, p.ids[s:e], metas)
-                    if upsert
-                    else metas,
+                    metadatas=replacing_metadata(old, chunk, metas) if upsert else metas,
                 )
-                done.extend(p.ids[s:e])
+                if not upsert:  # a failed add call wrote nothing (its ids may be another's)
+                    tried.extend(chunk)
             self._indexes.apply(p.rows)
             if self._sync is not None:
                 self._sync.record("upsert" if upsert else "add", p.ids)
         except BaseException as exc:  # KeyboardInterrupt too: the store stays usable
-            if done and not upsert:
-                self._collection.delete(ids=done)
-            try:  # re-derive the batch from whatever Chroma now holds
-                self._indexes.resync(self._collection, p.ids, self._row_from_record)
-            except Exception:  # the ids stay pending: the next open reconciles them
-                logger.exception("norax: could not re-derive a failed batch from Chroma")
+            undo = self._undo(tried, old, p)
             if isinstance(exc, NoraxError) or not isinstance(exc, Exception):
+                if undo:
+                    logger.error("norax: %s", undo)
                 raise
-            raise InvalidInputError(f"Chroma rejected the batch: {exc}") from exc
+            raise InvalidInputError(f"Chroma rejected the batch: {exc}{undo}") from exc
+
+    def _undo(self, tried: list[str], old: Mapping[str, Any], p: Prepared) -> str:
+        """Undo a failed write of ``tried`` ids (see :meth:`_write`).
+
+        Returns what could not be undone, as words for the error message ("" when all was).
+        """
+        undo = ""
+        if tried:
+            written = dict(zip(p.ids, p.metadatas, strict=True))
+            try:
+                restore(self._collection, tried, old, written, CHROMA_BATCH)
+                if self._sync is not None:  # anyone who pulled the failed version re-reads
+                    self._sync.record("upsert", tried)
+            except Exception as err:  # they stay pending: the next open re-derives them
+                logger.exception("norax: could not undo a failed write")
+                undo = (
+                    f"; putting the previous versions back failed too ({err}): up to "
+                    f"{len(tried)} memories (e.g. {tried[0]!r}) may hold the new version"
+                )
+        try:  # re-derive the batch from whatever Chroma now holds
+            self._indexes.resync(self._collection, p.ids, self._row_from_record)
+        except Exception:  # the ids stay pending: the next open reconciles them
+            logger.exception("norax: could not re-derive a failed batch from Chroma")
+        return undo
 
     def delete(self, ids: str | Sequence[str], namespace: str | None = None) -> int:
         """Delete memories by id; returns how many were deleted. Unknown ids are ignored.
@@ -647,24 +716,24 @@ class NoraxMemory:
         """
         w = self.weights if weights is None else resolve_weights(weights)
         cands = self.candidates(query, k=k, namespace=namespace, where=where, now=now, weights=w)
-        fused = fuse(cands.signals, cands.ids, w)
+        if not cands.k:
+            return []
         cfg = self._config_for(w)
-        if cfg.context_on and cands.k:
-            with self._lock:
-                cands, fused = with_context(cands, fused, w, cfg, self._indexes, self._dense)
-        if cfg.latest_on and cands.k:
-            ns = cands.query.namespace
-            fused = with_latest_wins(fused, cfg, lambda m: self._created(ns, m), self.embeddings)
-        best = rank(fused, cands.k)
-        records = {m.id: m for m in self.get(best, namespace=cands.query.namespace)}
+        with self._lock:  # the context stage reads the indexes
+            table, extend = search_table(cands, self._indexes, self._dense, cfg, self.embeddings)
+            ranking = rank(table, Plan.of(w, self.config), cands.k, extend)
+        rows = ranking.top()
+        ids = ranking.ids()
+        scores = ranking.table.scores[:, 0, :]
+        records = {m.id: m for m in self.get(ids, namespace=cands.query.namespace)}
         return [
             SearchResult(
                 **vars(records[mid]),
-                score=fused[mid],
-                signals={s: cands.signals[s].get(mid, 0.0) for s in SIGNALS},
+                score=float(ranking.score[0, r]),
+                signals={s: float(scores[i, r]) for i, s in enumerate(SIGNALS)},
                 matched_entities=tuple(cands.matched.get(mid, ())),
             )
-            for mid in best
+            for mid, r in zip(ids, rows, strict=True)
             if mid in records
         ]
 
@@ -703,16 +772,21 @@ class NoraxMemory:
             raise InvalidInputError(f"pool must be an integer >= 1, got {pool!r}")
 
         head = text[:MODEL_CHARS]
-        # The query's entity extraction (spaCy) runs in a worker thread while the query is
-        # embedded and Chroma searched (both release the GIL): on two cores it is off the
-        # critical path. With a zero graph weight it is skipped: it cost about 40 % of a
-        # query at 10,000 memories (benchmarks/scale.py, quiet machine), for a signal that
-        # would not count.
+        # The query's entities: by default its words matched against the namespace's entity
+        # graph (under the lock, microseconds; only graph nodes can score anyway). With
+        # query_entities="extract", spaCy runs in a worker thread while the query is embedded.
+        # With a zero graph weight neither runs: the signal would not count.
         extractor = self.extractor if w.graph > 0 or ids is not None else None
-        extracting = in_background(extractor.extract_query, head) if extractor else None
+        extracting = (
+            in_background(extractor.extract_query, head)
+            if extractor and cfg.query_entities is QueryEntities.EXTRACT
+            else None
+        )
         embedding = self.embedder.embed([head])[0]
         with self._lock:
             self._maybe_sync()
+            if extractor and extracting is None:
+                extracting = resolved(self._indexes.graph.match_query(ns, head))
             allowed = self._allowed(ns, flt)
             q = Query(
                 text=text,
@@ -726,26 +800,24 @@ class NoraxMemory:
             size = self.count(ns) if allowed is None else len(allowed)
             k = min(k, size)
             if k == 0:
-                return Candidates(q, 0, [], {s: {} for s in SIGNALS}, {})
+                return Candidates(q, 0, [], {s: {} for s in SIGNALS}, {}, {}, size)
             known = self._indexes.namespace_of
+            plan = Plan.of(w, self.config)
+            if pool is not None:
+                plan = dataclasses.replace(plan, pool_min=pool, pool_factor=0)
             return gather(
                 q,
                 extracting,
                 self._indexes,
                 self._dense,
                 cfg,
-                w.as_dict() if ids is None else dict.fromkeys(SIGNALS, 0.0),
+                proposal_sizes(plan, k, size) if ids is None else {},
                 k=k,
                 size=size,
-                pool=pool or cfg.pool_size(k),
                 forced=[
                     m for m in dict.fromkeys(check.memory_id(i) for i in ids or ()) if m in known
                 ],
             )
-
-    def _created(self, namespace: str, ids: list[str]) -> Sequence[float]:
-        with self._lock:
-            return self._indexes.temporal.created(namespace, ids)  # type: ignore[no-any-return]
 
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored embedding of each of ``ids`` that exists (float32, unit norm)."""
@@ -774,6 +846,7 @@ class NoraxMemory:
             float(meta.get(CREATED_KEY, 0.0)),  # the stored float: a datetime rounds to µs
             tuple(self._indexes.tokenizer(doc)),
             mem.entities,
+            _seq(meta.get(SEQ_KEY)),
         )
 
     def __repr__(self) -> str:
@@ -794,6 +867,11 @@ def _memory_from_record(mid: str, doc: str | None, meta: dict[str, Any]) -> Memo
     )
 
 
+def _seq(value: Any) -> int:
+    """A stored write sequence number; 0 (unknown) for records without a valid one."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _change_log(client: Any, name: str, interval: float) -> ChangeLog | None:
     """The change log of a client-mode store, or ``None`` when sync is off."""
     if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval < 0:
@@ -806,8 +884,17 @@ def _change_log(client: Any, name: str, interval: float) -> ChangeLog | None:
         raise InvalidInputError(f"cannot open Chroma collection {name!r}: {exc}") from exc
 
 
-def _drop_collection(client: Any, name: str) -> None:
+def _drop_collection(client: Any, collection: Any) -> None:
+    """Drop an in-memory store's collection, deleting its records first.
+
+    Chroma's ``delete_collection`` leaves list-valued metadata (our entities) behind under
+    internal row ids that the next records written to the process's shared in-memory
+    database reuse, in any collection (chroma-core/chroma#7594): another store's memories
+    would carry this store's entities. Deleting records removes their metadata.
+    """
     try:
-        client.delete_collection(name)
+        while ids := collection.get(limit=CHROMA_BATCH, include=[])["ids"]:
+            collection.delete(ids=ids)
+        client.delete_collection(collection.name)
     except Exception:  # already gone, or the client is shutting down
-        logger.debug("norax: could not drop collection %s", name)
+        logger.debug("norax: could not drop collection %s", collection.name)

@@ -73,7 +73,7 @@ class DerivedIndexes:
                 self._unindex(r.id)
             self.namespace_of[r.id] = r.namespace
             self.bm25.add(r.namespace, r.id, r.tokens)
-            self.temporal.add(r.namespace, r.id, r.created_at, r.kind)
+            self.temporal.add(r.namespace, r.id, r.created_at, r.kind, r.seq)
             self.graph.add(r.namespace, r.id, r.entities)
 
     def remove(self, ids: Iterable[str]) -> list[str]:

@@ -8,7 +8,9 @@ OLDER, better-scored candidate closes a share of the gap to it (past it, with a 
 1). Only the best ``depth`` candidates move and only upwards, so they stay the best ``depth``:
 recall at ``depth`` and beyond is unchanged; the order within them changes.
 
-Both functions are pure; the engine's search and the benchmark's rankings call the same ones.
+Both functions are pure. :func:`norax_core.ranking.rank` (what search, the benchmarks and the
+fitter call) applies the same rule to arrays of many queries at once; :func:`latest_wins` is
+its plain reference (``tests/unit/test_ranking.py`` checks them equal).
 
 Off by default, because on BEAM 100K it does not pay: an update is no more like its original
 (cosine 0.28-0.78, median 0.57) than the other newer/older pairs of the top 10 are, and an

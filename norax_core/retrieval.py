@@ -1,7 +1,9 @@
-"""The read path of a search: the candidate pool, context propagation and latest wins.
+"""The read path of a search: the candidate table that :func:`norax_core.ranking.rank` ranks.
 
 :meth:`NoraxMemory.search` validates the query, embeds it and holds the store's lock; the
-functions here do the work over its derived indexes and dense signal.
+functions here ask the store's signals for their proposals and scores (:func:`gather`) and
+turn them into a :class:`~norax_core.ranking.Table` of one query (:func:`search_table`),
+which can grow by the context neighbours the ranking asks for.
 """
 
 from __future__ import annotations
@@ -15,18 +17,11 @@ import numpy as np
 
 from norax_core.batch import in_background
 from norax_core.config import NoraxConfig
-from norax_core.fusion import fuse, rank
 from norax_core.indexes import DerivedIndexes
-from norax_core.latest import latest_wins, pair_cosines
 from norax_core.models import SIGNALS
+from norax_core.ranking import NEVER, Extend, Table
 from norax_core.signals.base import Query, Signal
-from norax_core.signals.context import propagate
 from norax_core.signals.dense import DenseSignal
-from norax_core.weights import Weights
-
-CONTEXT_SEEDS = 2
-"""With context propagation, the neighbours of the best ``CONTEXT_SEEDS * k`` candidates are
-scored and join the pool (a memory's context can lift it into the top k)."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +34,9 @@ class Candidates:
         ids: Candidate ids, in the order the signals proposed them.
         signals: Each signal's normalised score for every candidate.
         matched: Entities each candidate shares with the query (graph breakdown).
+        proposed: Each signal's own proposals, best first (empty for a signal that proposed
+            none).
+        size: How many memories the namespace (and filter) holds.
     """
 
     query: Query
@@ -46,6 +44,8 @@ class Candidates:
     ids: list[str]
     signals: dict[str, dict[str, float]]
     matched: dict[str, tuple[str, ...]]
+    proposed: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    size: int = 0
 
 
 def signal_set(indexes: DerivedIndexes, dense: DenseSignal, cfg: NoraxConfig) -> dict[str, Signal]:
@@ -64,11 +64,10 @@ def gather(
     indexes: DerivedIndexes,
     dense: DenseSignal,
     cfg: NoraxConfig,
-    weight: Mapping[str, float],
+    wanted: Mapping[str, int],
     *,
     k: int,
     size: int,
-    pool: int,
     forced: Sequence[str] = (),
 ) -> Candidates:
     """Each weighted signal proposes its top ``pool``; every candidate gets all four scores.
@@ -79,21 +78,13 @@ def gather(
         indexes: The store's derived indexes (the caller holds the store's lock).
         dense: The store's dense signal.
         cfg: The search's configuration.
-        weight: Signal weights; only signals with a positive weight propose candidates.
+        wanted: How many candidates each signal proposes
+            (:func:`~norax_core.ranking.proposal_sizes`); signals not listed propose none.
         k: Results asked for (at most ``size``).
         size: How many memories the namespace (and filter) holds.
-        pool: How many candidates each signal proposes.
         forced: Ids that are candidates whatever the signals propose.
     """
     signals = signal_set(indexes, dense, cfg)
-    # Recency alone says nothing about relevance: beside other signals it proposes only a
-    # few of the newest memories; on its own it ranks the whole pool.
-    recency_only = [s for s, v in weight.items() if v > 0] == ["temporal"]
-    wanted: dict[str, int] = {}
-    for name in signals:
-        n = cfg.recency_candidates if name == "temporal" and not recency_only else pool
-        if weight[name] > 0 and n > 0:
-            wanted[name] = min(n, size)
     tops: dict[str, Future[dict[str, float]] | dict[str, float]] = {}
     if "dense" in wanted:  # Chroma works while the local signals do
         tops["dense"] = in_background(dense.top, q, wanted["dense"])
@@ -102,76 +93,110 @@ def gather(
     for name, sig in signals.items():
         if name in wanted and name != "dense":
             tops[name] = sig.top(q, wanted[name])
-    proposed: dict[str, None] = dict.fromkeys(forced)
+    union: dict[str, None] = dict.fromkeys(forced)
+    proposed: dict[str, list[str]] = {}
     for name in signals:
         if name in tops:
             top = tops[name]
-            proposed.update(dict.fromkeys(top.result() if isinstance(top, Future) else top))
-    cand = list(proposed)
+            got = top.result() if isinstance(top, Future) else top
+            proposed[name] = sorted(got, key=lambda m, g=got: (-g[m], m))  # type: ignore[misc]
+            union.update(dict.fromkeys(proposed[name]))
+    cand = list(union)
     scores = {name: sig.score(q, cand) for name, sig in signals.items()}
-    return Candidates(q, k, cand, scores, indexes.graph_signal.explain(q, cand))
+    matched = indexes.graph_signal.explain(q, cand)
+    return Candidates(q, k, cand, scores, matched, proposed, size)
 
 
-def with_context(
+def search_table(
     cands: Candidates,
-    fused: dict[str, float],
-    w: Weights,
-    cfg: NoraxConfig,
     indexes: DerivedIndexes,
     dense: DenseSignal,
-) -> tuple[Candidates, dict[str, float]]:
-    """Context propagation (:mod:`norax_core.signals.context`), under the store's lock.
+    cfg: NoraxConfig,
+    vectors: Callable[[list[str]], Mapping[str, np.ndarray]],
+) -> tuple[Table, Extend]:
+    """The candidate table of one search, and how to add the context neighbours it asks for.
 
-    The neighbours of the best ``CONTEXT_SEEDS * k`` candidates join the pool, then every
-    memory borrows from its best-scoring neighbour.
+    The caller holds the store's lock while :func:`~norax_core.ranking.rank` runs.
+
+    Args:
+        cands: The search's candidates (:func:`gather`).
+        indexes: The store's derived indexes.
+        dense: The store's dense signal.
+        cfg: The search's configuration.
+        vectors: Stored embeddings of ids (those that still exist).
     """
     q = cands.query
     catalog = indexes.temporal
-    window, gap = cfg.context_window, cfg.context_gap_seconds
-    seeds = rank(fused, CONTEXT_SEEDS * cands.k)
-    # Neighbours among the memories the filter allows: an excluded one never takes a slot.
-    near = catalog.neighbours(q.namespace, seeds, window, gap, allowed=q.allowed)
-    known = set(cands.ids)
-    extra = [m for m in dict.fromkeys(n for s in seeds for n in near.get(s, ())) if m not in known]
-    if extra:
-        signals = signal_set(indexes, dense, cfg)
-        scores = {s: {**cands.signals[s], **signals[s].score(q, extra)} for s in SIGNALS}
-        matched = {**cands.matched, **indexes.graph_signal.explain(q, extra)}
-        cands = dataclasses.replace(
-            cands, ids=[*cands.ids, *extra], signals=scores, matched=matched
+    state = {"signals": cands.signals}
+
+    def table(ids: list[str]) -> Table:
+        rows = {m: r for r, m in enumerate(ids)}
+        n = len(ids)
+        got = state["signals"]
+        scores = np.array([[got[s].get(m, 0.0) for m in ids] for s in SIGNALS], dtype=np.float64)
+        proposed = np.full((len(SIGNALS), 1, n), NEVER, dtype=np.int32)
+        for i, s in enumerate(SIGNALS):
+            for p, m in enumerate(cands.proposed.get(s, ())):
+                proposed[i, 0, rows[m]] = p
+        tie = np.empty(n, dtype=np.int64)
+        tie[sorted(range(n), key=ids.__getitem__)] = np.arange(n)
+
+        def neighbours(window: int, gap: float) -> list[np.ndarray]:
+            near = catalog.neighbours(q.namespace, ids, window, gap, allowed=q.allowed)
+            return neighbour_slots(rows, near, ids, window, n)
+
+        def vecs(qs: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            want = [ids[r] for r in at[0].tolist()]
+            found = vectors(want)
+            dim = next((len(v) for v in found.values()), 1)
+            out = np.zeros((1, len(want), dim), dtype=np.float32)
+            present = np.zeros((1, len(want)), dtype=bool)
+            for j, m in enumerate(want):
+                if m in found:
+                    out[0, j], present[0, j] = found[m], True
+            return out, present
+
+        return Table(
+            scores=scores.reshape(len(SIGNALS), 1, n),
+            proposed=proposed,
+            valid=np.ones((1, n), dtype=bool),
+            tie=tie[None, :],
+            size=np.array([cands.size], dtype=np.int64),
+            created=np.array([catalog.created(q.namespace, ids)], dtype=np.float64),
+            neighbours=neighbours,
+            vectors=vecs,
+            ids=[ids],
         )
-        fused = fuse(cands.signals, cands.ids, w)
-    near = catalog.neighbours(q.namespace, cands.ids, window, gap, allowed=q.allowed)
-    return cands, propagate(fused, near, cfg.context_weight)
+
+    def extend(t: Table, wanted: np.ndarray) -> Table:
+        ids = t.ids[0] if t.ids is not None else []
+        seeds = [ids[r] for r in np.flatnonzero(wanted[0]).tolist()]
+        # neighbours among the memories the filter allows: an excluded one never takes a slot
+        near = catalog.neighbours(
+            q.namespace, seeds, cfg.context_window, cfg.context_gap_seconds, allowed=q.allowed
+        )
+        known = set(ids)
+        extra = [m for m in dict.fromkeys(x for s in seeds for x in near[s]) if m not in known]
+        if not extra:
+            return t
+        signals = signal_set(indexes, dense, cfg)
+        old = state["signals"]
+        state["signals"] = {s: {**old[s], **signals[s].score(q, extra)} for s in SIGNALS}
+        return table([*ids, *extra])  # existing rows keep their index
+
+    return table(sorted(cands.ids)), extend
 
 
-def with_latest_wins(
-    fused: dict[str, float],
-    cfg: NoraxConfig,
-    created: Callable[[list[str]], Sequence[float]],
-    vectors: Callable[[list[str]], Mapping[str, np.ndarray]],
-) -> dict[str, float]:
-    """The latest-wins rule (:mod:`norax_core.latest`) over the best candidates.
-
-    Args:
-        fused: Fused scores.
-        cfg: The search's configuration.
-        created: Creation times of ids (NaN for a memory deleted meanwhile).
-        vectors: Stored embeddings of the ids that still exist.
-    """
-    top = rank(fused, cfg.latest_wins_depth)
-    times = created(top)
-    vecs = vectors(top)
-    # A memory deleted meanwhile has no vector or time: it is left out of the comparison.
-    keep = [i for i, m in enumerate(top) if m in vecs and not np.isnan(times[i])]
-    top = [top[i] for i in keep]
-    if len(top) < 2:
-        return fused
-    return latest_wins(
-        fused,
-        top,
-        [times[i] for i in keep],
-        pair_cosines(np.stack([vecs[m] for m in top])),
-        cfg.latest_wins_similarity,
-        cfg.latest_wins_weight,
-    )
+def neighbour_slots(
+    rows_of: Mapping[str, int],
+    near: Mapping[str, tuple[str, ...]],
+    ids: list[str],
+    window: int,
+    pad: int,
+) -> list[np.ndarray]:
+    """One query's neighbour slots (see :data:`Neighbours`) from ``{id: neighbour ids}``."""
+    out = np.full((2 * window, 1, pad), pad, dtype=np.int64)
+    for r, m in enumerate(ids):
+        found = [rows_of[x] for x in near.get(m, ()) if x in rows_of]
+        out[: len(found), 0, r] = found
+    return list(out)

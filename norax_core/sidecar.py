@@ -22,12 +22,19 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+"""Bumped when the rows change meaning; a sidecar of another version is rebuilt from Chroma
+(2: ``seq``, the write sequence number)."""
 
 
 @dataclass(frozen=True)
 class IndexRow:
-    """What the derived indexes know of one memory."""
+    """What the derived indexes know of one memory.
+
+    ``seq`` is its write sequence number (:func:`norax_core.batch.sequence_numbers`): the
+    order among memories that share ``created_at``; 0 for memories written before Norax kept
+    one (they fall back to id order).
+    """
 
     id: str
     namespace: str
@@ -35,6 +42,7 @@ class IndexRow:
     created_at: float
     tokens: tuple[str, ...]
     entities: tuple[str, ...]
+    seq: int = 0
 
 
 class Sidecar:
@@ -60,6 +68,9 @@ class Sidecar:
                 " kind TEXT NOT NULL, created_at REAL NOT NULL, tokens TEXT NOT NULL,"
                 " entities TEXT NOT NULL)"
             )
+            columns = {r[1] for r in self._conn.execute("PRAGMA table_info(memories)")}
+            if "seq" not in columns:  # a version 1 sidecar: load() rebuilds its rows
+                self._conn.execute("ALTER TABLE memories ADD COLUMN seq INTEGER NOT NULL DEFAULT 0")
             self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
             )
@@ -106,7 +117,9 @@ class Sidecar:
         with self._lock, self._tx():
             self._conn.executemany("DELETE FROM pending WHERE id = ?", [(r.id,) for r in rows])
             self._conn.executemany(
-                "INSERT OR REPLACE INTO memories VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO memories"
+                " (id, namespace, kind, created_at, tokens, entities, seq)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         r.id,
@@ -115,6 +128,7 @@ class Sidecar:
                         r.created_at,
                         json.dumps(r.tokens, ensure_ascii=False),
                         json.dumps(r.entities, ensure_ascii=False),
+                        r.seq,
                     )
                     for r in rows
                 ],
@@ -141,14 +155,16 @@ class Sidecar:
         while True:
             with self._lock:
                 chunk = self._conn.execute(
-                    "SELECT id, namespace, kind, created_at, tokens, entities FROM memories"
+                    "SELECT id, namespace, kind, created_at, tokens, entities, seq FROM memories"
                     " WHERE id > ? ORDER BY id LIMIT ?",
                     (last, batch),
                 ).fetchall()
             if not chunk:
                 return
-            for mid, ns, kind, ts, tok, ent in chunk:
-                yield IndexRow(mid, ns, kind, ts, tuple(json.loads(tok)), tuple(json.loads(ent)))
+            for mid, ns, kind, ts, tok, ent, seq in chunk:
+                yield IndexRow(
+                    mid, ns, kind, ts, tuple(json.loads(tok)), tuple(json.loads(ent)), seq
+                )
             last = chunk[-1][0]
 
 

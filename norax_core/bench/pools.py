@@ -1,10 +1,12 @@
 """Scored candidate pools: query a store once, then rank it under many weightings.
 
-A :class:`Pool` holds, for one query, every candidate any signal proposed with all four
+A :class:`Pool` holds, for one query, every memory of the searched namespace with all four
 signal scores, plus what is needed to re-derive other settings without querying again:
-memory ages and kinds (temporal decay constants), and each signal's own ranking (candidate
-pool sizes). :func:`rank_pool` then reproduces what :meth:`NoraxMemory.search` would return for
-any :class:`Weights` (a test pins that), using the engine's own fusion functions.
+memory ages and kinds (temporal decay constants), creation times, stored vectors.
+:func:`pool_table` turns pools into a :class:`~norax_core.ranking.Table` (each signal's
+proposals are its own ranking of the whole namespace, as its ``top`` gives them), and
+:func:`~norax_core.ranking.rank`, the function ``search`` calls, ranks it. :func:`rank_pool`
+is that call for one pool; a test checks it against ``search`` on full-size conversations.
 """
 
 from __future__ import annotations
@@ -16,13 +18,11 @@ import numpy as np
 
 from norax_core.config import NoraxConfig
 from norax_core.engine import NoraxMemory
-from norax_core.fusion import fuse, rank
-from norax_core.latest import latest_wins, pair_cosines
 from norax_core.models import DEFAULT_NAMESPACE, SIGNALS
-from norax_core.retrieval import CONTEXT_SEEDS
+from norax_core.ranking import Plan, Table, rank, signal_ranks
 from norax_core.signals.base import Query
 from norax_core.signals.bm25 import BM25Index, BM25Signal
-from norax_core.signals.context import neighbour_map, propagate
+from norax_core.signals.context import neighbour_map
 from norax_core.signals.temporal import SECONDS_PER_DAY, decay
 from norax_core.tokenize import Tokenizer
 from norax_core.weights import Weights
@@ -35,17 +35,13 @@ __all__ = [
     "add_bm25_variants",
     "build_pools",
     "pool_bm25",
+    "pool_table",
     "pool_temporal",
-    "proposals",
     "rank_pool",
 ]
 
 ALL_SIGNALS = Weights(1.0, 1.0, 1.0, 1.0, name="all")
 """Every signal on: the widest candidate pool."""
-
-_POSITIVE_ONLY = frozenset({"bm25", "graph"})
-"""Signals that propose only memories they score above zero (BM25 needs a shared term, the
-graph a shared entity); dense and temporal rank every memory."""
 
 
 @dataclass(frozen=True)
@@ -169,73 +165,109 @@ def pool_temporal(pool: Pool, config: NoraxConfig) -> np.ndarray:
     return decay(pool.age_days, taus)
 
 
-def proposals(signal: str, scores: np.ndarray, n: int) -> np.ndarray:
-    """Indices of the ``n`` candidates ``signal`` itself would propose, best first.
-
-    Ties go to the smaller id (index), as in the engine's BM25 and graph ``top``.
-    """
-    order = np.lexsort((np.arange(scores.size), -scores))
-    if signal in _POSITIVE_ONLY:
-        order = order[scores[order] > 0]
-    return order[:n]
-
-
 def rank_pool(pool: Pool, weights: Weights, k: int, config: NoraxConfig | None = None) -> list[str]:
     """The ids :meth:`NoraxMemory.search` returns for this query with ``weights`` and ``k``.
 
     Args:
-        pool: A pool built with every signal on and candidates at least as deep as the
-            search's own pool.
+        pool: A pool built with every signal on, holding the whole namespace.
         weights: Fusion weights; their ``params`` apply to ``config`` as in the engine.
-        k: Results wanted (``len(pool.ids)`` ranks the whole pool).
+        k: Results wanted (``pool.size`` ranks every candidate).
         config: Engine configuration (default: the one the pool was scored with).
     """
-    cfg = config or pool.config
-    if weights.params:
-        cfg = cfg.with_params(weights.params)
-    check_store_params(pool.config, cfg)
-    k = min(k, pool.size)
-    if k == 0:
-        return []
-    scores = pool.scores.copy()
-    scores[SIGNALS.index("temporal")] = pool_temporal(pool, cfg)
-    scores[SIGNALS.index("bm25")] = pool_bm25(pool, cfg)
-    n_pool = cfg.pool_size(k)
-    weight = weights.as_dict()
-    # As in the engine: beside other signals recency proposes a few of the newest memories,
-    # on its own a full pool.
-    recency_only = [s for s, v in weight.items() if v > 0] == ["temporal"]
-    chosen: set[int] = set()
-    for s, w in weight.items():
-        n = cfg.recency_candidates if s == "temporal" and not recency_only else n_pool
-        if w > 0 and n > 0:
-            chosen.update(proposals(s, scores[SIGNALS.index(s)], n).tolist())
-    cand = [pool.ids[i] for i in sorted(chosen)]
-    table = {s: {pool.ids[i]: float(scores[j, i]) for i in chosen} for j, s in enumerate(SIGNALS)}
-    fused = fuse(table, cand, weights)
-    if cfg.context_on:
-        fused = _context(pool, scores, cand, fused, weights, cfg, k)
-    if cfg.latest_on:
-        fused = _latest(pool, fused, cfg)
-    return rank(fused, k)
+    base = config or pool.config
+    plan = Plan.of(weights, base)
+    cfg = base.with_params(weights.params) if weights.params else base
+    return rank(pool_table([pool], cfg), plan, k).ids(0)
 
 
-def _latest(pool: Pool, fused: dict[str, float], cfg: NoraxConfig) -> dict[str, float]:
-    """What :func:`~norax_core.retrieval.with_latest_wins` does, from the pool's stored vectors."""
-    if pool.vectors is None:
-        raise ValueError("latest wins needs pools with their vectors (build_pools keeps them)")
-    top = rank(fused, cfg.latest_wins_depth)
-    rows = [pool.index_of[m] for m in top]
-    if len(rows) < 2:
-        return fused
-    return latest_wins(
-        fused,
-        top,
-        pool.created_at[rows].tolist(),
-        pair_cosines(pool.vectors[rows]),
-        cfg.latest_wins_similarity,
-        cfg.latest_wins_weight,
+def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Table:
+    """The pools as one :class:`~norax_core.ranking.Table`, scored under ``config``.
+
+    Temporal scores follow ``config``'s decay constants and BM25 its ``k1`` and ``b`` (see
+    :func:`add_bm25_variants`); each signal's proposals are its own ranking of the pool.
+
+    Raises:
+        ValueError: ``config`` wants add-time parameters the pools' store was not built with.
+    """
+    if not pools:
+        raise ValueError("no pools to rank")
+    cfg = config or pools[0].config
+    for p in pools:
+        check_store_params(p.config, cfg)
+    q, n = len(pools), max(max(len(p.ids) for p in pools), 1)
+    scores = np.zeros((len(SIGNALS), q, n))
+    valid = np.zeros((q, n), dtype=bool)
+    created = np.zeros((q, n))
+    for i, p in enumerate(pools):
+        m = len(p.ids)
+        scores[:, i, :m] = p.scores
+        scores[SIGNALS.index("temporal"), i, :m] = pool_temporal(p, cfg)
+        scores[SIGNALS.index("bm25"), i, :m] = pool_bm25(p, cfg)
+        valid[i, :m] = True
+        created[i, :m] = p.created_at
+    proposed = np.stack([signal_ranks(scores[j], valid, None, s) for j, s in enumerate(SIGNALS)])
+    return Table(
+        scores=scores,
+        proposed=proposed,
+        valid=valid,
+        tie=None,  # pool ids are sorted
+        size=np.array([p.size for p in pools], dtype=np.int64),
+        created=created,
+        neighbours=PoolNeighbours(pools, n),
+        vectors=PoolVectors(pools, n),
+        ids=[p.ids for p in pools],
     )
+
+
+class PoolNeighbours:
+    """Neighbour slots of pools that hold whole namespaces (cached per window and gap)."""
+
+    def __init__(self, pools: Sequence[Pool], n: int) -> None:
+        self.pools, self.n = pools, n
+        self._cache: dict[tuple[int, float], list[np.ndarray]] = {}
+
+    def __call__(self, window: int, gap: float) -> list[np.ndarray]:
+        """See :data:`~norax_core.ranking.Neighbours`."""
+        hit = self._cache.get((window, gap))
+        if hit is not None:
+            return hit
+        if any(len(p.ids) < p.size for p in self.pools):
+            raise ValueError("context propagation needs pools that hold the whole namespace")
+        out = np.full((2 * window, len(self.pools), self.n), self.n, dtype=np.int64)
+        for i, p in enumerate(self.pools):
+            ordered, times = timeline(p)
+            row = p.index_of
+            for m, near in neighbour_map(ordered, times, window, gap).items():
+                out[: len(near), i, row[m]] = [row[x] for x in near]
+        self._cache[(window, gap)] = slots = list(out)
+        return slots
+
+
+class PoolVectors:
+    """The pools' stored vectors, each distinct array stacked once (pools share them)."""
+
+    def __init__(self, pools: Sequence[Pool], n: int) -> None:
+        self.ok = all(p.vectors is not None and len(p.vectors) == len(p.ids) for p in pools)
+        parts: list[np.ndarray] = []
+        start: dict[int, int] = {}
+        self.row = np.zeros((len(pools), n), dtype=np.int64)
+        offset = 0
+        for i, p in enumerate(pools):
+            if not self.ok or p.vectors is None:
+                break
+            if id(p.vectors) not in start:
+                start[id(p.vectors)] = offset
+                parts.append(p.vectors)
+                offset += len(p.vectors)
+            self.row[i, : len(p.ids)] = start[id(p.vectors)] + np.arange(len(p.ids))
+        self.table = np.concatenate(parts) if offset else np.zeros((1, 1), np.float32)
+
+    def __call__(self, qs: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """See :data:`~norax_core.ranking.Vectors`."""
+        if not self.ok:
+            raise ValueError("latest wins needs pools with their vectors (build_pools keeps them)")
+        at = np.take_along_axis(self.row[qs], rows, axis=1)
+        return self.table[at], np.ones(rows.shape, dtype=bool)
 
 
 def check_store_params(pooled: NoraxConfig, wanted: NoraxConfig) -> None:
@@ -255,40 +287,6 @@ def timeline(pool: Pool) -> tuple[list[str], list[float]]:
     """The pool's memories in time order, ties by id (the engine's neighbour order)."""
     order = sorted(range(len(pool.ids)), key=lambda i: (pool.created_at[i], pool.ids[i]))
     return [pool.ids[i] for i in order], [float(pool.created_at[i]) for i in order]
-
-
-def _context(
-    pool: Pool,
-    scores: np.ndarray,
-    cand: list[str],
-    fused: dict[str, float],
-    weights: Weights,
-    cfg: NoraxConfig,
-    k: int,
-) -> dict[str, float]:
-    """What :func:`~norax_core.retrieval.with_context` does, on a pool of the whole namespace.
-
-    Pools never carry a ``where`` filter, so every memory of the namespace may be a neighbour.
-    """
-    if len(pool.ids) < pool.size:
-        raise ValueError("context propagation needs pools that hold the whole namespace")
-    ordered, times = timeline(pool)
-    window, gap = cfg.context_window, cfg.context_gap_seconds
-    seeds = rank(fused, CONTEXT_SEEDS * k)
-    near = neighbour_map(ordered, times, window, gap, wanted=seeds)
-    known = set(cand)
-    extra = [m for m in dict.fromkeys(n for s in seeds for n in near[s]) if m not in known]
-    if extra:
-        cand = cand + extra
-        rows = [pool.index(m) for m in cand]
-        table = {
-            s: {m: float(scores[j, r]) for m, r in zip(cand, rows, strict=True) if r is not None}
-            for j, s in enumerate(SIGNALS)
-        }
-        fused = fuse(table, cand, weights)
-    return propagate(
-        fused, neighbour_map(ordered, times, window, gap, wanted=cand), cfg.context_weight
-    )
 
 
 def build_pools(

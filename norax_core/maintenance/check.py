@@ -3,7 +3,8 @@
 Chroma holds the truth; the sidecar rows and the in-memory BM25, temporal, graph and id
 catalog indexes are derived from it. :func:`check_store` compares them, namespace by
 namespace: the ids every source holds, and (``deep``) whether each sidecar row still
-matches what Chroma's record derives (namespace, kind, time, tokens, entities).
+matches what Chroma's record derives (namespace, kind, time, tokens, entities, write
+sequence number).
 :func:`repair_store` re-derives what disagrees.
 """
 
@@ -181,7 +182,8 @@ def check_store(memory: NoraxMemory, *, deep: bool = True) -> CheckReport:
     Args:
         memory: An open store.
         deep: Also compare each sidecar row's namespace, kind, time, tokens and entities
-            with what Chroma's record derives; otherwise compare ids only.
+            (and write sequence number) with what Chroma's record derives; otherwise compare
+            ids only.
 
     Returns:
         The report; ``report.ok`` tells whether everything agrees.
@@ -302,6 +304,8 @@ def _differences(a: IndexRow, b: IndexRow) -> tuple[str, ...]:
     if not math.isclose(a.created_at, b.created_at, rel_tol=1e-15, abs_tol=1e-6):
         out.append("created_at")
     out += [f for f in ("tokens", "entities") if tuple(getattr(a, f)) != tuple(getattr(b, f))]
+    if a.seq != b.seq:
+        out.append("seq")
     return tuple(out)
 
 

@@ -13,9 +13,10 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from norax_core.indexes import chroma_pages
+from norax_core.indexes import CHROMA_PAGE, chroma_pages
+from norax_core.models import DEFAULT_NAMESPACE
 
 if TYPE_CHECKING:
     from norax_core.engine import NoraxMemory
@@ -26,9 +27,12 @@ __all__ = ["export_jsonl", "import_jsonl"]
 def export_jsonl(memory: NoraxMemory, path: str | Path, *, namespace: str | None = None) -> int:
     """Write every memory (or one namespace's) to a JSONL file; returns how many.
 
-    The file is written next to its destination and renamed into place, so an interrupted
-    export never leaves a truncated file under the final name. Runs under the store's lock
-    (writes wait), so the file is one consistent snapshot.
+    Memories are written namespace by namespace in conversation order (time, then the order
+    they were written in, then id), so an import, which numbers them in file order, keeps
+    the order of memories that share a time. The file is written next to its destination and
+    renamed into place, so an interrupted export never leaves a truncated file under the
+    final name. Runs under the store's lock (writes wait), so the file is one consistent
+    snapshot.
     """
     from norax_core import validation as check
     from norax_core.engine import _memory_from_record
@@ -42,11 +46,24 @@ def export_jsonl(memory: NoraxMemory, path: str | Path, *, namespace: str | None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out, memory._lock:
             where = {NAMESPACE_KEY: ns} if ns is not None else None
-            for got in chroma_pages(memory._collection, ["documents", "metadatas"], where):
-                for mid, doc, meta in zip(
-                    got["ids"], got["documents"], got["metadatas"], strict=True
-                ):
-                    m = _memory_from_record(mid, doc, dict(meta or {}))
+            keys = sorted(
+                _order_key(mid, dict(meta or {}))
+                for got in chroma_pages(memory._collection, ["metadatas"], where)
+                for mid, meta in zip(got["ids"], got["metadatas"], strict=True)
+            )
+            order = [k[-1] for k in keys]
+            for start in range(0, len(order), CHROMA_PAGE):
+                got = memory._collection.get(
+                    ids=order[start : start + CHROMA_PAGE], include=["documents", "metadatas"]
+                )
+                records = {
+                    mid: _memory_from_record(mid, doc, dict(meta or {}))
+                    for mid, doc, meta in zip(
+                        got["ids"], got["documents"], got["metadatas"], strict=True
+                    )
+                }
+                for mid in order[start : start + CHROMA_PAGE]:
+                    m = records[mid]
                     rec = {
                         "id": m.id,
                         "text": m.text,
@@ -64,6 +81,16 @@ def export_jsonl(memory: NoraxMemory, path: str | Path, *, namespace: str | None
         Path(tmp).unlink(missing_ok=True)
         raise
     return n
+
+
+def _order_key(mid: str, meta: dict[str, Any]) -> tuple[str, float, int, str]:
+    """Where a Chroma record sorts in an export: namespace, then conversation order."""
+    from norax_core.batch import CREATED_KEY, SEQ_KEY
+    from norax_core.engine import _seq
+    from norax_core.signals.dense import NAMESPACE_KEY
+
+    ns = str(meta.get(NAMESPACE_KEY, DEFAULT_NAMESPACE))
+    return ns, float(meta.get(CREATED_KEY, 0.0)), _seq(meta.get(SEQ_KEY)), mid
 
 
 def import_jsonl(memory: NoraxMemory, path: str | Path, *, progress: bool = False) -> int:

@@ -6,11 +6,17 @@ words. With context propagation each memory's fused score gains a share of its b
 neighbour's: the ``window`` memories just before and after it in the same namespace, in
 time order, not separated by more than ``gap`` seconds (a session boundary).
 
-Both functions are pure; the engine and the benchmark harness call the same ones.
+Both functions are pure. :func:`norax_core.ranking.rank` (what search, the benchmarks and the
+fitter call) propagates on arrays of many queries at once; :func:`propagate` is its plain
+reference (``tests/unit/test_ranking.py`` checks them equal).
 
 The same idea at add time: with ``embed_context`` a memory is embedded together with the
 memories just before it (:func:`preceding`, :func:`embedding_text`), so a short reply carries
 its context into the dense signal too.
+
+"In time order" is conversation order: memories that share a creation time (a session's
+turns added in one call with one time) follow the order they were written in, their write
+sequence number ``seq``, then their ids.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ def neighbour_map(
     """Each memory's neighbours: up to ``window`` on each side within the same session.
 
     Args:
-        ordered: A namespace's memory ids in time order (ties by id).
+        ordered: A namespace's memory ids in conversation order.
         times: Their creation times, epoch seconds, aligned with ``ordered``.
         window: Neighbours on each side.
         gap: Consecutive memories further apart than this many seconds belong to different
@@ -105,7 +111,7 @@ def preceding(
     """Up to ``before`` memories just before each wanted one, within its session.
 
     Args:
-        ordered: Memory ids in time order (ties by id), the wanted ones among them.
+        ordered: Memory ids in conversation order, the wanted ones among them.
         times: Their creation times, epoch seconds, aligned with ``ordered``.
         wanted: Ids to map (each must be in ``ordered``).
         before: How many predecessors at most.
@@ -124,7 +130,8 @@ def batch_preceding(
     ids: Sequence[str],
     times: Sequence[float],
     spaces: Sequence[str],
-    timeline: Callable[[str], tuple[Sequence[str], Sequence[float]]],
+    seqs: Sequence[int],
+    timeline: Callable[[str], tuple[Sequence[str], Sequence[float], Sequence[int]]],
     before: int,
     gap: float,
 ) -> dict[str, tuple[str, ...]]:
@@ -134,44 +141,67 @@ def batch_preceding(
         ids: The batch's ids (distinct).
         times: Their creation times.
         spaces: Their namespaces.
-        timeline: A namespace's stored ids in time order (ties by id) and their times.
+        seqs: Their write sequence numbers (order among memories sharing a time).
+        timeline: A namespace's stored ids in conversation order, their times and seqs.
         before: How many predecessors at most (:func:`preceding`).
         gap: Session gap, seconds.
 
     Returns:
         ``{id: predecessor ids, oldest first}``; a stored memory the batch replaces (same
-        id) counts with the batch's time, not its stored one.
+        id) counts with the batch's time and seq, not its stored ones.
     """
     batch = set(ids)
     out: dict[str, tuple[str, ...]] = {}
     for ns in dict.fromkeys(spaces):
         mine = [i for i, s in enumerate(spaces) if s == ns]
-        ordered, stamps = timeline(ns)
-        known = {ids[i]: times[i] for i in mine}
+        ordered, stamps, order = timeline(ns)
+        known = {ids[i]: (times[i], seqs[i]) for i in mine}
         for i in mine:
             # the `before` stored memories just before it are enough: any nearer predecessor
             # is in the batch
-            j = bisect_left(stamps, times[i])
-            while j < len(stamps) and stamps[j] == times[i] and ordered[j] < ids[i]:
-                j += 1
+            j = _after(ordered, stamps, order, times[i], seqs[i], ids[i], inclusive=False)
             taken = 0
             while j > 0 and taken < before:
                 j -= 1
                 if ordered[j] not in batch:
-                    known.setdefault(ordered[j], stamps[j])
+                    known.setdefault(ordered[j], (stamps[j], order[j]))
                     taken += 1
-        merged = sorted(known, key=lambda m: (known[m], m))
+        merged = sorted(known, key=lambda m: (*known[m], m))
         out.update(
-            preceding(merged, [known[m] for m in merged], [ids[i] for i in mine], before, gap)
+            preceding(merged, [known[m][0] for m in merged], [ids[i] for i in mine], before, gap)
         )
     return out
+
+
+def _after(
+    ordered: Sequence[str],
+    stamps: Sequence[float],
+    order: Sequence[int],
+    t: float,
+    seq: int,
+    mid: str,
+    *,
+    inclusive: bool,
+) -> int:
+    """Index of the first stored memory after ``(t, seq, mid)`` in conversation order.
+
+    With ``inclusive``, the stored memory ``mid`` itself counts as before.
+    """
+    j = bisect_left(stamps, t)
+    while j < len(stamps) and stamps[j] == t:
+        key = (order[j], ordered[j])
+        if key > (seq, mid) or (key == (seq, mid) and not inclusive):
+            break
+        j += 1
+    return j
 
 
 def following(
     ids: Sequence[str],
     times: Sequence[float],
     spaces: Sequence[str],
-    timeline: Callable[[str], tuple[Sequence[str], Sequence[float]]],
+    seqs: Sequence[int],
+    timeline: Callable[[str], tuple[Sequence[str], Sequence[float], Sequence[int]]],
     before: int,
     gap: float,
     exclude: Collection[str],
@@ -180,8 +210,8 @@ def following(
 
     When memories are written at ``times`` (or leave those times: an upsert's old version, a
     delete), the memories just after them in their session see a different context. For each
-    id this walks the namespace's stored timeline forward from its time, over memories not in
-    ``exclude``, and takes up to ``before`` of them while consecutive steps stay within
+    id this walks the namespace's stored timeline forward from its place, over memories not
+    in ``exclude``, and takes up to ``before`` of them while consecutive steps stay within
     ``gap``. A memory it misses (a step across a gap that another written memory bridges) is
     found from that other memory, which is nearer to it; a few found ones may keep their
     context (a gap closed by a memory that left), which only costs an identical re-embedding.
@@ -190,7 +220,8 @@ def following(
         ids: The memories written or removed.
         times: The times they are written at, or leave from.
         spaces: Their namespaces.
-        timeline: A namespace's stored ids in time order (ties by id) and their times.
+        seqs: Their write sequence numbers.
+        timeline: A namespace's stored ids in conversation order, their times and seqs.
         before: ``embed_context``.
         gap: Session gap, seconds.
         exclude: Ids that are not followers (the written and removed ones).
@@ -200,13 +231,11 @@ def following(
     """
     out: dict[str, None] = {}
     for ns in dict.fromkeys(spaces):
-        ordered, stamps = timeline(ns)
-        for mid, t, space in zip(ids, times, spaces, strict=True):
+        ordered, stamps, order = timeline(ns)
+        for mid, t, space, seq in zip(ids, times, spaces, seqs, strict=True):
             if space != ns:
                 continue
-            j = bisect_left(stamps, t)
-            while j < len(stamps) and stamps[j] == t and ordered[j] <= mid:
-                j += 1
+            j = _after(ordered, stamps, order, t, seq, mid, inclusive=True)
             last, taken = t, 0
             while j < len(stamps) and taken < before:
                 if ordered[j] not in exclude:

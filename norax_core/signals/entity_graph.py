@@ -6,16 +6,35 @@ whose weight counts such memories, and an inverted index maps each entity to its
 Namespaces share nothing (ids, counts, IDF, edges, communities, caches), so writes to one can
 never change a score in another.
 
-Community policy. Louvain (networkx, fixed seed) partitions each namespace's graph. Between
+Community policy. Louvain (:func:`louvain_communities`: igraph's C implementation, fixed
+seed) partitions each namespace's graph. Between
 runs, an entity seen for the first time joins the community it has the most edge weight to
 (a new one if none) when the namespace is next read; removed entities just leave. Every add,
 replace or remove of a memory is one change; once a namespace's changes since its last run
-exceed ``refresh_fraction`` (10 %) of its memories, its next read (a query or
-:meth:`EntityGraph.communities`) reruns Louvain for that namespace only. A rebuilt graph thus
-runs Louvain once, at its first query, unless :meth:`EntityGraph.load_state_dict` supplied
-communities saved for the identical graph (same fingerprint). networkx's Louvain is pure Python
-(seconds for 10^5 edges), so it runs on the ``louvain_max_edges`` heaviest edges only; entities
-left out are then placed like new ones. :meth:`EntityGraph.refresh` runs it off the query path.
+exceed ``refresh_fraction`` (10 %) of its memories, its next read reruns Louvain for that
+namespace only. It runs on the ``louvain_max_edges`` heaviest edges only (networkx's
+pure-Python Louvain, the fallback, takes seconds for 10^5 edges); entities left out are then
+placed like new ones.
+
+Off the query path. A namespace with at least ``background_min_edges`` edges is recomputed in
+the graph's worker thread: the read that finds it stale copies the outer adjacency (a C-level
+list copy, about a millisecond at 10^5 memories) and goes on with the communities it has; the
+worker builds the Louvain graph and partition and hands back a community per entity id; the
+next read adopts it (a swap of one array) and places the entities that appeared or went since
+the copy like new ones. A query thus never waits for Louvain, nor for the lock: the worker
+takes none that a query holds. Staleness is bounded: the communities a query uses come from a
+run started when the namespace last passed ``refresh_fraction`` of changes, at most one run
+(seconds) old, plus the placement of every entity seen since. Smaller namespaces (milliseconds)
+are recomputed inline, so their scores never depend on thread timing. :meth:`EntityGraph.refresh`
+and :meth:`EntityGraph.communities` are synchronous; :meth:`EntityGraph.close` stops the worker.
+A rebuilt graph thus runs Louvain once, after its first query, unless
+:meth:`EntityGraph.load_state_dict` supplied communities saved for the identical graph (same
+fingerprint).
+
+Query entities. A query's entities only count if they are nodes of the namespace's graph, so
+:meth:`EntityGraph.match_query` finds them without a model: it matches the query's word
+n-grams, normalised like stored entities, against the graph's vocabulary (see
+:func:`match_query`).
 
 The graph is derived data, rebuilt from ``(namespace, id, entities)`` triples with
 :meth:`EntityGraph.add_many`.
@@ -24,15 +43,69 @@ The graph is derived data, rebuilt from ``(namespace, id, entities)`` triples wi
 from __future__ import annotations
 
 import hashlib
+import logging
+import queue
+import re
+import threading
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import combinations, count
 from typing import Any
 
 import networkx as nx
 import numpy as np
 
-__all__ = ["EntityGraph", "NamespaceGraph"]
+from norax_core.entities import find_code_identifiers, normalize_entity
+
+__all__ = [
+    "CommunityFn",
+    "EntityGraph",
+    "NamespaceGraph",
+    "louvain_communities",
+    "singular_forms",
+    "match_query",
+]
+
+logger = logging.getLogger(__name__)
+
+CommunityFn = Callable[[nx.Graph, int], Iterable[Iterable[str]]]
+"""Partitions a weighted graph (nodes are entity names) given a seed: ``(graph, seed) ->
+groups of names``."""
+
+_IGRAPH_LOCK = threading.Lock()  # igraph's random generator is global
+
+
+def louvain_communities(graph: nx.Graph, seed: int) -> list[set[str]]:
+    """Louvain communities of ``graph`` (edge attribute ``weight``), deterministic for a seed.
+
+    Runs igraph's C implementation (``community_multilevel``) when igraph is installed, else
+    networkx's pure-Python one. On the same graphs igraph is several times faster (3.6 x and
+    9 x on the two graphs of ``benchmarks/results/communities.json``) with the same modularity;
+    the partitions of the two differ in detail (each is deterministic for a seed and a graph).
+    """
+    try:
+        import igraph
+    except ImportError:  # pragma: no cover - igraph is a core dependency
+        return list(nx.community.louvain_communities(graph, weight="weight", seed=seed))
+    import random
+
+    nodes = list(graph.nodes)
+    index = {name: i for i, name in enumerate(nodes)}
+    edges = list(graph.edges(data="weight", default=1.0))
+    g = igraph.Graph(n=len(nodes), edges=[(index[u], index[v]) for u, v, _ in edges])
+    g.es["weight"] = [float(w) for _, _, w in edges]
+    with _IGRAPH_LOCK:
+        igraph.set_random_number_generator(random.Random(seed))
+        try:
+            membership = g.community_multilevel(weights="weight").membership
+        finally:
+            igraph.set_random_number_generator(random)
+    groups: dict[int, set[str]] = {}
+    for name, c in zip(nodes, membership, strict=True):
+        groups.setdefault(c, set()).add(name)
+    return list(groups.values())
+
 
 STATE_VERSION = 1
 LOUVAIN_SEED = 42
@@ -40,6 +113,172 @@ MAX_EDGE_ENTITIES = 64
 """Only the first this many entities of a memory get co-occurrence edges (bounds one huge
 text at 2,016 edges); all of them are still indexed."""
 _CLOCK = count(1)  # versions unique across spaces: a recreated namespace misses the cache
+BACKGROUND_MIN_EDGES = 2_000
+"""Namespaces with at least this many edges recompute communities in the worker thread."""
+
+
+MAX_QUERY_WORDS = 6
+"""Query n-grams longer than this many words are not matched (nor longer than the namespace's
+longest entity)."""
+_WORD_RE = re.compile(r"\S+")
+_EDGE = " \t\n\"'`()[]{}<>,;:!?.*~|\\/-\u2013\u2014\u2026"
+_PARTS_RE = re.compile(r"[-/]")
+
+
+_IRREGULAR = {
+    "children": "child",
+    "men": "man",
+    "women": "woman",
+    "feet": "foot",
+    "teeth": "tooth",
+    "mice": "mouse",
+    "geese": "goose",
+    "people": "person",
+}
+_NOT_PLURAL = ("ss", "us", "is", "news", "series", "species")
+# A lowercase query word right after one of these is read as a verb ("to implement", "can you
+# list", "did I start"), as spaCy would tag it: not an entity of the query.
+_VERB_CONTEXT = frozenset(
+    [
+        "to",
+        "i",
+        "you",
+        "we",
+        "they",
+        "he",
+        "she",
+        "it",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "shall",
+        "might",
+        "must",
+        "do",
+        "does",
+        "did",
+        "don't",
+        "didn't",
+        "not",
+        "please",
+        "let's",
+        "me",
+        "us",
+    ]
+)
+
+
+def singular_forms(word: str) -> list[str]:
+    """Candidate singulars of an English plural, most likely first (``[]`` if none).
+
+    Stored common nouns are lemmatised by spaCy ("wallets" -> ``wallet``); a query is not,
+    so the matcher tries these for the last word of an n-gram.
+
+    Examples:
+        >>> singular_forms("batteries"), singular_forms("glasses"), singular_forms("hoodies")
+        (['battery', 'batterie'], ['glasse', 'glass'], ['hoody', 'hoodie'])
+        >>> singular_forms("children"), singular_forms("boss"), singular_forms("cat")
+        (['child'], [], [])
+    """
+    if word in _IRREGULAR:
+        return [_IRREGULAR[word]]
+    if len(word) < 4 or not word.endswith("s") or word.endswith(_NOT_PLURAL):
+        return []
+    out = [word[:-3] + "y"] if word.endswith("ies") and len(word) > 4 else []
+    out.append(word[:-1])
+    if word.endswith(("sses", "shes", "ches", "xes", "zes", "oes")):
+        out.append(word[:-2])
+    return out
+
+
+def match_query(text: str, space: NamespaceGraph) -> list[str]:
+    """The entities of ``space`` that a query names, in query order, without a model.
+
+    The query's code identifiers (the same regexes as at write time) are looked up first;
+    then its whitespace-separated word n-grams, longest first (at most the namespace's longest
+    entity, and :data:`MAX_QUERY_WORDS`), each normalised with
+    :func:`~norax_core.entities.normalize_entity` and looked up with its last word made
+    singular where the graph has that form (:meth:`NamespaceGraph.lookup`), as spaCy
+    lemmatises stored nouns. A matched n-gram's words are not matched again ("New York" does
+    not also give ``york``), except a word the graph links to the whole name: written entities
+    of a person's full name also yield its parts ("colby smith", ``colby``, ``smith``), and so
+    does the match. A hyphenated or slashed word that matches nothing as a whole is tried part
+    by part ("wallet-related" -> ``wallet``).
+
+    Two rules stand in for the part-of-speech tags spaCy uses at write time, for single
+    lowercase words only (names and identifiers always count): a word right after "to", a
+    pronoun or an auxiliary is a verb ("how to *implement*", "can you *list*"), a word in
+    "-ed" is a participle ("the *updated* deadline"), and a word right before another matched
+    word is a modifier of that noun ("*new* columns", "*security* features"), like the compound
+    modifiers write-time extraction skips. For the same reason a lowercase compound that is a
+    node ("weather app") counts by its head (``app``) when the graph has it.
+
+    Every result is a node of the graph, so the graph signal scores exactly as if a model had
+    found them; what a model would have found that is not in the graph never counts anyway.
+    Cost: a few dictionary look-ups per n-gram (tens of microseconds for a question).
+
+    Examples:
+        >>> g = EntityGraph()
+        >>> g.add_many("ns", [("a", ["colby smith", "colby", "wallet"]), ("b", ["new york"])])
+        >>> g.match_query("ns", "Did Colby Smith fly to New York with the wallets?")
+        ['colby smith', 'colby', 'new york', 'wallet']
+    """
+    found: list[tuple[int, str]] = []
+    words = [(m.start(), m.end(), m.group()) for m in _WORD_RE.finditer(text)]
+    used = bytearray(len(words))
+    for start, end, entity in find_code_identifiers(text):
+        for name in space.lookup(entity):
+            found.append((start, name))
+        for i, (ws, we, _) in enumerate(words):
+            if ws < end and start < we:
+                used[i] = 2
+    single: dict[int, list[str]] = {}  # lowercase one-word matches, by word index
+    for n in range(min(space.max_words(), MAX_QUERY_WORDS, len(words)), 0, -1):
+        for i in range(len(words) - n + 1):
+            if any(used[i : i + n]):
+                continue
+            candidate = normalize_entity(" ".join(w for _, _, w in words[i : i + n]))
+            if candidate.count(" ") + 1 < n:
+                continue  # "the wallet": tried again without its determiner, as one word
+            names = space.lookup(candidate) if candidate else ()
+            if not names:
+                continue
+            used[i : i + n] = b"\x01" * n
+            if n == 1 and words[i][2].islower():
+                single[i] = list(names)
+                continue
+            # A lowercase compound ("weather app") counts by its head noun, as write-time
+            # extraction reads compounds; a capitalised name counts whole, with the parts the
+            # graph links to it ("Colby Smith": ``colby smith``, ``colby``, ``smith``).
+            lower = n > 1 and all(w.islower() for _, _, w in words[i : i + n])
+            for name in names:
+                if lower:
+                    head = space.lookup(name.rpartition(" ")[2])
+                    found.extend((words[i][0], h) for h in head)
+                    continue
+                found.append((words[i][0], name))
+                if n > 1:
+                    found.extend(
+                        (words[i][0], part)
+                        for part in name.split(" ")
+                        if part != name and space.linked(name, part)
+                    )
+    for i, found_names in single.items():
+        raw = words[i][2]
+        before = words[i - 1][2].lower().strip(_EDGE) if i else ""
+        modifier = i + 1 < len(words) and used[i + 1] == 1 and raw[-1:].isalnum()
+        participle = len(raw) > 4 and raw.endswith("ed") and not raw.endswith("eed")
+        if before in _VERB_CONTEXT or modifier or participle:
+            continue
+        found.extend((words[i][0], name) for name in found_names)
+    for i, (start, _, word) in enumerate(words):
+        if not used[i] and _PARTS_RE.search(word):
+            for part in _PARTS_RE.split(word):
+                candidate = normalize_entity(part)
+                found.extend((start, name) for name in space.lookup(candidate) if candidate)
+    return list(dict.fromkeys(e for _, e in sorted(found, key=lambda f: f[0])))
 
 
 def _memory_hash(memory_id: str, entities: Sequence[str]) -> int:
@@ -61,6 +300,7 @@ class NamespaceGraph:
         self.row_tie = np.zeros(64, np.int64)  # row -> crc32 of the id: content-based tie-break
         self.free_rows: list[int] = []
         self.eid: dict[str, int] = {}  # entity -> id
+        self.lengths: dict[int, int] = {}  # words per entity -> how many entities
         self.names: list[str] = []  # id -> entity ("" when free)
         self.free_eids: list[int] = []
         self.counts: list[int] = []  # id -> memories mentioning it
@@ -76,6 +316,9 @@ class NamespaceGraph:
         self.unplaced: set[int] = set()
         self.next_comm = 0
         self.changes = 0  # memory writes since the last Louvain run
+        self.edges = 0  # co-occurrence edges
+        self.generation = 0  # Louvain runs adopted (a background result of an older one is void)
+        self.touched: set[int] | None = None  # entity ids (re)used or freed since a snapshot
         self.fingerprint = 0  # XOR of the memories' hashes: equal graphs, equal prints
         self.version = next(_CLOCK)
 
@@ -97,6 +340,10 @@ class NamespaceGraph:
                 self.tie = np.concatenate([self.tie, np.zeros(e, np.int64)])
                 self.comm = np.concatenate([self.comm, np.full(e, -1, np.int64)])
         self.eid[name] = e
+        if self.touched is not None:
+            self.touched.add(e)
+        words = name.count(" ") + 1
+        self.lengths[words] = self.lengths.get(words, 0) + 1
         self.tie[e] = zlib.crc32(name.encode("utf-8", "surrogatepass"))
         self.post[e] = set()
         self.adj[e] = {}
@@ -147,6 +394,9 @@ class NamespaceGraph:
             self.post_arr.pop(e, None)
             self.mask_arr.pop(e, None)
             if not self.post[e]:
+                if self.touched is not None:
+                    self.touched.add(e)
+                self._forget_name(e)
                 del self.post[e], self.adj[e], self.eid[self.names[e]]
                 self.adj_arr.pop(e, None)
                 self.unplaced.discard(e)
@@ -156,15 +406,24 @@ class NamespaceGraph:
         self._changed()
         return True
 
+    def _forget_name(self, e: int) -> None:
+        words = self.names[e].count(" ") + 1
+        self.lengths[words] -= 1
+        if not self.lengths[words]:
+            del self.lengths[words]
+
     def _link(self, ents: tuple[int, ...], delta: int) -> None:
         adj = self.adj
         linked = ents[:MAX_EDGE_ENTITIES]
         for a, b in combinations(linked, 2):
             w = adj[a].get(b, 0) + delta
             if w:
+                if w == delta:
+                    self.edges += 1
                 adj[a][b] = adj[b][a] = w
             else:
                 del adj[a][b], adj[b][a]
+                self.edges -= 1
         if len(linked) > 1:
             for e in linked:
                 self.adj_arr.pop(e, None)
@@ -213,6 +472,30 @@ class NamespaceGraph:
             self.adj_arr[e] = arrs
         return arrs
 
+    def lookup(self, candidate: str) -> tuple[str, ...]:
+        """The node ``candidate`` names, ``()`` if none.
+
+        That is its last word's singular if the graph has that form (spaCy lemmatises stored
+        nouns), else ``candidate`` itself.
+        """
+        head, _, last = candidate.rpartition(" ")
+        for form in singular_forms(last):
+            name = f"{head} {form}" if head else form
+            if name in self.eid:
+                return (name,)
+            if not head and not normalize_entity(form):
+                return ()  # the plural of a stop word ("ways")
+        return (candidate,) if candidate in self.eid else ()
+
+    def linked(self, a: str, b: str) -> bool:
+        """Whether entities ``a`` and ``b`` share a memory (co-occurrence edge)."""
+        ea, eb = self.eid.get(a), self.eid.get(b)
+        return ea is not None and eb is not None and eb in self.adj[ea]
+
+    def max_words(self) -> int:
+        """Words in the namespace's longest entity (0 when it has none)."""
+        return max(self.lengths, default=0)
+
     def communities(self) -> dict[str, int]:
         """Entity -> community id, as placed so far."""
         return {self.names[e]: int(self.comm[e]) for e in self.post}
@@ -223,17 +506,8 @@ class NamespaceGraph:
         """Put unplaced entities, in name order, in their strongest neighbour's community."""
         if not self.unplaced:
             return
-        for e in sorted(self.unplaced, key=self.names.__getitem__):
-            pull: dict[int, int] = {}
-            for nb, w in self.adj[e].items():
-                c = int(self.comm[nb])
-                if c >= 0:
-                    pull[c] = pull.get(c, 0) + w
-            if pull:
-                self.comm[e] = min(pull, key=lambda c: (-pull[c], c))
-            else:
-                self.comm[e] = self.next_comm
-                self.next_comm += 1
+        order = sorted(self.unplaced, key=self.names.__getitem__)
+        self.next_comm = _place(order, self.adj, self.comm, self.next_comm)
         self.unplaced.clear()
         self.version = next(_CLOCK)
 
@@ -249,20 +523,107 @@ class NamespaceGraph:
                     self.comm[e] = cid
                     self.unplaced.discard(e)
         self.next_comm = len(ordered)
+        self.generation += 1
         self.place()
         self.version = next(_CLOCK)
 
-    def louvain(self, seed: int, max_edges: int) -> None:
+    def louvain(self, seed: int, max_edges: int, fn: CommunityFn | None = None) -> None:
         """Rerun Louvain on the ``max_edges`` heaviest edges and adopt its communities."""
-        pairs = [(u, v, w) for u, nbrs in self.adj.items() for v, w in nbrs.items() if u < v]
+        snap = self.snapshot()
+        self.adopt(snap, snap.compute(seed, max_edges, fn))
+
+    def snapshot(self) -> _Snapshot:
+        """What a community run reads, taken under the caller's lock in O(entities) C copies.
+
+        The neighbour dicts themselves are read later, by the run (see :class:`_Snapshot`);
+        entity ids (re)used or freed from now on are tracked in :attr:`touched`.
+        """
+        self.touched = set()
+        return _Snapshot(
+            list(self.adj.items()),
+            list(self.names),
+            self.tie.copy(),
+            self.changes,
+            self.generation,
+            self.touched,
+        )
+
+    def adopt(self, snap: _Snapshot, found: tuple[np.ndarray, int]) -> None:
+        """Take a run's communities; entities (re)used or freed since its snapshot are placed anew.
+
+        Ignored if another run was adopted since the snapshot.
+        """
+        if snap.generation != self.generation:
+            return
+        comm, next_comm = found
+        new = np.full(len(self.comm), -1, np.int64)
+        n = min(len(comm), len(new))
+        new[:n] = comm[:n]
+        touched = snap.touched
+        if touched:
+            new[np.fromiter(touched, np.int64, len(touched))] = -1
+        self.comm = new
+        self.next_comm = next_comm
+        self.unplaced = {e for e in touched if self.names[e]} if touched else set()
+        self.changes = max(self.changes - snap.changes, 0)
+        self.generation += 1
+        if self.touched is touched:
+            self.touched = None
+        self.place()
+        self.version = next(_CLOCK)
+
+
+def _place(
+    order: Iterable[int], adj: Mapping[int, Mapping[int, int]], comm: np.ndarray, next_comm: int
+) -> int:
+    """Put each entity of ``order`` in the community it has most edge weight to, else a new one.
+
+    Writes ``comm`` in place; returns the next free community id.
+    """
+    for e in order:
+        pull: dict[int, int] = {}
+        for nb, w in adj[e].items():
+            c = int(comm[nb]) if nb < len(comm) else -1
+            if c >= 0:
+                pull[c] = pull.get(c, 0) + w
+        if pull:
+            comm[e] = min(pull, key=lambda c: (-pull[c], c))
+        else:
+            comm[e] = next_comm
+            next_comm += 1
+    return next_comm
+
+
+@dataclass
+class _Snapshot:
+    """A namespace's graph as a community run reads it.
+
+    ``adj`` holds the live neighbour dicts of the entities at snapshot time: a run in the
+    worker reads each with one C-level copy (atomic under the GIL), so a write in between
+    shows in some dicts and not others. That only blurs the partition a little; every entity
+    whose id was (re)used or freed meanwhile is in ``touched`` and placed anew on adoption.
+    """
+
+    adj: list[tuple[int, dict[int, int]]]
+    names: list[str]
+    tie: np.ndarray
+    changes: int
+    generation: int
+    touched: set[int]
+
+    def compute(self, seed: int, max_edges: int, fn: CommunityFn | None) -> tuple[np.ndarray, int]:
+        """A community per entity id (-1: free) and the next free community id."""
+        names, tie = self.names, self.tie
+        rows = [(u, _items(nbrs)) for u, nbrs in self.adj]
+        n = len(names)
+        pairs = [(u, v, w) for u, items in rows for v, w in items if u < v < n and names[v]]
         a = np.fromiter((p[0] for p in pairs), np.int64, len(pairs))
         b = np.fromiter((p[1] for p in pairs), np.int64, len(pairs))
         wt = np.fromiter((p[2] for p in pairs), np.float64, len(pairs))
         if len(wt) > max_edges:  # the heaviest edges; ties broken by content, not history
-            lo, hi = np.minimum(self.tie[a], self.tie[b]), np.maximum(self.tie[a], self.tie[b])
+            lo, hi = np.minimum(tie[a], tie[b]), np.maximum(tie[a], tie[b])
             kept = np.lexsort((hi, lo, -wt))[:max_edges]
             a, b, wt = a[kept], b[kept], wt[kept]
-        names = self.names
         edges = sorted(
             (min(names[x], names[y]), max(names[x], names[y]), c)
             for x, y, c in zip(a.tolist(), b.tolist(), wt.tolist(), strict=True)
@@ -270,8 +631,27 @@ class NamespaceGraph:
         g = nx.Graph()
         g.add_nodes_from(sorted({name for edge in edges for name in edge[:2]}))
         g.add_weighted_edges_from(edges)
-        self.set_communities(nx.community.louvain_communities(g, weight="weight", seed=seed))
-        self.changes = 0
+        groups = (fn or louvain_communities)(g, seed)
+        ordered = sorted((sorted(grp) for grp in groups), key=lambda grp: (-len(grp), grp[:1]))
+        eid = {name: e for e, name in enumerate(names) if name}
+        comm = np.full(len(names), -1, np.int64)
+        for cid, group in enumerate(ordered):
+            for name in group:
+                e = eid.get(name)
+                if e is not None:
+                    comm[e] = cid
+        live = {u: dict(items) for u, items in rows}
+        left = sorted((u for u in live if comm[u] < 0), key=names.__getitem__)
+        return comm, _place(left, live, comm, len(ordered))
+
+
+def _items(d: dict[int, int]) -> list[tuple[int, int]]:
+    """A copy of a live dict's items; retried if a writer resized it mid-copy (rare)."""
+    while True:
+        try:
+            return list(d.items())
+        except RuntimeError:  # pragma: no cover - needs a thread switch inside the C copy
+            continue
 
 
 class EntityGraph:
@@ -282,6 +662,14 @@ class EntityGraph:
             run exceed this fraction of its memories (see the module docstring).
         louvain_max_edges: Louvain runs on at most this many of the heaviest edges.
         seed: Louvain's random seed.
+        background_min_edges: Namespaces with at least this many edges recompute their
+            communities in a worker thread, off the query path (see the module docstring).
+        community_fn: The partition to run, ``(graph, seed) -> groups of entity names``;
+            default :func:`louvain_communities`.
+
+    Reads and writes must be serialised by the caller (the engine's lock), as before; the
+    worker thread takes no lock a reader holds and writes nothing a reader sees: its result is
+    adopted by the next read of that namespace.
     """
 
     def __init__(
@@ -290,16 +678,28 @@ class EntityGraph:
         refresh_fraction: float = 0.1,
         louvain_max_edges: int = 10_000,
         seed: int = LOUVAIN_SEED,
+        background_min_edges: int = BACKGROUND_MIN_EDGES,
+        community_fn: CommunityFn | None = None,
     ) -> None:
         if refresh_fraction < 0:
             raise ValueError(f"refresh_fraction must be >= 0, got {refresh_fraction}")
         if louvain_max_edges < 1:
             raise ValueError(f"louvain_max_edges must be >= 1, got {louvain_max_edges}")
+        if background_min_edges < 0:
+            raise ValueError(f"background_min_edges must be >= 0, got {background_min_edges}")
         self.refresh_fraction = refresh_fraction
         self.louvain_max_edges = louvain_max_edges
         self.seed = seed
+        self.background_min_edges = background_min_edges
+        self.community_fn = community_fn
         self._spaces: dict[str, NamespaceGraph] = {}
         self._pending: dict[str, dict[str, Any]] = {}
+        self._running: dict[str, NamespaceGraph] = {}  # namespace -> the space being recomputed
+        self._done: dict[str, tuple[_Snapshot, tuple[np.ndarray, int] | None]] = {}
+        self._handoff = threading.Condition()  # guards _done only; held for a dict operation
+        self._jobs: queue.SimpleQueue[tuple[str, _Snapshot] | None] = queue.SimpleQueue()
+        self._worker: threading.Thread | None = None
+        self._closed = False
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -373,24 +773,36 @@ class EntityGraph:
         return g
 
     def communities(self, namespace: str) -> dict[str, int]:
-        """Entity -> community id for ``namespace`` (brought up to date first)."""
-        space = self.space(namespace)
+        """Entity -> community id for ``namespace`` (brought up to date first, synchronously)."""
+        space = self.space(namespace, wait=True)
         return space.communities() if space else {}
 
+    def match_query(self, namespace: str, text: str) -> list[str]:
+        """The entities of ``namespace``'s graph that ``text`` names (see :func:`match_query`).
+
+        Reads the vocabulary only: no community upkeep, no model.
+        """
+        space = self._spaces.get(namespace)
+        return match_query(text, space) if space is not None else []
+
     def refresh(self, namespace: str) -> None:
-        """Rerun Louvain for ``namespace`` now, for example after a bulk load."""
+        """Rerun Louvain for ``namespace`` now (synchronously), for example after a bulk load."""
         space = self._spaces.get(namespace)
         if space is not None:
-            space.louvain(self.seed, self.louvain_max_edges)
+            space.louvain(self.seed, self.louvain_max_edges, self.community_fn)
 
-    def space(self, namespace: str) -> NamespaceGraph | None:
-        """The namespace's live structure with up-to-date communities; ``None`` if empty.
+    def space(self, namespace: str, *, wait: bool = False) -> NamespaceGraph | None:
+        """The namespace's live structure with its communities; ``None`` if empty.
 
         For readers such as :class:`~norax_core.signals.graph.GraphSignal`; do not modify it.
+        A finished background run is adopted first. A stale namespace is recomputed in the
+        worker (at least ``background_min_edges`` edges, unless ``wait``) and read meanwhile
+        with the communities it has, or recomputed here.
         """
         space = self._spaces.get(namespace)
         if space is None:
             return None
+        self._adopt(namespace, space)
         saved = self._pending.pop(namespace, None)
         if saved is not None and saved.get("fingerprint") == f"{space.fingerprint:016x}":
             try:
@@ -399,9 +811,84 @@ class EntityGraph:
             except (TypeError, ValueError):
                 space.changes = len(space.slot) + 1  # unreadable: recompute
         if space.changes > self.refresh_fraction * len(space.slot):
-            space.louvain(self.seed, self.louvain_max_edges)
+            if wait or self._closed or space.edges < self.background_min_edges:
+                space.louvain(self.seed, self.louvain_max_edges, self.community_fn)
+            elif namespace not in self._running:
+                self._submit(namespace, space)
         space.place()
         return space
+
+    def settle(self, timeout: float | None = None) -> bool:
+        """Wait for the background runs in flight and adopt them; whether all finished.
+
+        For benchmarks and tests that want every namespace's latest communities before
+        querying; like any read, call it under the caller's lock.
+        """
+        with self._handoff:
+            finished = self._handoff.wait_for(
+                lambda: self._closed or set(self._done) >= set(self._running), timeout
+            )
+        for namespace, owner in list(self._running.items()):
+            self._adopt(namespace, self._spaces.get(namespace) or owner)
+        return finished
+
+    def pending(self) -> list[str]:
+        """Namespaces whose communities are being recomputed in the background right now."""
+        with self._handoff:
+            return sorted(set(self._running) - set(self._done))
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the worker thread (its current run is dropped) and recompute inline from now."""
+        self._closed = True
+        worker = self._worker
+        if worker is not None:
+            self._jobs.put(None)
+            worker.join(timeout)
+            if worker.is_alive():
+                logger.warning("norax: a community run outlived close(); it will be dropped")
+        self._running.clear()
+        with self._handoff:
+            self._done.clear()
+            self._handoff.notify_all()
+
+    # -- background community runs -------------------------------------------------------
+
+    def _submit(self, namespace: str, space: NamespaceGraph) -> None:
+        snap = space.snapshot()
+        self._running[namespace] = space
+        if self._worker is None:
+            self._worker = threading.Thread(
+                target=self._work, name="norax-communities", daemon=True
+            )
+            self._worker.start()
+        self._jobs.put((namespace, snap))
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None and not self._closed:
+            namespace, snap = job
+            found: tuple[np.ndarray, int] | None
+            try:
+                found = snap.compute(self.seed, self.louvain_max_edges, self.community_fn)
+            except Exception:  # noqa: BLE001 - the last communities stay; the next read retries
+                logger.exception("norax: community recompute of %r failed", namespace)
+                found = None
+            if self._closed:
+                return
+            with self._handoff:
+                self._done[namespace] = (snap, found)
+                self._handoff.notify_all()
+
+    def _adopt(self, namespace: str, space: NamespaceGraph) -> None:
+        if namespace not in self._running:
+            return
+        with self._handoff:
+            done = self._done.pop(namespace, None)
+        if done is None:
+            return
+        snap, found = done
+        owner = self._running.pop(namespace)
+        if found is not None and owner is space:
+            space.adopt(snap, found)
 
     # -- persistence ----------------------------------------------------------------------
 
@@ -413,6 +900,7 @@ class EntityGraph:
         """
         out: dict[str, Any] = {}
         for ns, space in self._spaces.items():
+            self._adopt(ns, space)
             space.place()
             groups: dict[int, list[str]] = {}
             for e in space.post:

@@ -248,12 +248,13 @@ class GraphSignal:
         total = self._combine(*parts)
         positive = total > 0
         cand, total = cand[positive], total[positive]
-        if len(cand) > n:  # the n best; ties at the cut by a hash of the id, not by history
+        if len(cand) > n:  # the n best; ties at the cut to the smaller id, as BM25's top
             kth = np.partition(total, len(total) - n)[len(total) - n]
             above, tied = np.flatnonzero(total > kth), np.flatnonzero(total == kth)
             need = n - len(above)
             if len(tied) > need:
-                tied = tied[np.argpartition(space.row_tie[cand[tied]], need - 1)[:need]]
+                names = space.ids
+                tied = np.array(sorted(tied.tolist(), key=lambda j: names[cand[j]] or "")[:need])
             best = np.concatenate([above, tied])
             cand, total = cand[best], total[best]
         ids = [space.ids[r] or "" for r in cand.tolist()]

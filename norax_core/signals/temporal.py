@@ -36,27 +36,28 @@ def decay(age_days: np.ndarray, tau_days: np.ndarray) -> np.ndarray:
 
 
 class _Namespace:
-    """Append-only slots of (id, created_at, kind code) with tombstones."""
+    """Append-only slots of (id, created_at, kind code, write sequence) with tombstones."""
 
     def __init__(self) -> None:
         self.ids: list[str] = []
         self.slot: dict[str, int] = {}
         self.ts = np.empty(0, dtype=np.float64)
         self.kind = np.empty(0, dtype=np.int32)
+        self.seq = np.empty(0, dtype=np.int64)
         self.alive = np.empty(0, dtype=bool)
         self.n = 0
-        self.timeline: tuple[list[str], list[float], dict[str, int]] | None = None
+        self.timeline: tuple[list[str], list[float], dict[str, int], list[int]] | None = None
 
     def _grow(self) -> None:
         cap = max(16, 2 * len(self.ts))
-        for name in ("ts", "kind", "alive"):
+        for name in ("ts", "kind", "seq", "alive"):
             old = getattr(self, name)
             new = np.zeros(cap, dtype=old.dtype)
             new[: self.n] = old[: self.n]
             setattr(self, name, new)
 
-    def add(self, mid: str, ts: float, kind: int) -> None:
-        self._extend_timeline(mid, ts)
+    def add(self, mid: str, ts: float, kind: int, seq: int) -> None:
+        self._extend_timeline(mid, ts, seq)
         if mid in self.slot:
             i = self.slot[mid]
         else:
@@ -66,9 +67,9 @@ class _Namespace:
             self.n += 1
             self.ids.append(mid)
             self.slot[mid] = i
-        self.ts[i], self.kind[i], self.alive[i] = ts, kind, True
+        self.ts[i], self.kind[i], self.seq[i], self.alive[i] = ts, kind, seq, True
 
-    def _extend_timeline(self, mid: str, ts: float) -> None:
+    def _extend_timeline(self, mid: str, ts: float, seq: int) -> None:
         """Keep the cached time order when a new memory comes last.
 
         Appending to a conversation is the usual write; any other write drops the order, to
@@ -77,13 +78,14 @@ class _Namespace:
         line = self.timeline
         if line is None:
             return
-        ordered, times, pos = line
-        if mid in self.slot or (ordered and (ts, mid) <= (times[-1], ordered[-1])):
+        ordered, times, pos, seqs = line
+        if mid in self.slot or (ordered and (ts, seq, mid) <= (times[-1], seqs[-1], ordered[-1])):
             self.timeline = None
             return
         pos[mid] = len(ordered)
         ordered.append(mid)
         times.append(ts)
+        seqs.append(seq)
 
     def remove(self, mid: str) -> bool:
         i = self.slot.pop(mid, None)
@@ -99,9 +101,25 @@ class _Namespace:
         keep = np.flatnonzero(self.alive[: self.n])
         self.ids = [self.ids[i] for i in keep]
         self.ts, self.kind = self.ts[keep].copy(), self.kind[keep].copy()
+        self.seq = self.seq[keep].copy()
         self.alive = np.ones(len(keep), dtype=bool)
         self.n = len(keep)
         self.slot = {mid: i for i, mid in enumerate(self.ids)}
+
+    def ordered(self) -> tuple[list[str], list[float], dict[str, int], list[int]]:
+        """The live ids in conversation order (see :meth:`TemporalSignal.timeline`)."""
+        if self.timeline is None:
+            ts, seq, names = self.ts.tolist(), self.seq.tolist(), self.ids
+            live = np.flatnonzero(self.alive[: self.n]).tolist()
+            order = sorted(live, key=lambda i: (ts[i], seq[i], names[i]))
+            ordered = [names[i] for i in order]
+            self.timeline = (
+                ordered,
+                [ts[i] for i in order],
+                {m: j for j, m in enumerate(ordered)},
+                [seq[i] for i in order],
+            )
+        return self.timeline
 
 
 class TemporalSignal:
@@ -111,6 +129,10 @@ class TemporalSignal:
     kind to its decay constant in days and is applied at query time, so
     :meth:`with_decay` can score the same catalog with other (for example learned) rates.
     Not thread-safe on its own: the engine serialises writes.
+
+    Memories sharing a creation time are ordered by their write sequence number (``seq``:
+    the order they were written in, see :func:`norax_core.batch.sequence_numbers`), then by
+    id, so a conversation added in one call with one time keeps the order it was given in.
     """
 
     name = "temporal"
@@ -119,6 +141,11 @@ class TemporalSignal:
         self._tau_for = tau_for
         self._ns: dict[str, _Namespace] = {}
         self._kinds: dict[str, int] = {}
+        self.last_seq = 0
+        """The highest write sequence number recorded (the engine numbers writes after it)."""
+        self.writes = 0
+        """Number of adds and removes so far: a write that read the catalog can tell, by
+        comparing it, whether another write came in between."""
 
     def with_decay(self, tau_for: Callable[[str], float]) -> TemporalSignal:
         """A view of the same catalog that scores with other decay constants."""
@@ -126,14 +153,23 @@ class TemporalSignal:
         view._ns, view._kinds = self._ns, self._kinds
         return view
 
-    def add(self, namespace: str, memory_id: str, created_at: float, kind: str) -> None:
-        """Record (or replace) a memory's creation time (epoch seconds) and kind."""
+    def add(
+        self, namespace: str, memory_id: str, created_at: float, kind: str, seq: int = 0
+    ) -> None:
+        """Record (or replace) a memory's creation time (epoch seconds), kind and ``seq``.
+
+        ``seq`` is its write sequence number (``0``: unknown, as for memories written before
+        Norax kept one).
+        """
         code = self._kinds.setdefault(kind, len(self._kinds))
-        self._ns.setdefault(namespace, _Namespace()).add(memory_id, created_at, code)
+        self._ns.setdefault(namespace, _Namespace()).add(memory_id, created_at, code, seq)
+        self.last_seq = max(self.last_seq, seq)
+        self.writes += 1
 
     def remove(self, namespace: str, memory_id: str) -> bool:
         """Forget a memory; returns whether it was known."""
         ns = self._ns.get(namespace)
+        self.writes += 1
         return ns.remove(memory_id) if ns else False
 
     def count(self, namespace: str) -> int:
@@ -152,6 +188,11 @@ class TemporalSignal:
         if ns is None:
             return [float("nan")] * len(ids)
         return [float(ns.ts[ns.slot[m]]) if m in ns.slot else float("nan") for m in ids]
+
+    def seqs(self, namespace: str, ids: Sequence[str]) -> list[int]:
+        """Write sequence number of each of ``ids`` (all in ``namespace``)."""
+        ns = self._ns[namespace]
+        return [int(ns.seq[ns.slot[m]]) for m in ids]
 
     def neighbours(
         self,
@@ -178,20 +219,29 @@ class TemporalSignal:
         return neighbour_map(ordered, times, window, gap, wanted=ids, pos=pos)
 
     def timeline(self, namespace: str) -> tuple[list[str], list[float], dict[str, int]]:
-        """The namespace's ids in time order (ties by id), their times and positions.
+        """The namespace's ids in conversation order, their times and positions.
 
-        Computed once and kept until the namespace's next write; do not mutate.
+        Conversation order is time order; memories sharing a time follow the order they
+        were written in (their ``seq``), then their ids. Computed once and kept until the
+        namespace's next write; do not mutate.
         """
         ns = self._ns.get(namespace)
         if ns is None:
             return [], [], {}
-        if ns.timeline is None:
-            ts, names = ns.ts.tolist(), ns.ids
-            live = np.flatnonzero(ns.alive[: ns.n]).tolist()
-            order = sorted(live, key=lambda i: (ts[i], names[i]))
-            ordered = [names[i] for i in order]
-            ns.timeline = (ordered, [ts[i] for i in order], {m: j for j, m in enumerate(ordered)})
-        return ns.timeline
+        ordered, times, pos, _ = ns.ordered()
+        return ordered, times, pos
+
+    def sequence(self, namespace: str) -> tuple[list[str], list[float], list[int]]:
+        """The namespace's ids in conversation order, their times and write sequence numbers.
+
+        What :func:`~norax_core.signals.context.batch_preceding` and
+        :func:`~norax_core.signals.context.following` place a write in; do not mutate.
+        """
+        ns = self._ns.get(namespace)
+        if ns is None:
+            return [], [], []
+        ordered, times, _, seqs = ns.ordered()
+        return ordered, times, seqs
 
     def _scores(self, ns: _Namespace, now: float, idx: np.ndarray) -> np.ndarray:
         taus = np.empty(max(len(self._kinds), 1), dtype=np.float64)

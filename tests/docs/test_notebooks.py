@@ -74,6 +74,7 @@ def test_there_are_notebooks() -> None:
         "02_langchain.ipynb",
         "03_llamaindex.ipynb",
         "04_benchmarks.ipynb",
+        "05_agent_memory.ipynb",
     ]
 
 

@@ -43,50 +43,83 @@ def test_one_memory_per_message_with_its_speaker(mem: NoraxMemory) -> None:
 
     mem.add = spy  # type: ignore[method-assign]
     ids = add_messages(mem, CHAT, session_id="trip", created_at=T0, namespace="ana")
-    assert ids == ["trip:000000", "trip:000001", "trip:000002", "trip:000004", "trip:000005"]
-    assert calls == [[m.text for m in CHAT if m.text]]  # one add, conversation order
+    # user and assistant turns with text (the convention's default roles)
+    assert ids == ["trip:000001", "trip:000002"]
+    assert calls == [["ana: " + CHAT[1].text, "bot: " + CHAT[2].text]]  # one add, in order
     got = {m.id: m for m in mem.get(ids)}
-    assert got["trip:000001"].text == CHAT[1].text
     assert dict(got["trip:000001"].metadata) == {
-        "role": "human",
-        "name": "ana",
+        "role": "user",
+        "speaker": "ana",
         "session_id": "trip",
         "turn": 1,
         "message_id": "m-1",
     }
-    assert got["trip:000002"].metadata["role"] == "ai"
-    assert got["trip:000002"].metadata["name"] == "bot"
-    assert got["trip:000000"].metadata["role"] == "system"
-    assert got["trip:000004"].metadata["role"] == "tool"
-    assert got["trip:000005"].metadata["role"] == "planner"
+    assert got["trip:000002"].metadata["role"] == "assistant"
+    assert got["trip:000002"].metadata["speaker"] == "bot"
     assert {m.namespace for m in got.values()} == {"ana"}
-    assert {m.created_at for m in got.values()} == {T0}
-    hits = mem.search("sister", k=1, namespace="ana", where={"role": "ai"}, now=NOW)
+    # one time for the session: the turns are spaced a millisecond apart, in order
+    assert got["trip:000001"].created_at == T0
+    assert got["trip:000002"].created_at == T0 + timedelta(milliseconds=1)
+    hits = mem.search("sister", k=1, namespace="ana", where={"role": "assistant"}, now=NOW)
     assert [h.id for h in hits] == ["trip:000002"]
+
+
+def test_every_role_on_request_with_shared_names(mem: NoraxMemory) -> None:
+    ids = add_messages(mem, CHAT, session_id="trip", created_at=T0, roles=None)
+    assert ids == ["trip:000000", "trip:000001", "trip:000002", "trip:000004", "trip:000005"]
+    got = {m.id: m for m in mem.get(ids)}
+    assert {i: (m.metadata["role"], m.metadata["speaker"]) for i, m in got.items()} == {
+        "trip:000000": ("system", "system"),
+        "trip:000001": ("user", "ana"),
+        "trip:000002": ("assistant", "bot"),
+        "trip:000004": ("tool", "tool"),
+        "trip:000005": ("planner", "planner"),
+    }
+    assert got["trip:000000"].text == CHAT[0].text  # known only by its role: the bare text
+    assert add_messages(mem, CHAT, session_id="t2", roles=["human"]) == ["t2:000001"]
+    with pytest.raises(InvalidInputError, match="unknown message roles"):
+        add_messages(mem, CHAT, session_id="t3", roles=["narrator"])
+    assert add_messages(mem, CHAT, session_id="t4", speaker_in_text=False, roles=["ai"]) == [
+        "t4:000002"
+    ]
+    assert mem.get(["t4:000002"])[0].text == CHAT[2].text
 
 
 def test_times_one_per_message(mem: NoraxMemory) -> None:
     times = [T0 + timedelta(minutes=i) for i in range(len(CHAT))]
-    ids = add_messages(mem, CHAT, session_id="s", created_at=times)
+    ids = add_messages(mem, CHAT, session_id="s", created_at=times, roles=None)
     assert [m.created_at for m in mem.get(ids)] == [times[i] for i in (0, 1, 2, 4, 5)]
     with pytest.raises(InvalidInputError, match="6 messages"):
         add_messages(mem, CHAT, session_id="s2", created_at=times[:2])
+    with pytest.raises(InvalidInputError, match="message 2 is dated before message 1"):
+        add_messages(mem, CHAT, session_id="s3", created_at=[T0, T0, T0 - timedelta(1), T0, T0, T0])
     assert mem.count() == 5
 
 
 def test_again_fails_without_upsert_and_replaces_with_it(mem: NoraxMemory) -> None:
-    add_messages(mem, CHAT[:3], session_id="s", created_at=T0)
+    add_messages(mem, CHAT[:2], session_id="s", created_at=T0)
     with pytest.raises(DuplicateIdError):
         add_messages(mem, CHAT, session_id="s", created_at=T0)
-    assert mem.count() == 3  # the failed batch wrote nothing
-    add_messages(mem, CHAT, session_id="s", created_at=T0, upsert=True)
-    assert mem.count() == 5
+    assert mem.count() == 1  # the failed batch wrote nothing
+    ids = add_messages(mem, CHAT, session_id="s", created_at=T0, upsert=True)
+    assert mem.count() == 2 and ids == ["s:000001", "s:000002"]
+    # the rest of the session later: numbered after what is stored
+    later = [HumanMessage("And the Orsay?"), AIMessage("Closed on Mondays.")]
+    assert add_messages(mem, later, session_id="s", first_turn=len(CHAT), created_at=T0) == [
+        "s:000006",
+        "s:000007",
+    ]
     with pytest.raises(InvalidInputError):
         add_messages(mem, CHAT, session_id=" ")
+    with pytest.raises(InvalidInputError, match="first_turn"):
+        add_messages(mem, CHAT, session_id="x", first_turn=-1)
+    with pytest.raises(InvalidInputError, match="not a LangChain BaseMessage"):
+        add_messages(mem, [*CHAT, "hi"], session_id="x")  # type: ignore[list-item]
+    assert mem.count() == 4
 
 
 def test_embed_context_gives_a_short_reply_its_question(embedder: Any, extractor: Any) -> None:
-    # The same conversation, all at one time: the ids keep the order the context needs.
+    # The same conversation, all at one time: the write order keeps the order the context needs.
     def dense_of_reply(weights: str) -> float:
         with NoraxMemory(embedder=embedder, extractor=extractor, weights=weights) as m:
             add_messages(m, CHAT[1:3], session_id="s", created_at=T0)

@@ -40,3 +40,22 @@ def open_store(path: Path | str | None = None, **kwargs: Any) -> NoraxMemory:
     kwargs.setdefault("extractor", RuleBasedExtractor())
     kwargs.setdefault("weights", {"bm25": 0.3, "dense": 0.3, "temporal": 0.2, "graph": 0.2})
     return NoraxMemory(path, **kwargs)
+
+
+def context_vector(own: str, before: Sequence[str]) -> np.ndarray:
+    """What a memory embedded with ``embed_context`` must hold: the hashed bag of its text
+    followed by its predecessors' (oldest first), unit norm. Written out here, independently
+    of the engine's code, so a test can check every stored vector against it."""
+    vec = _hash_bag(["\n".join([own, *before])])[0]
+    return vec / np.linalg.norm(vec)
+
+
+def assert_context_vectors(mem: NoraxMemory, order: Sequence[str], before: int) -> None:
+    """Each memory of ``order`` (one session of one namespace, in conversation order) holds
+    the vector of its own text and the ``before`` texts just before it."""
+    texts = {m.id: m.text for m in mem.get(list(order))}
+    vectors = mem.embeddings(list(order))
+    for i, mid in enumerate(order):
+        prev = [texts[p] for p in order[max(0, i - before) : i]]
+        want = context_vector(texts[mid], prev)
+        assert np.allclose(vectors[mid], want, atol=1e-5), f"{mid} has a stale context"

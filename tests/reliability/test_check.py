@@ -83,7 +83,7 @@ def test_every_kind_of_damage_is_found_then_repaired(tmp_path):
     con.execute("DELETE FROM memories WHERE id = 'm1'")  # missing
     con.execute("UPDATE memories SET tokens = '[\"bogus\"]' WHERE id = 'm2'")  # stale
     con.execute("UPDATE memories SET namespace = 'b' WHERE id = 'm3'")  # wrong namespace
-    con.execute("INSERT INTO memories VALUES ('ghost', 'a', 'episodic', 0, '[\"colbi\"]', '[]')")
+    con.execute("INSERT INTO memories VALUES ('ghost', 'a', 'episodic', 0, '[\"colbi\"]', '[]', 0)")
     con.execute("INSERT INTO pending VALUES ('m4')")  # an interrupted write
     con.commit()
     con.close()

@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _support import open_store
+import pytest
+from _support import assert_context_vectors, open_store
 
 HERE = Path(__file__).resolve().parent
 WORKERS = 8
@@ -89,20 +90,44 @@ def verify(mem, ledgers: list[Ledger]) -> tuple[int, int]:
     assert mem.count() == len(live)
     report = mem.check()
     assert report.ok, report.format()
+    before = mem.add_config.embed_context
+    if before:
+        verify_context(mem, sorted(live), before)
     for mid in rng_sample(live, 10):  # and they are findable, not merely stored
         ns, text = live[mid]
-        assert mem.search(text, k=1, namespace=ns, weights={"dense": 1.0})[0].id == mid
+        if not before:  # with context each vector is checked exactly above
+            assert mem.search(text, k=1, namespace=ns, weights={"dense": 1.0})[0].id == mid
     return len(live), len(deleted)
+
+
+def verify_context(mem, ids: list[str], before: int) -> None:
+    """With embed_context (the chat preset), each memory holds the vector of its text and the
+    ``before`` texts just before it in its namespace, whatever the interleaving of writers:
+    the order is the times the writers gave, then the position within an add call (ids
+    ``w<worker>-<call>-<position>``), worked out here, not by the engine."""
+    records = mem.get(ids)
+    for ns in NAMESPACES:
+        mine = sorted(
+            (m for m in records if m.namespace == ns),
+            key=lambda m: (m.created_at, int(m.id.split("-")[2]) if m.id.count("-") == 2 else 0),
+        )
+        assert_context_vectors(mem, [m.id for m in mine], before)
 
 
 def rng_sample(live: dict, n: int) -> list[str]:
     return random.Random(0).sample(sorted(live), min(n, len(live)))
 
 
-def test_eight_threads_mixing_writes_and_reads(tmp_path):
+# The chat preset embeds each memory with the two before it (embed_context 2): concurrent
+# writers into one namespace must still leave every vector with its real predecessors.
+WEIGHTS = pytest.mark.parametrize("weights", [None, "chat"], ids=["four-signals", "chat"])
+
+
+@WEIGHTS
+def test_eight_threads_mixing_writes_and_reads(tmp_path, weights):
     errors: list[BaseException] = []
     ledgers = [Ledger() for _ in range(WORKERS)]
-    with open_store(tmp_path / "s") as mem:
+    with open_store(tmp_path / "s", **({"weights": weights} if weights else {})) as mem:
         start = threading.Barrier(WORKERS)
         deadline = time.monotonic() + SECONDS + 5  # the barrier waits for the slowest start
 
@@ -134,9 +159,10 @@ def test_eight_threads_mixing_writes_and_reads(tmp_path):
     assert ops > WORKERS * 3
 
 
-async def test_async_tasks_mixing_writes_and_reads(tmp_path):
+@WEIGHTS
+async def test_async_tasks_mixing_writes_and_reads(tmp_path, weights):
     ledgers = [Ledger() for _ in range(WORKERS)]
-    with open_store(tmp_path / "s") as mem:
+    with open_store(tmp_path / "s", **({"weights": weights} if weights else {})) as mem:
 
         async def work(wid: int) -> None:
             rng = random.Random(100 + wid)
@@ -177,7 +203,8 @@ async def test_async_tasks_mixing_writes_and_reads(tmp_path):
 OPENER = """
 import sys
 sys.path.insert(0, sys.argv[2])
-from _support import open_store
+import pytest
+from _support import assert_context_vectors, open_store
 from norax_core import StoreLockedError
 try:
     mem = open_store(sys.argv[1])

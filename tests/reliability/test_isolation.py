@@ -322,3 +322,31 @@ def test_one_tenant_cannot_read_or_delete_anothers_memory(tmp_path, capsys, monk
         assert mem.delete("a1", namespace="alice") == 1 and mem.count() == 0
     finally:
         mem.close()
+
+
+def test_a_closed_store_leaves_nothing_in_the_next_stores_memories():
+    """In-memory stores share one Chroma database per process. Chroma's ``delete_collection``
+    leaves list-valued metadata behind (chroma-core/chroma#7594, open in 1.5) under internal
+    row ids that the next records written, in any collection, reuse: after a store was
+    closed, the next store's memories carried its entities (``get`` showed them, ``check``
+    found the rows stale, and a repair would have put them in the graph). Closing an
+    in-memory store deletes its records before dropping its collection."""
+    n = 20
+    with open_store() as gone:
+        gone.add(
+            [f"Alice moved the Base wallet of PaymentService {i}" for i in range(n)],
+            ids=[f"gone-{i}" for i in range(n)],
+            namespace="alice",
+        )
+        assert all(
+            "paymentservice" in m.entities for m in gone.get([f"gone-{i}" for i in range(n)])
+        )
+    assert gone.collection_name not in {c.name for c in gone._client.list_collections()}
+    with open_store() as mem:
+        texts = [f"ok {i}" for i in range(n)]
+        assert mem.extractor.extract(texts) == [[]] * n  # memories without entities
+        ids = mem.add(texts, metadata={"topic": "t"})
+        got = mem.get(ids)
+        assert [(m.entities, m.metadata) for m in got] == [((), {"topic": "t"})] * n
+        report = mem.check()
+        assert report.ok, report.format()

@@ -109,6 +109,27 @@ def test_search_lifts_the_turn_after_a_matching_one() -> None:
     # the cat turn is more than an hour later: another session, no context
 
 
+def test_context_neighbours_come_only_from_the_memories_the_filter_allows() -> None:
+    """An excluded memory neither lends its score nor takes a neighbour's place."""
+    emb = CallableEmbedder(_bag_of_words, name="bow", dim=6)
+    with NoraxMemory(embedder=emb, extractor=False) as mem:
+        texts = ["Did you walk the dog?", "The dog walk was long.", "Yes, on Tuesday."]
+        mem.add(
+            texts,
+            ids=["q", "x", "a"],
+            created_at=[T0, T0 + 5, T0 + 10],
+            metadata=[{"keep": True}, {"keep": False}, {"keep": True}],
+        )
+        ctx = Weights(1.0, 0.0, 0.0, 0.0, params={"context_window": 1, "context_weight": 0.5})
+        got = mem.search("walk the dog", k=3, now=T0 + 100, weights=ctx, where={"keep": True})
+        alone = Weights(1.0, 0.0, 0.0, 0.0)
+        q_alone = mem.search("walk the dog", k=1, now=T0 + 100, weights=alone, where={"keep": True})
+    # "x" is filtered out: "a" is "q"'s neighbour, and "q" borrows nothing from "x"
+    assert [r.id for r in got] == ["q", "a"]
+    assert got[0].score == pytest.approx(q_alone[0].score / 1.5)
+    assert got[1].score == pytest.approx(0.5 * q_alone[0].score / 1.5)
+
+
 # -- context in the embedding (embed_context) ------------------------------------------
 
 
@@ -121,18 +142,24 @@ def test_preceding_takes_the_session_s_earlier_memories_oldest_first() -> None:
 
 
 def _reference_preceding(
-    stored: list[tuple[str, float]], batch: list[tuple[str, float, str]], before: int, gap: float
+    stored: list[tuple[str, float, int]],
+    batch: list[tuple[str, float, str, int]],
+    before: int,
+    gap: float,
 ) -> dict[str, tuple[str, ...]]:
-    """Brute force: merge everything per namespace (the batch replaces same ids), then walk."""
+    """Brute force: merge everything per namespace (the batch replaces same ids), then walk
+    in conversation order (time, then write sequence, then id)."""
     out: dict[str, tuple[str, ...]] = {}
-    for ns in {s for _, _, s in batch}:
-        mine = {m: t for m, t, s in batch if s == ns}
-        known = {**{m: t for m, t in stored if m not in {b[0] for b in batch}}, **mine}
-        order = sorted(known, key=lambda m: (known[m], m))
+    for ns in {b[2] for b in batch}:
+        mine = {m: (t, q) for m, t, s, q in batch if s == ns}
+        known = {**{m: (t, q) for m, t, q in stored if m not in {b[0] for b in batch}}, **mine}
+        order = sorted(known, key=lambda m: (*known[m], m))
         for m in mine:
             i = order.index(m)
             prev: list[str] = []
-            while i > 0 and len(prev) < before and known[order[i]] - known[order[i - 1]] <= gap:
+            while (
+                i > 0 and len(prev) < before and known[order[i]][0] - known[order[i - 1]][0] <= gap
+            ):
                 i -= 1
                 prev.insert(0, order[i])
             out[m] = tuple(prev)
@@ -142,17 +169,25 @@ def _reference_preceding(
 @pytest.mark.parametrize("seed", range(20))
 def test_batch_preceding_matches_a_full_merge(seed: int) -> None:
     rng = np.random.default_rng(seed)
-    stored = [(f"s{i:02d}", float(T0 + rng.integers(0, 40) * 60)) for i in range(25)]
-    reused = [m for m, _ in stored[:3]] if seed % 2 else []  # upserts: same ids, new times
+    # few distinct times and sequence numbers: ties on both, broken by write order then id
+    stored = [
+        (f"s{i:02d}", float(T0 + rng.integers(0, 10) * 60), int(rng.integers(0, 4)))
+        for i in range(25)
+    ]
+    reused = [m for m, _, _ in stored[:3]] if seed % 2 else []  # upserts: same ids, new times
     new = [f"b{i}" for i in range(int(rng.integers(1, 8)))]
-    batch = [(m, float(T0 + rng.integers(0, 40) * 60), "ns") for m in reused + new]
-    stored_sorted = sorted(stored, key=lambda p: (p[1], p[0]))
+    batch = [
+        (m, float(T0 + rng.integers(0, 10) * 60), "ns", int(rng.integers(0, 6)))
+        for m in reused + new
+    ]
+    stored_sorted = sorted(stored, key=lambda p: (p[1], p[2], p[0]))
     before, gap = int(rng.integers(1, 4)), float(rng.choice([90.0, 600.0, 1e9]))
     got = batch_preceding(
-        [m for m, _, _ in batch],
-        [t for _, t, _ in batch],
-        [s for _, _, s in batch],
-        lambda ns: ([m for m, _ in stored_sorted], [t for _, t in stored_sorted]),
+        [b[0] for b in batch],
+        [b[1] for b in batch],
+        [b[2] for b in batch],
+        [b[3] for b in batch],
+        lambda ns: tuple(map(list, zip(*stored_sorted, strict=True))),  # type: ignore[arg-type]
         before,
         gap,
     )

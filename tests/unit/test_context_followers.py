@@ -50,15 +50,15 @@ def test_following_walks_forward_within_the_session() -> None:
     ordered = ["a", "b", "c", "d", "e"]
     stamps = [0.0, 10.0, 20.0, 5_000.0, 5_010.0]  # a b c | d e
 
-    def timeline(ns: str) -> tuple[list[str], list[float]]:
-        return (ordered, stamps) if ns == "n" else ([], [])
+    def timeline(ns: str) -> tuple[list[str], list[float], list[int]]:
+        return (ordered, stamps, [0] * len(ordered)) if ns == "n" else ([], [], [])
 
-    assert following(["x"], [5.0], ["n"], timeline, 2, 3600, {"x"}) == ["b", "c"]
-    assert following(["x"], [25.0], ["n"], timeline, 2, 3600, {"x"}) == []  # session ends
-    assert following(["b"], [10.0], ["n"], timeline, 2, 3600, {"b"}) == ["c"]
+    assert following(["x"], [5.0], ["n"], [0], timeline, 2, 3600, {"x"}) == ["b", "c"]
+    assert following(["x"], [25.0], ["n"], [0], timeline, 2, 3600, {"x"}) == []  # session ends
+    assert following(["b"], [10.0], ["n"], [0], timeline, 2, 3600, {"b"}) == ["c"]
     # an excluded memory (written too) is skipped, not counted
-    assert following(["a"], [0.0], ["n"], timeline, 1, 3600, {"a", "b"}) == ["c"]
-    assert following(["x"], [5.0], ["other"], timeline, 2, 3600, {"x"}) == []
+    assert following(["a"], [0.0], ["n"], [0], timeline, 1, 3600, {"a", "b"}) == ["c"]
+    assert following(["x"], [5.0], ["other"], [0], timeline, 2, 3600, {"x"}) == []
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -185,3 +185,17 @@ def test_an_upsert_that_changes_nothing_re_embeds_nobody() -> None:
         assert calls == ["a"]  # its own embedding only: b and c keep their context
         mem.upsert("a2", ids="a", created_at=T0)
         assert calls == ["a", "a2", "b\na2", "c\na2\nb"]
+
+
+def test_following_places_a_write_among_memories_sharing_its_time_by_write_order() -> None:
+    ordered = ["D1:1", "D1:2", "D1:10"]  # one time, written in this order (seq 1, 2, 3)
+
+    def timeline(ns: str) -> tuple[list[str], list[float], list[int]]:
+        return ordered, [0.0, 0.0, 0.0], [1, 2, 3]
+
+    # rewriting D1:2 changes the context of D1:10 (after it), never of D1:1 (before it)
+    assert following(["D1:2"], [0.0], ["n"], [2], timeline, 1, 3600, {"D1:2"}) == ["D1:10"]
+    assert following(["D1:1"], [0.0], ["n"], [1], timeline, 2, 3600, {"D1:1"}) == [
+        "D1:2",
+        "D1:10",
+    ]

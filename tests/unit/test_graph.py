@@ -174,13 +174,13 @@ def two_cliques() -> dict[str, list[str]]:
 @pytest.fixture
 def louvain_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    real = nx.community.louvain_communities
+    real = entity_graph_mod.louvain_communities
 
-    def spy(g: nx.Graph, **kw: object) -> object:
+    def spy(g: nx.Graph, seed: int) -> object:
         calls.append(g.number_of_edges())
-        return real(g, **kw)
+        return real(g, seed)
 
-    monkeypatch.setattr(entity_graph_mod.nx.community, "louvain_communities", spy)
+    monkeypatch.setattr(entity_graph_mod, "louvain_communities", spy)
     return calls
 
 

@@ -24,6 +24,7 @@ CORE_ALL = [
     "Embedder",
     "FusionMethod",
     "IndexInconsistentError",
+    "Intent",
     "InvalidInputError",
     "Kind",
     "Memory",
@@ -34,6 +35,7 @@ CORE_ALL = [
     "NoraxMemory",
     "OnnxMiniLMEmbedder",
     "OpenAIEmbedder",
+    "QueryPlan",
     "SearchResult",
     "StoreLockedError",
     "Weights",
@@ -41,6 +43,7 @@ CORE_ALL = [
     "default_embedder",
     "get_preset",
     "load_weights",
+    "plan_query",
     "preset_names",
     "resolve_embedder",
     "resolve_weights",
@@ -48,7 +51,15 @@ CORE_ALL = [
 ]
 LANGCHAIN_ALL = ["LangChainEmbedder", "NoraxRetriever", "add_documents", "add_messages"]
 LANGGRAPH_ALL = ["NoraxSearchItem", "NoraxStore"]
-LLAMAINDEX_ALL = ["LlamaIndexEmbedder", "NoraxPostprocessor", "NoraxRetriever", "add_nodes"]
+LLAMAINDEX_ALL = [
+    "LlamaIndexEmbedder",
+    "NoraxMemoryBlock",
+    "NoraxPostprocessor",
+    "NoraxRetriever",
+    "aadd_chat_messages",
+    "add_chat_messages",
+    "add_nodes",
+]
 
 
 @pytest.mark.parametrize(

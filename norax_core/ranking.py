@@ -1,0 +1,409 @@
+"""Ranking: the one function that turns scored candidates into results.
+
+:func:`rank` is what :meth:`NoraxMemory.search <norax_core.NoraxMemory.search>`,
+``norax bench`` and ``norax fit`` all call. Its input is a :class:`Table`: for one query or a
+batch of queries, every candidate's four signal scores, each signal's own ranking of them
+(which decides who is a candidate), and what context propagation and latest wins need
+(neighbours in the session timeline, creation times, stored vectors). Its output is a
+:class:`Ranking`: the fused score of every candidate after each stage, so every result can
+say what moved it. A search builds a table of one query from the store's signals; the
+benchmark builds a batch from pools that hold every memory of a namespace.
+
+The stages, in order (each one a plain array operation over the whole batch):
+
+1. **candidates**: each signal with a positive weight proposes its best ``pool`` memories
+   (``max(pool_min, pool_factor * k)``; recency only ``recency_candidates`` unless it is the
+   only signal);
+2. **fusion**: weighted sum of the normalised scores, or weighted reciprocal rank fusion;
+3. **context** (:mod:`norax_core.signals.context`): the neighbours of the best
+   ``CONTEXT_SEEDS * k`` candidates join, and every candidate borrows from its best neighbour;
+4. **latest wins** (:mod:`norax_core.latest`): among the best ``latest_wins_depth``, a newer
+   memory similar to an older, better one closes part of the gap;
+5. **order**: best first, ties to the smaller id.
+
+New stages (query intents, date windows, coverage, supersession) belong here too, as fields of
+:class:`Plan` and steps of :func:`rank`, so that search and the benchmarks cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from norax_core.config import NoraxConfig
+from norax_core.models import SIGNALS
+from norax_core.weights import FusionMethod, Weights
+
+__all__ = [
+    "CONTEXT_SEEDS",
+    "NEVER",
+    "POSITIVE_ONLY",
+    "Plan",
+    "Ranking",
+    "Table",
+    "proposal_sizes",
+    "rank",
+    "signal_ranks",
+]
+
+CONTEXT_SEEDS = 2
+"""With context propagation, the neighbours of the best ``CONTEXT_SEEDS * k`` candidates are
+scored and join the pool (a memory's context can lift it into the top k)."""
+NEVER = np.iinfo(np.int32).max
+"""The position of a memory its signal did not propose."""
+POSITIVE_ONLY = frozenset({"bm25", "graph"})
+"""Signals that propose only memories they score above zero (BM25 needs a shared term, the
+graph a shared entity); dense and temporal rank every memory."""
+_B, _D, _T, _G = (SIGNALS.index(s) for s in ("bm25", "dense", "temporal", "graph"))
+
+Neighbours = Callable[[int, float], list[np.ndarray]]
+"""``(window, gap) -> slots``: per neighbour slot a ``(q, n)`` array of the row of that
+neighbour of each row, ``n`` where there is none (a padding column that scores 0)."""
+Vectors = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""``(queries (q,), rows (q, m)) -> (vectors (q, m, dim), present (q, m))``: stored
+embeddings of those rows; ``present`` is False for a memory deleted meanwhile."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How to rank: fusion weights and the query-time parameters of every stage.
+
+    Attributes:
+        weights: Weight per signal, in :data:`~norax_core.SIGNALS` order.
+        method: Weighted sum or reciprocal rank fusion.
+        rrf_k: The RRF constant.
+        pool_min: Each signal proposes at least this many candidates ...
+        pool_factor: ... and at least ``pool_factor * k``.
+        recency_candidates: Candidates recency proposes beside other signals.
+        context_window: Neighbours on each side that lend context (0: off).
+        context_weight: Share of the best neighbour's score (0: off).
+        context_gap: Seconds between two memories that end a session.
+        latest_weight: Latest wins' share of the gap (0: off).
+        latest_similarity: Cosine from which a newer memory restates an older one.
+        latest_depth: How many of the best candidates latest wins compares.
+    """
+
+    weights: tuple[float, float, float, float]
+    method: FusionMethod = FusionMethod.WEIGHTED_SUM
+    rrf_k: float = 60.0
+    pool_min: int = 50
+    pool_factor: int = 3
+    recency_candidates: int = 5
+    context_window: int = 0
+    context_weight: float = 0.0
+    context_gap: float = 3600.0
+    latest_weight: float = 0.0
+    latest_similarity: float = 0.5
+    latest_depth: int = 10
+
+    @classmethod
+    def of(cls, weights: Weights, config: NoraxConfig) -> Plan:
+        """The plan of a search with ``weights`` under ``config`` (weights' params applied)."""
+        cfg = config.with_params(weights.params) if weights.params else config
+        w = weights.as_dict()
+        return cls(
+            weights=tuple(float(w[s]) for s in SIGNALS),  # type: ignore[arg-type]
+            method=weights.method,
+            rrf_k=weights.rrf_k,
+            pool_min=cfg.pool_min,
+            pool_factor=cfg.pool_factor,
+            recency_candidates=cfg.recency_candidates,
+            context_window=cfg.context_window if cfg.context_on else 0,
+            context_weight=cfg.context_weight if cfg.context_on else 0.0,
+            context_gap=cfg.context_gap_seconds,
+            latest_weight=cfg.latest_wins_weight,
+            latest_similarity=cfg.latest_wins_similarity,
+            latest_depth=cfg.latest_wins_depth,
+        )
+
+    @property
+    def context_on(self) -> bool:
+        """Whether candidates borrow from their neighbours."""
+        return self.context_window > 0 and self.context_weight > 0
+
+
+def proposal_sizes(plan: Plan, k: int, size: int) -> dict[str, int]:
+    """How many candidates each signal proposes for a top-``k`` search of ``size`` memories.
+
+    Signals without weight propose none. Recency alone says nothing about relevance: beside
+    other signals it proposes only ``recency_candidates``; on its own a full pool.
+    """
+    k = min(k, size)
+    pool = max(plan.pool_min, plan.pool_factor * k)
+    on = [s for s, w in zip(SIGNALS, plan.weights, strict=True) if w > 0]
+    out = {}
+    for s in on:
+        n = plan.recency_candidates if s == "temporal" and on != ["temporal"] else pool
+        if n > 0:
+            out[s] = min(n, size)
+    return out
+
+
+def signal_ranks(
+    scores: np.ndarray, valid: np.ndarray, tie: np.ndarray | None, signal: str
+) -> np.ndarray:
+    """Each row's position in ``signal``'s own ranking of the rows, ``(q, n)``.
+
+    What a signal's ``top`` proposes, derived from its scores of every memory: best first,
+    ties to the smaller id; rows the signal would not propose get :data:`NEVER`.
+    """
+    order = _order(scores, valid, tie)
+    q, n = scores.shape
+    ranks = np.empty((q, n), dtype=np.int32)
+    np.put_along_axis(ranks, order, np.broadcast_to(np.arange(n, dtype=np.int32), (q, n)), -1)
+    # Positives sort before the rest, so a positive's rank already counts positives only.
+    blocked = ~valid | (scores <= 0) if signal in POSITIVE_ONLY else ~valid
+    return np.where(blocked, NEVER, ranks)
+
+
+@dataclass(frozen=True)
+class Table:
+    """Scored candidates of ``q`` queries, ``n`` rows each (shorter ones padded).
+
+    Attributes:
+        scores: ``(4, q, n)`` normalised signal scores, in :data:`~norax_core.SIGNALS` order.
+        proposed: ``(4, q, n)`` each row's position in each signal's own ranking
+            (:data:`NEVER` if that signal did not propose it).
+        valid: ``(q, n)`` real rows (False for padding).
+        tie: ``(q, n)`` tie order: among equal scores the smaller value ranks first (the
+            rank of the row's id among the query's ids); ``None`` when the rows are in id
+            order already.
+        size: ``(q,)`` memories the query's namespace (and filter) holds: caps ``k``.
+        created: ``(q, n)`` creation times, epoch seconds (latest wins).
+        neighbours: The rows' neighbours in their session (context propagation).
+        vectors: The rows' stored embeddings (latest wins).
+        ids: Each query's row ids, for reading results (optional in a batch).
+    """
+
+    scores: np.ndarray
+    proposed: np.ndarray
+    valid: np.ndarray
+    tie: np.ndarray | None
+    size: np.ndarray
+    created: np.ndarray | None = None
+    neighbours: Neighbours | None = None
+    vectors: Vectors | None = None
+    ids: list[list[str]] | None = None
+
+
+Extend = Callable[[Table, np.ndarray], Table]
+"""``(table, wanted (q, n) mask) -> table``: a table with the neighbours of the wanted rows
+added as rows (existing rows keep their index), for a table that does not hold every memory."""
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """What :func:`rank` found.
+
+    Attributes:
+        table: The table ranked (with any rows context added).
+        k: ``(q,)`` results per query (``k`` capped by the namespace size).
+        candidates: ``(q, n)`` rows that are candidates (proposed, or context neighbours).
+        fused: ``(q, n)`` fused signal scores.
+        context: ``(q, n)`` after context propagation (``fused`` when it is off).
+        score: ``(q, n)`` final scores (after latest wins).
+    """
+
+    table: Table
+    k: np.ndarray
+    candidates: np.ndarray
+    fused: np.ndarray
+    context: np.ndarray
+    score: np.ndarray
+
+    @cached_property
+    def order(self) -> np.ndarray:
+        """``(q, n)`` rows best first, ties to the smaller id; non-candidates last."""
+        return _order(self.score, self.candidates, self.table.tie)
+
+    def positions(self, qs: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Rank (from 0) of row ``rows[i]`` of query ``qs[i]``; a huge one if no candidate."""
+        tie = self.table.tie
+        score = np.where(self.candidates, self.score, -np.inf)
+        out = np.full(qs.shape, NEVER, dtype=np.int64)
+        n = score.shape[1]
+        for a in range(0, qs.size, 512):  # (chunk, n) comparisons
+            b = slice(a, a + 512)
+            q, r = qs[b], rows[b]
+            sc = score[q]
+            own = sc[np.arange(q.size), r][:, None]
+            t = np.arange(n)[None, :] if tie is None else tie[q]
+            t_own = r[:, None] if tie is None else t[np.arange(q.size), r][:, None]
+            ahead = (sc > own) | ((sc == own) & (t < t_own))
+            out[b] = np.where(self.candidates[q, r], ahead.sum(axis=1), NEVER)
+        return out
+
+    def top(self, q: int = 0) -> list[int]:
+        """The rows of query ``q``'s results, best first."""
+        n = int(min(self.k[q], self.candidates[q].sum()))
+        return self.order[q, :n].tolist()  # type: ignore[no-any-return]
+
+    def ids(self, q: int = 0) -> list[str]:
+        """The ids of query ``q``'s results, best first (needs ``table.ids``)."""
+        if self.table.ids is None:
+            raise ValueError("this table carries no ids")
+        names = self.table.ids[q]
+        return [names[r] for r in self.top(q)]
+
+    def explain(self, q: int, row: int) -> dict[str, float]:
+        """What moved a result: its fused score and each later stage's change of it."""
+        fused, ctx, final = (float(a[q, row]) for a in (self.fused, self.context, self.score))
+        return {"fused": fused, "context": ctx - fused, "latest_wins": final - ctx}
+
+
+def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = None) -> Ranking:
+    """Rank every query of ``table`` under ``plan``: the one ranking of Norax.
+
+    Args:
+        table: The scored rows.
+        plan: Weights and stage parameters.
+        k: Results wanted, one for all queries or one per query.
+        extend: For a table that lacks some memories' rows (a search's table holds only
+            proposed memories): adds context neighbours as rows. Tables that hold whole
+            namespaces (the benchmark's) need none.
+
+    Returns:
+        The :class:`Ranking`.
+    """
+    w = np.asarray(plan.weights, dtype=np.float64)
+    if w.min() < 0 or w.sum() <= 0:
+        raise ValueError(f"weights must be >= 0 with a positive sum, got {plan.weights}")
+    kk = np.minimum(np.asarray(k, dtype=np.int64), table.size).astype(np.int64)
+    kk = np.broadcast_to(kk, table.size.shape).copy()
+    cand = _candidates(table, plan, kk)
+    fused = _fuse(table, plan, cand)
+    ctx = fused
+    if plan.context_on:
+        table, cand, fused, ctx = _context(table, plan, kk, cand, fused, extend)
+    score = ctx
+    if plan.latest_weight > 0:
+        score = _latest(table, plan, cand, ctx)
+    return Ranking(table, kk, cand, fused, ctx, score)
+
+
+def _order(score: np.ndarray, cand: np.ndarray, tie: np.ndarray | None) -> np.ndarray:
+    """Rows best first, ties to the smaller tie key; non-candidates last."""
+    key = -np.where(cand, score, -np.inf)
+    if tie is None:
+        return np.argsort(key, axis=-1, kind="stable")
+    return np.lexsort((tie, key), axis=-1)
+
+
+def _candidates(table: Table, plan: Plan, kk: np.ndarray) -> np.ndarray:
+    """Rows some weighted signal proposes (:func:`proposal_sizes`, for every query at once)."""
+    pool = np.maximum(plan.pool_min, plan.pool_factor * kk)[:, None]
+    on = [i for i, v in enumerate(plan.weights) if v > 0]
+    cand = np.zeros(table.valid.shape, dtype=bool)
+    for i in on:
+        n = plan.recency_candidates if i == _T and on != [_T] else pool
+        cand |= table.proposed[i] < n
+    return cand & table.valid
+
+
+def _fuse(table: Table, plan: Plan, cand: np.ndarray) -> np.ndarray:
+    """Fused scores of every row (weighted sum), or RRF over the candidates."""
+    w, sc = plan.weights, table.scores
+    if plan.method is not FusionMethod.RRF:
+        # summed in signal order, as sum(w_s * score_s) / sum(w_s)
+        return (0.0 + w[_B] * sc[_B] + w[_D] * sc[_D] + w[_T] * sc[_T] + w[_G] * sc[_G]) / sum(w)
+    fused = np.zeros(cand.shape)
+    for i, v in enumerate(w):
+        if v <= 0:
+            continue
+        ok = cand & (sc[i] > 0)
+        ranks = signal_ranks(np.where(ok, sc[i], 0.0), ok, table.tie, "bm25")
+        fused += np.where(ok, v / (plan.rrf_k + ranks + 1.0), 0.0)
+    return fused / (sum(w) / (plan.rrf_k + 1))
+
+
+def _best(score: np.ndarray, cand: np.ndarray, tie: np.ndarray | None, m: np.ndarray) -> np.ndarray:
+    """Mask of each query's best ``m`` candidates (ties to the smaller tie key)."""
+    if tie is None:  # rows in id order: a partition, not a sort (the fitter's hot path)
+        masked = np.where(cand, score, -np.inf)
+        out = np.zeros_like(cand)
+        for want in np.unique(m):
+            qs = np.flatnonzero(m == want)
+            sub = masked[qs]
+            want = int(min(want, sub.shape[1]))
+            if want == 0:
+                continue
+            kth = -np.partition(-sub, want - 1, axis=1)[:, want - 1 : want]
+            above = sub > kth
+            tied = sub == kth
+            room = want - above.sum(axis=1, keepdims=True)
+            out[qs] = (above | (tied & (np.cumsum(tied, axis=1) <= room))) & cand[qs]
+        return out
+    order = _order(score, cand, tie)
+    keep = np.arange(score.shape[1])[None, :] < np.minimum(m, cand.sum(axis=1))[:, None]
+    out = np.zeros_like(cand)
+    np.put_along_axis(out, order, keep, axis=1)
+    return out
+
+
+def _context(
+    table: Table,
+    plan: Plan,
+    kk: np.ndarray,
+    cand: np.ndarray,
+    fused: np.ndarray,
+    extend: Extend | None,
+) -> tuple[Table, np.ndarray, np.ndarray, np.ndarray]:
+    """Context stage: seeds' neighbours join, then each candidate borrows from its best."""
+    seeds = _best(fused, cand, table.tie, CONTEXT_SEEDS * kk)
+    if extend is not None:
+        n0 = cand.shape[1]
+        table = extend(table, seeds)
+        pad = table.valid.shape[1] - n0
+        if pad:
+            cand, seeds = (np.pad(a, ((0, 0), (0, pad))) for a in (cand, seeds))
+            fused = _fuse(table, plan, cand)
+    if table.neighbours is None:
+        raise ValueError("context propagation needs the table's neighbours")
+    slots = table.neighbours(plan.context_window, plan.context_gap)
+    q, n = cand.shape
+    rows, cols = np.nonzero(seeds)
+    known = np.zeros((q, n + 1), dtype=bool)
+    known[:, :n] = cand
+    for nb in slots:
+        known[rows, nb[rows, cols]] = True
+    known = known[:, :n] & table.valid
+    if plan.method is FusionMethod.RRF:  # ranks among the candidates changed
+        fused = _fuse(table, plan, known)
+    sent = np.zeros((q, n + 1))
+    sent[:, :n] = np.where(known, fused, 0.0)
+    best = np.zeros((q, n))
+    for nb in slots:
+        np.maximum(best, np.take_along_axis(sent, nb, axis=1), out=best)
+    lam = plan.context_weight
+    return table, known, fused, (fused + lam * best) / (1.0 + lam)
+
+
+def _latest(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Latest-wins stage over each query's best ``latest_depth`` candidates."""
+    if table.vectors is None or table.created is None:
+        raise ValueError("latest wins needs the table's creation times and vectors")
+    from norax_core.latest import pair_cosines
+
+    q, n = score.shape
+    m = min(plan.latest_depth, n)
+    top = _order(score, cand, table.tie)[:, :m]
+    live = np.take_along_axis(cand, top, axis=1)
+    s = np.take_along_axis(score, top, axis=1)
+    times = np.take_along_axis(table.created, top, axis=1)
+    lifted = s.copy()
+    lam, theta = plan.latest_weight, plan.latest_similarity
+    for a in range(0, q, 64):  # (chunk, m, m, dim) products: bound the memory
+        b = slice(a, a + 64)
+        vec, present = table.vectors(np.arange(q)[b], top[b])
+        ok_row = live[b] & present & ~np.isnan(times[b])
+        sim = pair_cosines(vec)
+        older = times[b][:, :, None] < times[b][:, None, :]  # [o, j]: o older than j
+        ok = older & (sim >= theta) & ok_row[:, :, None] & ok_row[:, None, :]
+        best = np.where(ok, s[b][:, :, None], -np.inf).max(axis=1)
+        lifted[b] = np.where(ok_row, s[b] + lam * np.maximum(0.0, best - s[b]), s[b])
+    out = score.copy()
+    np.put_along_axis(out, top, lifted, axis=1)
+    return out
