@@ -5,7 +5,12 @@ names and numbers varied, four kinds, dates over one year, 300 namespaces of Zip
 sizes) and measures, for every system, on the same machine, data and embedder (Norax's
 ``OnnxMiniLMEmbedder``, wrapped for LangChain and LlamaIndex):
 
-* ``norax``: ``NoraxMemory.search(q, k=10, namespace=ns)``, all four signals.
+* ``norax``: ``NoraxMemory.search(q, k=10, namespace=ns)``, all four signals; the dense
+  signal ranks each namespace exactly over its own vectors (an in-process float32 matrix,
+  loaded from Chroma on the namespace's first search).
+* ``norax_hnsw``: the same store and search with the dense signal as it was before exact
+  namespaces (``NoraxConfig(dense_exact_limit=256)``: Chroma's filtered HNSW for namespaces
+  above 256 memories), for the side-by-side cost.
 * ``chroma``: ``collection.query(n_results=10, where={"namespace": ns})``: dense only, the floor.
 * ``langchain_ensemble``: ``EnsembleRetriever`` (weights 0.5/0.5, RRF) over ``BM25Retriever``
   (rank_bm25) and a ``langchain_chroma.Chroma`` retriever (k=10 each).
@@ -21,7 +26,11 @@ BM25 indexes are built once from the full corpus (neither supports incremental a
 are not persisted: their ``disk_mb`` is Chroma's folder only.
 
 Measured per system, each in its own subprocess (so peak RSS is its own; every worker loads
-the same corpus arrays and the ONNX model, ``rss_base_mb`` is that common baseline):
+the same corpus arrays and the ONNX model, ``rss_base_mb`` is that common baseline). The two
+Norax rows open one store that a third subprocess built (its ingest rate and disk size are
+reported on both), so their RSS is that of a process serving the store, not building it;
+``open_s`` is how long opening took, ``dense_matrix_mb`` what the loaded matrices hold at the
+end and ``namespaces_loaded`` how many namespaces the queries loaded:
 
 * query p50/p95 over the same queries (LoCoMo and BEAM questions, namespaces drawn in
   proportion to their size), with the query's own embedding, and without it (precomputed);
@@ -71,8 +80,10 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-SYSTEMS = ("norax", "chroma", "langchain_ensemble", "llamaindex_fusion")
-SERVER_SYSTEMS = ("norax", "chroma")
+SYSTEMS = ("norax", "norax_hnsw", "chroma", "langchain_ensemble", "llamaindex_fusion")
+SERVER_SYSTEMS = ("norax", "norax_hnsw", "chroma")
+NORAX_CONFIGS = {"norax": {}, "norax_hnsw": {"dense_exact_limit": 256}}
+"""``NoraxConfig`` overrides per Norax system: ``norax_hnsw`` forces the old dense path."""
 N_NAMESPACES = 300
 KINDS = (("episodic", 0.6), ("semantic", 0.25), ("procedural", 0.1), ("scratchpad", 0.05))
 YEAR_END = 1_735_689_600.0  # 2025-01-01 UTC: memories span the year before it
@@ -337,32 +348,51 @@ class Built:
     query: Callable[[str, str], Any]
     folder: Path | None
     close: Callable[[], None] = lambda: None
+    memory: Any = None  # Norax only: the store
+    open_s: float | None = None  # Norax only: how long opening took
 
 
 def _batches(n: int) -> list[tuple[int, int]]:
     return [(s, min(s + BATCH, n)) for s in range(0, n, BATCH)]
 
 
-def build_norax(c: Corpus, emb: LookupEmbedder, folder: Path, server: str | None) -> Built:
-    from norax_core import NoraxMemory
+def build_norax(
+    c: Corpus,
+    emb: LookupEmbedder,
+    folder: Path,
+    server: str | None,
+    system: str = "norax",
+    existing: bool = False,
+) -> Built:
+    """Build a Norax store (or, ``existing``, open the one built in ``folder``)."""
+    from norax_core import NoraxConfig, NoraxMemory
 
+    config = NoraxConfig(**NORAX_CONFIGS.get(system, {}))
+    t0 = time.perf_counter()
     if server:
         import chromadb
 
         host, port = server.rsplit("//", 1)[-1].rsplit(":", 1)
         client = chromadb.HttpClient(host=host, port=int(port))
-        mem = NoraxMemory(client=client, collection=f"scale-{uuid.uuid4().hex[:8]}", embedder=emb)
-    else:
-        mem = NoraxMemory(folder, embedder=emb)
-    t0 = time.perf_counter()
-    for s, e in _batches(len(c.ids)):
-        mem.add(
-            c.texts[s:e],
-            ids=c.ids[s:e],
-            kind=c.kinds[s:e],
-            created_at=c.times[s:e],
-            namespace=c.namespaces[s:e],
+        mem = NoraxMemory(
+            client=client,
+            collection=f"scale-{uuid.uuid4().hex[:8]}",
+            embedder=emb,
+            config=config,
         )
+    else:
+        mem = NoraxMemory(folder, embedder=emb, config=config)
+    opened = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if not existing:
+        for s, e in _batches(len(c.ids)):
+            mem.add(
+                c.texts[s:e],
+                ids=c.ids[s:e],
+                kind=c.kinds[s:e],
+                created_at=c.times[s:e],
+                namespace=c.namespaces[s:e],
+            )
     ingest = time.perf_counter() - t0
 
     def query(q: str, ns: str) -> Any:
@@ -373,7 +403,9 @@ def build_norax(c: Corpus, emb: LookupEmbedder, folder: Path, server: str | None
             mem.store.client.delete_collection(mem.collection_name)
         mem.close()
 
-    return Built(ingest, query, None if server else folder, close)
+    built = Built(ingest, query, None if server else folder, close)
+    built.memory, built.open_s = mem, opened
+    return built
 
 
 def build_chroma(c: Corpus, emb: LookupEmbedder, folder: Path, server: str | None) -> Built:
@@ -531,6 +563,7 @@ def build_llamaindex(c: Corpus, emb: LookupEmbedder, folder: Path, server: str |
 
 BUILDERS = {
     "norax": build_norax,
+    "norax_hnsw": lambda *a: build_norax(*a, system="norax_hnsw"),
     "chroma": build_chroma,
     "langchain_ensemble": build_langchain,
     "llamaindex_fusion": build_llamaindex,
@@ -577,9 +610,27 @@ def worker(args: argparse.Namespace) -> None:
     emb = LookupEmbedder(OnnxMiniLMEmbedder(), table)
     emb.inner.embed(["warm up"])
     base = _rss_mb()
-    folder = Path(tempfile.mkdtemp(prefix=f"scale-{args.worker}-", dir=args.tmp))
+    if args.worker == "norax_build":  # the store both Norax systems open
+        built = build_norax(c, emb, work / "norax-store", None)
+        built.close()
+        result = {
+            "ingest_per_s_no_embed": len(c.ids) / built.ingest_s,
+            "disk_mb": _du_mb(built.folder),
+            "rss_mb": _rss_mb(),
+        }
+        Path(args.out).write_text(json.dumps(result))
+        return
+    shared = args.worker in NORAX_CONFIGS and not args.server
+    folder = (
+        work / "norax-store"
+        if shared
+        else Path(tempfile.mkdtemp(prefix=f"scale-{args.worker}-", dir=args.tmp))
+    )
     try:
-        built = BUILDERS[args.worker](c, emb, folder, args.server)
+        if shared:
+            built = build_norax(c, emb, folder, None, args.worker, existing=True)
+        else:
+            built = BUILDERS[args.worker](c, emb, folder, args.server)
         disk = _du_mb(built.folder)
         pairs = list(zip(c.queries, c.query_namespaces, strict=True))
         for q, ns in pairs[: args.warmup]:
@@ -587,7 +638,7 @@ def worker(args: argparse.Namespace) -> None:
         out: dict[str, list[float]] = {"no_embed": [], "embed": [], "embed_no_graph": []}
         # Norax only: each query is asked again without query entities (the graph signal then
         # finds nothing), right after, so that load changes on a shared machine hit both alike.
-        mem = built.query.__closure__[0].cell_contents if args.worker == "norax" else None  # type: ignore[index]
+        mem = built.memory
         extractor = mem.extractor if mem is not None else None
         for mode in ("no_embed", "embed"):
             emb.lookup = mode == "no_embed"
@@ -601,23 +652,89 @@ def worker(args: argparse.Namespace) -> None:
                     built.query(q, ns)
                     out["embed_no_graph"].append(time.perf_counter() - t0)
                     mem.extractor = extractor
+        if mem is not None:
+            cache = mem.store.indexes.vectors
+            matrix_mb, loaded = cache.nbytes / 2**20, len(cache.loaded())
+        if args.worker == "norax":
+            out.update(_paired(mem, pairs, emb))
         lat, lat_ne = out["embed"], out["no_embed"]
         result = {
             "query_p50_ms": _pct(lat, 50),
             "query_p95_ms": _pct(lat, 95),
             "query_p50_ms_no_embed": _pct(lat_ne, 50),
             "query_p95_ms_no_embed": _pct(lat_ne, 95),
-            "ingest_per_s_no_embed": len(c.ids) / built.ingest_s,
             "rss_mb": _rss_mb(),
             "rss_base_mb": base,
             "disk_mb": disk,
         }
-        if args.worker == "norax":
+        if not shared:
+            result["ingest_per_s_no_embed"] = len(c.ids) / built.ingest_s
+        if mem is not None:
             result["query_p50_ms_without_graph"] = _pct(out["embed_no_graph"], 50)
+            result["open_s"] = built.open_s
+            result["dense_matrix_mb"] = matrix_mb  # after the timed queries
+            result["namespaces_loaded"] = loaded
+        if args.worker == "norax":
+            for key in ("exact", "hnsw", "dense_exact", "dense_hnsw", "chroma"):
+                result[f"paired_p50_ms_{key}"] = _pct(out[key], 50)
+                result[f"paired_p95_ms_{key}"] = _pct(out[key], 95)
+            result["cold_largest_ms"] = out["cold_largest"][0] * 1000.0
+            result["largest_namespace"] = int(out["largest"][0])
         built.close()
         Path(args.out).write_text(json.dumps(result))
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if not shared:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _paired(mem: Any, pairs: list[tuple[str, str]], emb: LookupEmbedder) -> dict[str, list[float]]:
+    """Exact dense vs the old HNSW path, query by query in one process (load hits both alike).
+
+    ``exact`` / ``hnsw``: the full search (query embedding precomputed); ``dense_exact`` /
+    ``dense_hnsw``: the dense signal's candidates alone; ``chroma``: plain Chroma's
+    namespace-filtered query (k = 10, documents and metadata) on the same collection, the
+    ``chroma`` system's query. Then the first search of the largest namespace with its matrix
+    not loaded (read from Chroma).
+    """
+    from norax_core.signals.dense import SMALL_FILTER
+
+    dense = mem.store.dense
+    exact_limit = dense.exact_limit
+    out: dict[str, list[float]] = {
+        k: []
+        for k in ("exact", "hnsw", "dense_exact", "dense_hnsw", "chroma", "cold_largest", "largest")
+    }
+    col = mem.store.collection
+    emb.lookup = True
+    try:
+        paths = [("exact", exact_limit), ("hnsw", SMALL_FILTER)]
+        for i, (q, ns) in enumerate(pairs):
+            for key, limit in paths if i % 2 else paths[::-1]:  # neither always goes first
+                dense.exact_limit = limit
+                t0 = time.perf_counter()
+                mem.search(q, k=K, namespace=ns, now=YEAR_END)
+                out[key].append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                mem.candidates(q, k=K, namespace=ns, now=YEAR_END, weights={"dense": 1.0})
+                out[f"dense_{key}"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            col.query(
+                query_embeddings=emb.embed([q]),
+                n_results=K,
+                where={"norax_namespace": ns},
+                include=["documents", "metadatas", "distances"],
+            )
+            out["chroma"].append(time.perf_counter() - t0)
+        dense.exact_limit = exact_limit
+        largest = max(mem.namespaces(), key=mem.count)
+        mem.store.indexes.vectors.clear()
+        t0 = time.perf_counter()
+        mem.candidates(pairs[0][0], k=K, namespace=largest, weights={"dense": 1.0})
+        out["cold_largest"].append(time.perf_counter() - t0)
+        out["largest"].append(float(mem.count(largest)))
+    finally:
+        dense.exact_limit = exact_limit
+    return out
 
 
 # -- orchestration -------------------------------------------------------------------------------
@@ -738,9 +855,16 @@ def main() -> None:
             f" largest {max(len(v) for v in _by_namespace(c).values())}"
         )
         rows: dict[str, Any] = {}
+        build: dict[str, Any] = {}
+        if not args.server and any(s in NORAX_CONFIGS for s in systems):
+            build = run_one("norax_build", work, args)
         for system in systems:
             res = run_one(system, work, args)
-            if "ingest_per_s_no_embed" in res:
+            if system in NORAX_CONFIGS and not args.server and "error" not in res:
+                res["ingest_per_s_no_embed"] = build.get("ingest_per_s_no_embed")
+                res["disk_mb"] = build.get("disk_mb")
+                res["build_rss_mb"] = build.get("rss_mb")
+            if res.get("ingest_per_s_no_embed"):
                 res["ingest_per_s"] = 1.0 / (
                     1.0 / res["ingest_per_s_no_embed"] + 1.0 / rates["embed_per_s"]
                 )
@@ -785,6 +909,31 @@ def print_report(report: dict[str, Any]) -> None:
                 f"N={n}: the entity graph (query extraction + graph signal) adds "
                 f"{100 * (p50 / without - 1):.0f}% to Norax's query p50"
                 f" ({without:.1f} -> {p50:.1f} ms)"
+            )
+        if "paired_p50_ms_exact" in nx:
+            print(
+                f"N={n}: paired in one process, exact / HNSW dense: search p50 "
+                f"{nx['paired_p50_ms_exact']:.1f} vs {nx['paired_p50_ms_hnsw']:.1f} ms "
+                f"({nx['paired_p50_ms_exact'] / nx['paired_p50_ms_hnsw']:.2f}x), dense "
+                f"candidates alone {nx['paired_p50_ms_dense_exact']:.1f} vs "
+                f"{nx['paired_p50_ms_dense_hnsw']:.1f} ms, plain Chroma's filtered query "
+                f"{nx['paired_p50_ms_chroma']:.1f} ms (search / Chroma "
+                f"{nx['paired_p50_ms_exact'] / nx['paired_p50_ms_chroma']:.2f}x); loading the "
+                "largest namespace's "
+                f"matrix ({nx['largest_namespace']:,} memories) "
+                f"{nx['cold_largest_ms']:.0f} ms"
+            )
+        old = rows.get("norax_hnsw", {})
+        if "query_p50_ms" in nx and "query_p50_ms" in old:
+            print(
+                f"N={n}: exact dense / old HNSW path: query p50 "
+                f"{nx['query_p50_ms'] / old['query_p50_ms']:.2f}x "
+                f"({nx['query_p50_ms']:.1f} vs {old['query_p50_ms']:.1f} ms; no embed "
+                f"{nx['query_p50_ms_no_embed']:.1f} vs {old['query_p50_ms_no_embed']:.1f}), "
+                f"p95 {nx['query_p95_ms']:.1f} vs {old['query_p95_ms']:.1f} ms, RSS "
+                f"{nx['rss_mb']:.0f} vs {old['rss_mb']:.0f} MB (matrices "
+                f"{nx.get('dense_matrix_mb', 0):.0f} MB for {nx.get('namespaces_loaded')} "
+                "namespaces)"
             )
         ch, lc, li = (
             rows.get("chroma"),

@@ -72,6 +72,13 @@ class NoraxConfig:
             newer one counts as restating the older one.
         latest_wins_depth: How many of the best candidates latest wins compares and reorders
             (it never changes which memories are the best ``latest_wins_depth``).
+        dense_exact_limit: A namespace of at most this many memories is ranked by the dense
+            signal exactly, over its own vectors held in process (one float32 matrix, loaded
+            from Chroma on first use); a larger one through Chroma's HNSW index, which is
+            approximate and shared by every namespace (so other tenants can change what it
+            finds). 250,000 MiniLM vectors take 366 MB.
+        dense_cache_mb: Memory for those matrices (MB); the least recently used namespaces'
+            are dropped beyond it and reloaded from Chroma when next searched.
         query_entities: How a search finds the query's entities (:class:`QueryEntities`):
             ``"match"`` looks the query's words up in the namespace's entity graph (only graph
             nodes can score, so this loses nothing a model would find there, and costs
@@ -94,6 +101,8 @@ class NoraxConfig:
     latest_wins_weight: float = 0.0
     latest_wins_similarity: float = 0.5
     latest_wins_depth: int = 10
+    dense_exact_limit: int = 250_000
+    dense_cache_mb: float = 1024.0
     query_entities: QueryEntities | str = QueryEntities.MATCH
 
     def __post_init__(self) -> None:
@@ -133,6 +142,10 @@ class NoraxConfig:
         depth = self.latest_wins_depth
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2:
             raise InvalidInputError(f"latest_wins_depth must be an int >= 2, got {depth!r}")
+        limit = self.dense_exact_limit
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")
+        _positive("dense_cache_mb", self.dense_cache_mb)
         if not isinstance(self.stem, bool):
             raise InvalidInputError(f"stem must be True or False, got {self.stem!r}")
         sw = self.stopwords

@@ -1,9 +1,10 @@
-"""The derived indexes (keyword, temporal, graph) kept in step with Chroma.
+"""The derived indexes (keyword, temporal, graph, vectors) kept in step with Chroma.
 
 Chroma holds the truth; :class:`DerivedIndexes` holds what can be rebuilt from it: the BM25
 index, the recency catalog and the entity graph, all partitioned by namespace, persisted
-through a :class:`~norax_core.sidecar.Sidecar`. Writes go to the sidecar first (one
-transaction) and then to memory, under the engine's lock.
+through a :class:`~norax_core.sidecar.Sidecar`, and the loaded namespaces' vector matrices
+(:class:`~norax_core.signals.vectors.VectorCache`, in memory only: Chroma has the vectors).
+Writes go to the sidecar first (one transaction) and then to memory, under the engine's lock.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from norax_core.sidecar import SCHEMA_VERSION, IndexRow, Sidecar
 from norax_core.signals.bm25 import BM25Index, BM25Signal
 from norax_core.signals.graph import EntityGraph, GraphSignal
 from norax_core.signals.temporal import TemporalSignal
+from norax_core.signals.vectors import VectorCache
 from norax_core.tokenize import Tokenizer
 
 logger = logging.getLogger("norax")
@@ -26,7 +28,7 @@ CHROMA_PAGE = 5_000
 
 
 class DerivedIndexes:
-    """BM25, temporal and graph indexes plus their sidecar persistence."""
+    """BM25, temporal, graph and vector indexes plus their sidecar persistence."""
 
     def __init__(self, sidecar: Sidecar, config: NoraxConfig) -> None:
         self.sidecar = sidecar
@@ -38,6 +40,7 @@ class DerivedIndexes:
         self.bm25_signal = BM25Signal(self.bm25, self.tokenizer)
         self.graph_signal = GraphSignal(self.graph)
         self.namespace_of: dict[str, str] = {}
+        self.vectors = VectorCache(int(config.dense_cache_mb * 2**20))
 
     # -- writes -------------------------------------------------------------------------
 
@@ -45,6 +48,23 @@ class DerivedIndexes:
         """Persist and index ``rows`` (replacing any with the same id)."""
         self.sidecar.upsert(rows)
         self._index(rows)
+        self.vectors_changed([r.id for r in rows])
+
+    def vectors_changed(self, ids: Iterable[str]) -> None:
+        """The stored embeddings of ``ids`` changed: loaded matrices fetch them again.
+
+        From Chroma, before the namespace's next search, rather than from the vectors the
+        write sent: Chroma may store a vector one float32 ulp off what it was given (it
+        does for some), and a matrix must hold what a reload would read. Unknown ids and
+        namespaces that are not loaded are skipped.
+        """
+        groups: dict[str, list[str]] = {}
+        for mid in ids:
+            ns = self.namespace_of.get(mid)
+            if ns is not None and ns in self.vectors:
+                groups.setdefault(ns, []).append(mid)
+        for ns, members in groups.items():
+            self.vectors.mark_stale(ns, members)
 
     def _index(self, rows: Iterable[IndexRow]) -> None:
         for r in rows:
@@ -70,6 +90,7 @@ class DerivedIndexes:
         self.bm25.remove(ns, mid)
         self.temporal.remove(ns, mid)
         self.graph.remove(ns, mid)
+        self.vectors.drop(ns, [mid])
 
     # -- load and reconcile -------------------------------------------------------------
 

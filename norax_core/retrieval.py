@@ -176,7 +176,9 @@ def search_table(
             q.namespace, seeds, cfg.context_window, cfg.context_gap_seconds, allowed=q.allowed
         )
         known = set(ids)
-        extra = [m for m in dict.fromkeys(x for s in seeds for x in near[s]) if m not in known]
+        extra = [
+            m for m in dict.fromkeys(x for s in seeds for x in near.get(s, ())) if m not in known
+        ]
         if not extra:
             return t
         signals = signal_set(indexes, dense, cfg)

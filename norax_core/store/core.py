@@ -34,7 +34,7 @@ from norax_core.indexes import DerivedIndexes, chroma_pages
 from norax_core.locking import StoreLock
 from norax_core.models import Memory
 from norax_core.sidecar import IndexRow, Sidecar
-from norax_core.signals.dense import EXACT_LIMIT, DenseSignal, chroma_where
+from norax_core.signals.dense import DenseSignal, chroma_where
 from norax_core.store.chroma import drop_collection, memory_from_record, open_collection, seq
 from norax_core.store.writes import WritePath
 from norax_core.sync import ChangeLog
@@ -131,10 +131,14 @@ class Store(WritePath):
             self._finalizer.atexit = False
 
         self.indexes = DerivedIndexes(Sidecar(sidecar_path), self.config)
+        # Lambdas, not bound methods: a repair may replace the derived indexes.
         self.dense = DenseSignal(
             self.collection,
             lambda mid: self.indexes.namespace_of.get(mid),
-            members=self.small_namespace,
+            cache=lambda: self.indexes.vectors,
+            size=lambda ns: self.indexes.temporal.count(ns),
+            members=lambda ns: self.indexes.temporal.ids(ns),
+            exact_limit=self.config.dense_exact_limit,
         )
         self.indexes.load()
         if reconcile:
@@ -226,15 +230,7 @@ class Store(WritePath):
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored embedding of each of ``ids`` that exists (float32, unit norm)."""
         id_list = list(dict.fromkeys(ids))
-        if not id_list:
-            return {}
-        got = self.collection.get(ids=id_list, include=["embeddings"])
-        if got["embeddings"] is None:
-            return {}
-        return {
-            mid: np.asarray(vec, dtype=np.float32)
-            for mid, vec in zip(got["ids"], got["embeddings"], strict=True)
-        }
+        return self.dense.vectors(id_list) if id_list else {}
 
     def pages(
         self, include: list[str], where: dict[str, Any] | None = None
@@ -254,14 +250,6 @@ class Store(WritePath):
         fresh.load()
         self.indexes = fresh
         old.graph.close()  # stops the replaced graph's community worker thread
-
-    def small_namespace(self, namespace: str) -> set[str] | None:
-        """A namespace's ids when the dense signal searches it exactly (it is small enough).
-
-        Called by a search (holding the lock) from the worker thread: reads only.
-        """
-        catalog = self.indexes.temporal
-        return catalog.ids(namespace) if catalog.count(namespace) <= EXACT_LIMIT else None
 
     def allowed(self, ns: str, flt: dict[str, Any] | None) -> frozenset[str] | None:
         """The ids of namespace ``ns`` that pass the user's metadata filter ``flt``."""

@@ -211,6 +211,8 @@ class WritePath:
             logger.exception("norax: could not re-embed %d memories in new context", len(ids))
         else:
             self.mark_restating(ids, add=False)
+        finally:  # some may have been updated
+            self.indexes.vectors_changed(ids)
 
     def mark_restating(self, ids: Sequence[str], *, add: bool) -> None:
         """Add ``ids`` to (or remove them from) the sidecar's list of memories to re-embed."""

@@ -12,10 +12,16 @@ costs milliseconds.
 
 The two stores live for the whole test (each case uses fresh namespaces), so they also hold
 every earlier case's namespaces: isolation from many tenants, not only from B.
+
+A second property test does the same with namespaces of 257 to 600 memories, above the size
+(256) up to which the dense signal used to search exactly: beyond it, it went through
+Chroma's HNSW index, approximate and built over every namespace, so B's memories changed
+which of A's it found. It now ranks every namespace over its own vectors.
 """
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 
@@ -29,6 +35,7 @@ from norax_core.fusion import fuse, rank
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 WEIGHTS = {"bm25": 0.3, "dense": 0.3, "temporal": 0.2, "graph": 0.2}
 CASES = 1000
+LARGE_CASES = 40
 VOCAB = [
     "Colby",
     "Priya",
@@ -59,23 +66,52 @@ memory = st.tuples(
     st.integers(-2, 400),  # age in days (negative: a future time)
     st.sampled_from(["t1", "t2"]),
 )
+queries = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(VOCAB), min_size=1, max_size=4).map(" ".join),
+        st.integers(1, 8),
+        st.booleans(),  # filter on metadata
+    ),
+    min_size=1,
+    max_size=2,
+)
 case = st.fixed_dictionaries(
     {
         "a": st.lists(memory, min_size=1, max_size=6),
         "b": st.lists(memory, min_size=1, max_size=8),
         "b_deleted": st.integers(0, 3),
         "order": st.randoms(use_true_random=False),  # how A and B interleave
-        "queries": st.lists(
-            st.tuples(
-                st.lists(st.sampled_from(VOCAB), min_size=1, max_size=4).map(" ".join),
-                st.integers(1, 8),
-                st.booleans(),  # filter on metadata
-            ),
-            min_size=1,
-            max_size=2,
-        ),
+        "queries": queries,
     }
 )
+
+
+large_case = st.fixed_dictionaries(
+    {
+        "a": st.integers(257, 600),  # A's size
+        "b": st.integers(1, 600),  # B's size
+        "extra_a": st.lists(memory, max_size=3),  # hypothesis-shaped ones beside the bulk
+        "extra_b": st.lists(memory, max_size=3),
+        "b_deleted": st.integers(0, 60),
+        # seeded generators: a hypothesis-backed Random would run out of data by hundreds
+        "bulk": st.integers(0, 2**32 - 1).map(random.Random),  # texts, kinds, ages, topics
+        "order": st.integers(0, 2**32 - 1).map(random.Random),
+        "queries": queries,
+    }
+)
+
+
+def bulk(rng: random.Random, n: int) -> list[tuple[str, str, int, str]]:
+    """``n`` memories like the strategy's, drawn from ``rng`` (cheap to generate by hundreds)."""
+    return [
+        (
+            " ".join(rng.choices(VOCAB, k=rng.randint(1, 8))),
+            rng.choice(KINDS),
+            rng.randint(-2, 400),
+            rng.choice(["t1", "t2"]),
+        )
+        for _ in range(n)
+    ]
 
 
 def write(mem, items) -> None:
@@ -98,25 +134,27 @@ def answer(mem, ns: str, query: str, k: int, filtered: bool):
     return cands.k, cands.ids, cands.signals, cands.matched, [(i, fused[i]) for i in rank(fused, k)]
 
 
-def test_other_namespaces_never_change_a_namespaces_answers():
+def check_isolation(strategy, cases: int, members, label: str) -> None:
+    """Run the property: ``members(case) -> (A's memories, B's memories)``."""
     stats: Counter[str] = Counter()
     alone = open_store(weights=WEIGHTS)  # A only (and earlier cases' namespaces)
     mixed = open_store(weights=WEIGHTS)  # A and B
 
     @settings(
-        max_examples=CASES,
+        max_examples=cases,
         derandomize=True,
         deadline=None,
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
-    @given(c=case)
+    @given(c=strategy)
     def run(c) -> None:
         n = stats["cases"]
         stats["cases"] += 1
-        ns_a, ns_b = f"tenant-a-{n}", f"tenant-b-{n}"
-        a = [(f"a{n}-{i:02d}", ns_a, m) for i, m in enumerate(c["a"])]
-        b = [(f"b{n}-{i:02d}", ns_b, m) for i, m in enumerate(c["b"])]
+        ns_a, ns_b = f"{label}-a-{n}", f"{label}-b-{n}"
+        mem_a, mem_b = members(c)
+        a = [(f"a{n}-{i:04d}", ns_a, m) for i, m in enumerate(mem_a)]
+        b = [(f"b{n}-{i:04d}", ns_b, m) for i, m in enumerate(mem_b)]
         write(alone, a)
         slots = [True] * len(a) + [False] * len(b)  # A keeps its order; B goes in between
         c["order"].shuffle(slots)
@@ -125,6 +163,7 @@ def test_other_namespaces_never_change_a_namespaces_answers():
         if c["b_deleted"]:
             mixed.delete([i for i, _, _ in b[: c["b_deleted"]]])
         stats["b_memories"] += len(b)
+        stats["largest_a"] = max(stats["largest_a"], len(a))
         for query, k, filtered in c["queries"]:
             stats["queries"] += 1
             want = answer(alone, ns_a, query, k, filtered)
@@ -139,7 +178,8 @@ def test_other_namespaces_never_change_a_namespaces_answers():
         run()
     finally:
         print(
-            f"\nisolation: {stats['cases']} generated cases, {stats['queries']} queries "
+            f"\nisolation ({label}): {stats['cases']} generated cases (namespaces of up to "
+            f"{stats['largest_a']} memories), {stats['queries']} queries "
             f"({stats['candidates']} candidates x 4 signals, {stats['results']} fused results) "
             f"compared, {stats['b_memories']} memories in the "
             f"other namespaces, {stats['leaks']} leaks; stores of {alone.count()} and "
@@ -147,7 +187,21 @@ def test_other_namespaces_never_change_a_namespaces_answers():
         )
         alone.close()
         mixed.close()
-    assert stats["cases"] >= CASES and stats["leaks"] == 0
+    assert stats["cases"] >= cases and stats["leaks"] == 0
+
+
+def test_other_namespaces_never_change_a_namespaces_answers():
+    check_isolation(case, CASES, lambda c: (c["a"], c["b"]), "small")
+
+
+def test_other_namespaces_never_change_a_large_namespaces_answers():
+    """Namespaces of 257 to 600 memories (B as large), drawn from the same words."""
+
+    def members(c):
+        rng = c["bulk"]
+        return bulk(rng, c["a"]) + c["extra_a"], bulk(rng, c["b"]) + c["extra_b"]
+
+    check_isolation(large_case, LARGE_CASES, members, "large")
 
 
 def test_a_dense_score_does_not_depend_on_how_it_was_computed():
