@@ -277,8 +277,13 @@ async def awrite_turns(
     upsert: bool = False,
 ) -> list[str]:
     """Async :func:`write_turns`: the write runs in a worker thread."""
-    if not turns:
-        return []
-    cols = _columns(turns, times, speaker_in_text=speaker_in_text)
-    write = memory.upsert if upsert else memory.add
-    return await asyncio.to_thread(write, cols.pop("texts"), kind=kind, namespace=namespace, **cols)
+    return await asyncio.to_thread(
+        write_turns,
+        memory,
+        turns,
+        times,
+        namespace=namespace,
+        kind=kind,
+        speaker_in_text=speaker_in_text,
+        upsert=upsert,
+    )
