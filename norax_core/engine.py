@@ -18,8 +18,9 @@ from norax_core.config import NoraxConfig, QueryEntities
 from norax_core.embedders import Embedder, resolve_embedder
 from norax_core.entities import load_extractor
 from norax_core.errors import DuplicateIdError, InvalidInputError
-from norax_core.models import SIGNALS, Memory, MetadataValue, SearchResult
+from norax_core.models import SIGNALS, Explanation, Memory, MetadataValue, SearchResult
 from norax_core.presets import WeightsLike, resolve_weights
+from norax_core.query import plan_query
 from norax_core.ranking import Plan, proposal_sizes, rank
 from norax_core.retrieval import Candidates, gather, search_table
 from norax_core.signals.base import Query
@@ -354,7 +355,8 @@ class NoraxMemory:
         which are fused with ``weights`` (default: the store's). With a single-signal
         preset (``bm25``, ``dense``, ``temporal``, ``graph``) only that signal's proposals
         are candidates, so ``search`` may return fewer than ``k`` results (``bm25`` proposes
-        only memories that share a query term).
+        only memories that share a query term). Every result carries the query's plan
+        (``query_plan``) and what each ranking stage contributed (``explanation``).
 
         Args:
             query: The query text.
@@ -378,12 +380,15 @@ class NoraxMemory:
         ids = ranking.ids()
         scores = ranking.table.scores[:, 0, :]
         records = {m.id: m for m in self.get(ids, namespace=cands.query.namespace)}
+        info = plan_query(cands.query.text, cands.query.now).info()  # reported, not yet used
         return [
             SearchResult(
                 **vars(records[mid]),
                 score=float(ranking.score[0, r]),
                 signals={s: float(scores[i, r]) for i, s in enumerate(SIGNALS)},
                 matched_entities=tuple(cands.matched.get(mid, ())),
+                query_plan=info,
+                explanation=Explanation(**ranking.explain(0, r)),
             )
             for mid, r in zip(ids, rows, strict=True)
             if mid in records

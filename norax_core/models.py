@@ -51,9 +51,79 @@ class Memory:
     entities: tuple[str, ...] = ()
 
 
-SEARCH_KEYS = ("kind", "created_at", "namespace", "score", "signals", "matched_entities")
+SEARCH_KEYS = (
+    "kind",
+    "created_at",
+    "namespace",
+    "score",
+    "signals",
+    "matched_entities",
+    "query_plan",
+    "explanation",
+)
 """Metadata keys an adapter's retrieved document or node gets from the search
 (:meth:`SearchResult.framework_metadata`); they replace same-named user keys."""
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Which ranking stage moved a result: ``fused + context + latest_wins == score``.
+
+    Attributes:
+        fused: The fused signal score (weighted sum or reciprocal rank fusion).
+        context: What context propagation changed (borrowing from the best neighbour in the
+            session; negative when the neighbours score lower); 0 when it is off.
+        latest_wins: What latest wins added (a newer memory restating an older, better
+            one); 0 when it is off or did not apply.
+    """
+
+    fused: float
+    context: float = 0.0
+    latest_wins: float = 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        """``{"fused", "context", "latest_wins"}``, JSON-ready."""
+        return {"fused": self.fused, "context": self.context, "latest_wins": self.latest_wins}
+
+
+@dataclass(frozen=True)
+class NamedPeriod:
+    """A period a query names, resolved against the search's ``now``.
+
+    Attributes:
+        start: ISO 8601 UTC time, inclusive.
+        end: ISO 8601 UTC time, exclusive.
+        text: The phrase it was read from (lowercased), e.g. ``"last week"``.
+    """
+
+    start: str
+    end: str
+    text: str
+
+
+@dataclass(frozen=True)
+class QueryInfo:
+    """The search's reading of its query (:func:`norax_core.plan_query`), as results report it.
+
+    Reported, not yet used by ranking.
+
+    Attributes:
+        intent: The query's intent (an :class:`norax_core.Intent` value, e.g. ``"temporal"``).
+        periods: The periods the query names, in text order.
+        entities: Candidate entity strings as written in the query.
+    """
+
+    intent: str
+    periods: tuple[NamedPeriod, ...] = ()
+    entities: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"intent", "periods": [{"start", "end", "text"}], "entities"}``, JSON-ready."""
+        return {
+            "intent": self.intent,
+            "periods": [{"start": p.start, "end": p.end, "text": p.text} for p in self.periods],
+            "entities": list(self.entities),
+        }
 
 
 @dataclass(frozen=True)
@@ -64,11 +134,21 @@ class SearchResult(Memory):
         score: The fused score; higher is better.
         signals: Each signal's normalised score in [0, 1], keyed by signal name.
         matched_entities: Query entities (or their community peers) that this memory shares.
+        query_plan: The search's reading of the query (the same for every result of it).
+        explanation: Which ranking stage moved this result (stages sum to ``score``).
     """
 
     score: float = 0.0
     signals: Mapping[str, float] = field(default_factory=dict)
     matched_entities: tuple[str, ...] = ()
+    query_plan: QueryInfo | None = None
+    explanation: Explanation | None = None
+
+    def _explained(self) -> dict[str, Any]:
+        return {
+            "query_plan": None if self.query_plan is None else self.query_plan.to_dict(),
+            "explanation": None if self.explanation is None else self.explanation.to_dict(),
+        }
 
     def framework_metadata(self) -> dict[str, Any]:
         """User metadata plus the search's explanation, for a framework's document or node.
@@ -83,6 +163,7 @@ class SearchResult(Memory):
             "score": self.score,
             "signals": dict(self.signals),
             "matched_entities": list(self.matched_entities),
+            **self._explained(),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -97,6 +178,7 @@ class SearchResult(Memory):
             "namespace": self.namespace,
             "metadata": dict(self.metadata),
             "matched_entities": list(self.matched_entities),
+            **self._explained(),
         }
 
 

@@ -29,7 +29,11 @@ class NoraxRetriever(BaseRetriever):
     * ``kind``, ``created_at`` (ISO 8601, UTC) and ``namespace`` of the memory;
     * ``score``: the fused score (higher is better);
     * ``signals``: each signal's normalised score, ``{"bm25", "dense", "temporal", "graph"}``;
-    * ``matched_entities``: the query entities the memory shares.
+    * ``matched_entities``: the query entities the memory shares;
+    * ``query_plan``: the query's reading, ``{"intent", "periods": [{"start", "end",
+      "text"}], "entities"}`` (periods in ISO 8601 UTC);
+    * ``explanation``: what each ranking stage contributed, ``{"fused", "context",
+      "latest_wins"}``, summing to ``score``.
 
     These keys replace user metadata keys of the same name.
 

@@ -34,11 +34,14 @@ class NoraxSearchItem(SearchItem):
 
     ``score`` is the fused score within the item's namespace (``None`` when the search had no
     query); ``signals`` holds each Norax signal's score in [0, 1] (``bm25``, ``dense``,
-    ``temporal``, ``graph``) and ``matched_entities`` the query entities the item shares.
-    Both are also in :meth:`dict`.
+    ``temporal``, ``graph``) and ``matched_entities`` the query entities the item shares;
+    ``query_plan`` is the query's reading (``{"intent", "periods": [{"start", "end", "text"}],
+    "entities"}``) and ``explanation`` what each ranking stage contributed (``{"fused",
+    "context", "latest_wins"}``, summing to ``score``), both ``None`` without a query. All
+    are also in :meth:`dict`.
     """
 
-    __slots__ = ("matched_entities", "signals")
+    __slots__ = ("explanation", "matched_entities", "query_plan", "signals")
 
     def __init__(
         self,
@@ -46,6 +49,8 @@ class NoraxSearchItem(SearchItem):
         score: float | None = None,
         signals: Mapping[str, float] | None = None,
         matched_entities: Sequence[str] = (),
+        query_plan: Mapping[str, Any] | None = None,
+        explanation: Mapping[str, float] | None = None,
     ) -> None:
         super().__init__(
             namespace=item.namespace,
@@ -57,12 +62,18 @@ class NoraxSearchItem(SearchItem):
         )
         self.signals: dict[str, float] = dict(signals or {})
         self.matched_entities: list[str] = list(matched_entities)
+        self.query_plan: dict[str, Any] | None = None if query_plan is None else dict(query_plan)
+        self.explanation: dict[str, float] | None = (
+            None if explanation is None else dict(explanation)
+        )
 
     def dict(self) -> dict[str, Any]:
-        """The item as JSON-ready data, with ``signals`` and ``matched_entities``."""
+        """The item as JSON-ready data, with the search's explanation keys."""
         out = super().dict()
         out["signals"] = dict(self.signals)
         out["matched_entities"] = list(self.matched_entities)
+        out["query_plan"] = self.query_plan
+        out["explanation"] = self.explanation
         return out
 
 
@@ -312,7 +323,15 @@ def _item(result: SearchResult, *, scored: bool) -> NoraxSearchItem:
     item = codec.memory_item(result)
     if not scored:
         return NoraxSearchItem(item)
-    return NoraxSearchItem(item, result.score, result.signals, result.matched_entities)
+    meta = result.framework_metadata()
+    return NoraxSearchItem(
+        item,
+        result.score,
+        result.signals,
+        result.matched_entities,
+        meta["query_plan"],
+        meta["explanation"],
+    )
 
 
 def _listing(namespace: str, k: int, where: dict[str, Any] | None) -> dict[str, Any]:

@@ -18,17 +18,24 @@ from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextN
 from norax_core.conversation import DEFAULT_ROLES, Turn, normal_role, role_set
 from norax_core.errors import InvalidInputError
 from norax_core.ingest import MemoryRecord, memory_record
-from norax_core.models import SEARCH_KEYS, SIGNALS, SearchResult
+from norax_core.models import SEARCH_KEYS, SIGNALS, Explanation, QueryInfo, SearchResult
 from norax_core.validation import storable_metadata as _storable_metadata  # noqa: F401 - the tests use it
 
 logger = logging.getLogger("norax")
 
 
-HIDDEN_KEYS = ("namespace", "score", "signals", "matched_entities")
+HIDDEN_KEYS = (
+    "namespace",
+    "score",
+    "signals",
+    "matched_entities",
+    "query_plan",
+    "explanation",
+)
 """Search keys kept out of the text LLMs and embedders see (``excluded_*_metadata_keys``);
 ``kind`` and ``created_at`` stay visible, as the date of a memory helps answer questions."""
 
-RERANK_KEYS = ("score", "signals")
+RERANK_KEYS = ("score", "signals", "query_plan", "explanation")
 """Metadata keys :class:`~norax_llamaindex.NoraxPostprocessor` sets on the node copies."""
 
 
@@ -57,13 +64,24 @@ def _result_to_node(result: SearchResult) -> NodeWithScore:
 
 
 def _reranked(
-    node: BaseNode, score: float, signals: Mapping[str, Mapping[str, float]]
+    node: BaseNode,
+    score: float,
+    signals: Mapping[str, Mapping[str, float]],
+    query_plan: QueryInfo,
 ) -> NodeWithScore:
-    """A copy of ``node`` carrying its fused ``score`` and ``signals``; ``node`` is unchanged."""
+    """A copy of ``node`` with its fused ``score``, ``signals``, query plan and explanation.
+
+    Reranking has only the fusion stage: ``context`` and ``latest_wins`` are 0. ``node`` is
+    unchanged.
+    """
     breakdown = {s: signals[s].get(node.node_id, 0.0) for s in SIGNALS}
+    explained = {
+        "query_plan": query_plan.to_dict(),
+        "explanation": Explanation(fused=score).to_dict(),
+    }
     copy = node.model_copy(
         update={
-            "metadata": {**node.metadata, "score": score, "signals": breakdown},
+            "metadata": {**node.metadata, "score": score, "signals": breakdown, **explained},
             **_hide(node, RERANK_KEYS),
         }
     )

@@ -25,6 +25,7 @@ from norax_core.postprocess import (
     score_candidate_set,
     store_signal_scores,
 )
+from norax_core.query import plan_query
 from norax_core.weights import Weights
 from norax_llamaindex._convert import _node_text, _reranked
 from norax_llamaindex.embeddings import LlamaIndexEmbedder
@@ -43,8 +44,10 @@ class NoraxPostprocessor(BaseNodePostprocessor):
     epoch seconds) and the entity graph of the candidates. A node without a time scores 0 on
     the temporal signal; a node with an unreadable time raises ``InvalidInputError``.
 
-    Returns copies of the best ``top_n`` nodes whose metadata gains ``score`` (fused) and
-    ``signals`` (each signal's score), hidden from LLM and embedding text; the input nodes
+    Returns copies of the best ``top_n`` nodes whose metadata gains ``score`` (fused),
+    ``signals`` (each signal's score), ``query_plan`` (the query's intent, periods and
+    entities) and ``explanation`` (``{"fused": score, "context": 0.0, "latest_wins": 0.0}``:
+    reranking has only the fusion stage), hidden from LLM and embedding text; the input nodes
     are not changed. Repeated node ids are reranked once (first occurrence).
 
     Args:
@@ -133,7 +136,7 @@ class NoraxPostprocessor(BaseNodePostprocessor):
         cands: SignalScores = {}
         if any(i not in store["bm25"] for i in unique):
             cands = score_candidate_set(query, *self._columns(unique), **self._engines())
-        return self._rank(unique, cands, store)
+        return self._rank(query, unique, cands, store)
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
@@ -145,7 +148,7 @@ class NoraxPostprocessor(BaseNodePostprocessor):
         cands: SignalScores = {}
         if any(i not in store["bm25"] for i in unique):
             cands = await ascore_candidate_set(query, *self._columns(unique), **self._engines())
-        return self._rank(unique, cands, store)
+        return self._rank(query, unique, cands, store)
 
     def _fusion_weights(self) -> Weights:
         if self.weights is not None:
@@ -186,12 +189,13 @@ class NoraxPostprocessor(BaseNodePostprocessor):
         }
 
     def _rank(
-        self, unique: dict[str, BaseNode], cands: SignalScores, store: SignalScores
+        self, query: str, unique: dict[str, BaseNode], cands: SignalScores, store: SignalScores
     ) -> list[NodeWithScore]:
         # A memory's own scores win over the candidate-set ones.
         signals = {s: {**cands.get(s, {}), **store.get(s, {})} for s in SIGNALS}
         fused = fuse(signals, list(unique), self._fusion_weights())
-        return [_reranked(unique[i], fused[i], signals) for i in rank(fused, self.top_n)]
+        info = plan_query(query, self.now).info()
+        return [_reranked(unique[i], fused[i], signals, info) for i in rank(fused, self.top_n)]
 
 
 def _query(query_bundle: QueryBundle | None) -> str:

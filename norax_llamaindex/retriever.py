@@ -19,8 +19,10 @@ class NoraxRetriever(BaseRetriever):
     Returns ``NodeWithScore(node=TextNode(id_=<memory id>, text=..., metadata=...),
     score=<fused score>)``. The metadata holds the memory's own metadata plus ``kind``,
     ``created_at`` (ISO 8601, UTC), ``namespace``, ``score``, ``signals`` (each signal's
-    normalised score) and ``matched_entities``; all but ``kind`` and ``created_at`` are
-    excluded from the text LLMs and embedders see.
+    normalised score), ``matched_entities``, ``query_plan`` (``{"intent", "periods":
+    [{"start", "end", "text"}], "entities"}``) and ``explanation`` (``{"fused", "context",
+    "latest_wins"}``, summing to the score); all but ``kind`` and ``created_at`` are excluded
+    from the text LLMs and embedders see.
 
     Args:
         memory: The store to search.

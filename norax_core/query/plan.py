@@ -16,6 +16,7 @@ from typing import Any
 from norax_core import validation
 from norax_core.entities import find_code_identifiers
 from norax_core.errors import InvalidInputError
+from norax_core.models import NamedPeriod, QueryInfo
 from norax_core.query.intents import (
     Intent,
     features,
@@ -99,6 +100,14 @@ class QueryPlan:
         start = min(p.start for p in self.periods)
         end = max(p.end for p in self.periods)
         return Period(start, end, " / ".join(p.text for p in self.periods))
+
+    def info(self) -> QueryInfo:
+        """What a search result reports of the plan: intent, periods (ISO 8601 UTC), entities."""
+        return QueryInfo(
+            self.intent.value,
+            tuple(NamedPeriod(_iso(p.start), _iso(p.end), p.text) for p in self.periods),
+            self.entities,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready form (what a search's explanation will carry)."""
@@ -184,6 +193,10 @@ def _entities(text: str) -> list[str]:
             seen.add(e.lower())
             out.append(e)
     return out
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat()
 
 
 def _plain(word: str) -> str:
