@@ -20,6 +20,7 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from norax_core import NoraxMemory, SearchResult, Weights
 from norax_core.errors import DuplicateIdError, InvalidInputError, WeightsError
+from norax_core.models import Explanation, NamedPeriod, QueryInfo
 from norax_langchain import LangChainEmbedder, NoraxRetriever, add_documents
 from norax_langchain._convert import (
     _document_to_memory,
@@ -312,6 +313,12 @@ def make_result(**overrides: Any) -> SearchResult:
         "score": 0.5,
         "signals": {"bm25": 0.1, "dense": 0.2, "temporal": 0.3, "graph": 0.4},
         "matched_entities": ("colby",),
+        "query_plan": QueryInfo(
+            "temporal",
+            (NamedPeriod("2026-01-01T00:00:00+00:00", "2026-02-01T00:00:00+00:00", "in january"),),
+            ("Colby",),
+        ),
+        "explanation": Explanation(0.4, 0.15, -0.05),
     }
     return SearchResult(**{**fields, **overrides})
 
@@ -327,6 +334,18 @@ def test_result_to_document() -> None:
         "namespace": "team",
         "signals": {"bm25": 0.1, "dense": 0.2, "temporal": 0.3, "graph": 0.4},
         "matched_entities": ["colby"],
+        "query_plan": {
+            "intent": "temporal",
+            "periods": [
+                {
+                    "start": "2026-01-01T00:00:00+00:00",
+                    "end": "2026-02-01T00:00:00+00:00",
+                    "text": "in january",
+                }
+            ],
+            "entities": ["Colby"],
+        },
+        "explanation": {"fused": 0.4, "context": 0.15, "latest_wins": -0.05},
     }
 
 

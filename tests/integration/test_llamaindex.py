@@ -26,6 +26,7 @@ from llama_index.core.schema import (
 
 from norax_core import Embedder, NoraxMemory, SearchResult, Weights
 from norax_core.errors import DuplicateIdError, InvalidInputError, WeightsError
+from norax_core.models import Explanation, QueryInfo
 from norax_llamaindex import LlamaIndexEmbedder, NoraxPostprocessor, NoraxRetriever, add_nodes
 from norax_llamaindex._convert import (
     _node_to_memory,
@@ -481,6 +482,8 @@ def make_result() -> SearchResult:
         score=0.5,
         signals={"bm25": 0.1, "dense": 0.2, "temporal": 0.3, "graph": 0.4},
         matched_entities=("colby",),
+        query_plan=QueryInfo("lookup", (), ("Colby",)),
+        explanation=Explanation(0.5, 0.0, 0.0),
     )
 
 
@@ -496,8 +499,10 @@ def test_result_to_node() -> None:
         "score": 0.5,
         "signals": {"bm25": 0.1, "dense": 0.2, "temporal": 0.3, "graph": 0.4},
         "matched_entities": ["colby"],
+        "query_plan": {"intent": "lookup", "periods": [], "entities": ["Colby"]},
+        "explanation": {"fused": 0.5, "context": 0.0, "latest_wins": 0.0},
     }
-    hidden = {"namespace", "score", "signals", "matched_entities"}
+    hidden = {"namespace", "score", "signals", "matched_entities", "query_plan", "explanation"}
     assert set(got.node.excluded_llm_metadata_keys) == hidden
     assert set(got.node.excluded_embed_metadata_keys) == hidden
 
@@ -505,14 +510,22 @@ def test_result_to_node() -> None:
 def test_reranked_copies_the_node() -> None:
     node = TextNode(id_="a", text="t", metadata={"x": 1}, excluded_llm_metadata_keys=["x"])
     signals = {"bm25": {"a": 1.0}, "dense": {}, "temporal": {"a": 0.5}, "graph": {}}
-    got = _reranked(node, 0.7, signals)
+    got = _reranked(node, 0.7, signals, QueryInfo("lookup"))
     assert got.score == 0.7 and got.node is not node and got.node.node_id == "a"
     assert got.node.metadata == {
         "x": 1,
         "score": 0.7,
         "signals": {"bm25": 1.0, "dense": 0.0, "temporal": 0.5, "graph": 0.0},
+        "query_plan": {"intent": "lookup", "periods": [], "entities": []},
+        "explanation": {"fused": 0.7, "context": 0.0, "latest_wins": 0.0},
     }
-    assert got.node.excluded_llm_metadata_keys == ["x", "score", "signals"]
+    assert got.node.excluded_llm_metadata_keys == [
+        "x",
+        "score",
+        "signals",
+        "query_plan",
+        "explanation",
+    ]
     assert node.metadata == {"x": 1} and node.excluded_llm_metadata_keys == ["x"]
 
 
