@@ -26,7 +26,15 @@ from norax_core.errors import (
     StoreLockedError,
     WeightsError,
 )
-from norax_core.models import SIGNALS, Kind, Memory, SearchResult
+from norax_core.models import (
+    SIGNALS,
+    Explanation,
+    Kind,
+    Memory,
+    NamedPeriod,
+    QueryInfo,
+    SearchResult,
+)
 from norax_core.presets import get_preset, preset_names
 from norax_core.query import Intent, QueryPlan, plan_query
 from norax_core.weights import FusionMethod, Weights, load_weights, save_weights
@@ -37,6 +45,7 @@ __all__ = [
     "DimensionMismatchError",
     "DuplicateIdError",
     "Embedder",
+    "Explanation",
     "FusionMethod",
     "IndexInconsistentError",
     "Intent",
@@ -45,11 +54,13 @@ __all__ = [
     "Memory",
     "MemoryNotFoundError",
     "ModelNotFoundError",
+    "NamedPeriod",
     "NoraxConfig",
     "NoraxError",
     "NoraxMemory",
     "OnnxMiniLMEmbedder",
     "OpenAIEmbedder",
+    "QueryInfo",
     "QueryPlan",
     "SearchResult",
     "StoreLockedError",

@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from norax_core import NoraxMemory, SearchResult, Weights
+from norax_core import Explanation, NamedPeriod, NoraxMemory, QueryInfo, SearchResult, Weights
 from norax_core.cli import main as cli_main
-from norax_core.models import Explanation, NamedPeriod, QueryInfo
 from norax_langchain import NoraxRetriever as LangChainRetriever
 from norax_langgraph import NoraxStore
 from norax_llamaindex import NoraxPostprocessor

@@ -18,9 +18,8 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
-from norax_core import NoraxMemory, SearchResult, Weights
+from norax_core import Explanation, NamedPeriod, NoraxMemory, QueryInfo, SearchResult, Weights
 from norax_core.errors import DuplicateIdError, InvalidInputError, WeightsError
-from norax_core.models import Explanation, NamedPeriod, QueryInfo
 from norax_langchain import LangChainEmbedder, NoraxRetriever, add_documents
 from norax_langchain._convert import (
     _document_to_memory,

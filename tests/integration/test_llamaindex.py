@@ -24,9 +24,8 @@ from llama_index.core.schema import (
     TextNode,
 )
 
-from norax_core import Embedder, NoraxMemory, SearchResult, Weights
+from norax_core import Embedder, Explanation, NoraxMemory, QueryInfo, SearchResult, Weights
 from norax_core.errors import DuplicateIdError, InvalidInputError, WeightsError
-from norax_core.models import Explanation, QueryInfo
 from norax_llamaindex import LlamaIndexEmbedder, NoraxPostprocessor, NoraxRetriever, add_nodes
 from norax_llamaindex._convert import (
     _node_to_memory,
