@@ -30,34 +30,10 @@ __all__ = [
 
 
 def check_store(memory: NoraxMemory, *, deep: bool = True) -> CheckReport:
-    """Compare Chroma with every derived index of ``memory``.
-
-    Runs under the store's lock, so it sees one consistent state (writes wait). The cost is
-    one pass over Chroma (plus re-tokenising every document when ``deep``).
-
-    Args:
-        memory: An open store.
-        deep: Also compare each sidecar row's namespace, kind, time, tokens and entities
-            (and write sequence number) with what Chroma's record derives; otherwise compare
-            ids only.
-
-    Returns:
-        The report; ``report.ok`` tells whether everything agrees.
-    """
+    """:func:`norax_core.store.consistency.check` on ``memory``'s store (the public entry)."""
     return consistency.check(memory.store, deep=deep)
 
 
 def repair_store(memory: NoraxMemory) -> RepairReport:
-    """Make every derived index agree with Chroma again, re-deriving only what disagrees.
-
-    Sidecar rows that are missing, stale, extra or pending are fixed from Chroma's records;
-    if any in-memory index disagreed, the in-memory indexes are rebuilt from the repaired
-    sidecar (graph communities are kept when the graph is unchanged).
-
-    Returns:
-        What was found and done.
-
-    Raises:
-        IndexInconsistentError: The store still disagrees after the repair.
-    """
+    """:func:`norax_core.store.consistency.repair` on ``memory``'s store (the public entry)."""
     return consistency.repair(memory.store)
