@@ -24,14 +24,7 @@ from norax_core.validation import storable_metadata as _storable_metadata  # noq
 logger = logging.getLogger("norax")
 
 
-HIDDEN_KEYS = (
-    "namespace",
-    "score",
-    "signals",
-    "matched_entities",
-    "query_plan",
-    "explanation",
-)
+HIDDEN_KEYS = tuple(k for k in SEARCH_KEYS if k not in ("kind", "created_at"))
 """Search keys kept out of the text LLMs and embedders see (``excluded_*_metadata_keys``);
 ``kind`` and ``created_at`` stay visible, as the date of a memory helps answer questions."""
 
