@@ -380,7 +380,8 @@ class NoraxMemory:
         ids = ranking.ids()
         scores = ranking.table.scores[:, 0, :]
         records = {m.id: m for m in self.get(ids, namespace=cands.query.namespace)}
-        info = plan_query(cands.query.text, cands.query.now).info()  # reported, not yet used
+        qp = cands.query.plan
+        info = None if qp is None else qp.info()
         return [
             SearchResult(
                 **vars(records[mid]),
@@ -440,6 +441,7 @@ class NoraxMemory:
             else None
         )
         embedding = self.embedder.embed([head])[0]
+        reading = plan_query(text, now_ts)
         with self._store.lock:
             self._store.maybe_sync()
             if extractor and extracting is None:
@@ -453,6 +455,7 @@ class NoraxMemory:
                 tokens=tuple(self._store.indexes.tokenizer(text)),
                 embedding=embedding,
                 where=flt,
+                plan=reading,
             )
             size = self.count(ns) if allowed is None else len(allowed)
             k = min(k, size)

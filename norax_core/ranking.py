@@ -27,15 +27,19 @@ New stages (query intents, date windows, coverage, supersession) belong here too
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
 from norax_core.weights import FusionMethod, Weights
+
+if TYPE_CHECKING:
+    from norax_core.query import QueryPlan
 
 __all__ = [
     "CONTEXT_SEEDS",
@@ -176,6 +180,8 @@ class Table:
         neighbours: The rows' neighbours in their session (context propagation).
         vectors: The rows' stored embeddings (latest wins).
         ids: Each query's row ids, for reading results (optional in a batch).
+        plans: Each query's reading (:class:`~norax_core.query.QueryPlan`: intent, named
+            periods, entities), for stages that adapt to the question; ``None`` if unknown.
     """
 
     scores: np.ndarray
@@ -187,6 +193,7 @@ class Table:
     neighbours: Neighbours | None = None
     vectors: Vectors | None = None
     ids: list[list[str]] | None = None
+    plans: Sequence[QueryPlan | None] | None = None
 
 
 Extend = Callable[[Table, np.ndarray], Table]

@@ -166,6 +166,7 @@ def search_table(
             neighbours=neighbours,
             vectors=vecs,
             ids=[ids],
+            plans=[q.plan],
         )
 
     def extend(t: Table, wanted: np.ndarray) -> Table:

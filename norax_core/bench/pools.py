@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
 from norax_core.config import NoraxConfig
 from norax_core.engine import NoraxMemory
 from norax_core.models import DEFAULT_NAMESPACE, SIGNALS
+from norax_core.query import QueryPlan, plan_query
 from norax_core.ranking import Plan, Table, rank, signal_ranks
 from norax_core.signals.base import Query
 from norax_core.signals.bm25 import BM25Index, BM25Signal
@@ -111,6 +113,11 @@ class Pool:
     def index(self, mid: str) -> int | None:
         """Position of ``mid`` among the candidates, ``None`` if it is not one."""
         return self.index_of.get(mid)
+
+    @cached_property
+    def plan(self) -> QueryPlan:
+        """The query's reading, as :meth:`NoraxMemory.search` makes it."""
+        return plan_query(self.request.query, self.request.now)
 
 
 def pool_bm25(pool: Pool, config: NoraxConfig) -> np.ndarray:
@@ -216,6 +223,7 @@ def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Tabl
         neighbours=PoolNeighbours(pools, n),
         vectors=PoolVectors(pools, n),
         ids=[p.ids for p in pools],
+        plans=[p.plan for p in pools],
     )
 
 

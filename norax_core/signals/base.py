@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from norax_core.query import QueryPlan
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,8 @@ class Query:
         entities: The query's normalised entities.
         where: The user's Chroma metadata filter (already reflected in ``allowed``); the
             dense signal hands it to Chroma directly.
+        plan: The query's reading (:func:`~norax_core.plan_query`): intent, named periods,
+            entities; ``None`` where nothing computed it.
     """
 
     text: str
@@ -34,6 +39,7 @@ class Query:
     embedding: np.ndarray | None = None
     entities: tuple[str, ...] = ()
     where: Mapping[str, Any] | None = None
+    plan: QueryPlan | None = None
 
 
 @runtime_checkable
