@@ -72,6 +72,12 @@ class NoraxConfig:
             newer one counts as restating the older one.
         latest_wins_depth: How many of the best candidates latest wins compares and reorders
             (it never changes which memories are the best ``latest_wins_depth``).
+        supersede_weight: Supersession (:mod:`norax_core.stages.supersede`): a memory linked
+            at write time as superseding a candidate (:mod:`norax_core.supersession`) joins
+            the candidates and closes this share of the gap to the older one (above 1:
+            passes it). 0 turns it off.
+        supersede_depth: How many of the best candidates pull the memories that supersede
+            them.
         dense_exact_limit: A namespace of at most this many memories is ranked by the dense
             signal exactly, over its own vectors held in process (one float32 matrix, loaded
             from Chroma on first use); a larger one through Chroma's HNSW index, which is
@@ -101,6 +107,8 @@ class NoraxConfig:
     latest_wins_weight: float = 0.0
     latest_wins_similarity: float = 0.5
     latest_wins_depth: int = 10
+    supersede_weight: float = 0.0
+    supersede_depth: int = 10
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
     query_entities: QueryEntities | str = QueryEntities.MATCH
@@ -142,6 +150,14 @@ class NoraxConfig:
         depth = self.latest_wins_depth
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2:
             raise InvalidInputError(f"latest_wins_depth must be an int >= 2, got {depth!r}")
+        sw_ = self.supersede_weight
+        if isinstance(sw_, bool) or not (
+            isinstance(sw_, (int, float)) and math.isfinite(sw_) and sw_ >= 0
+        ):
+            raise InvalidInputError(f"supersede_weight must be a finite number >= 0, got {sw_!r}")
+        sd = self.supersede_depth
+        if isinstance(sd, bool) or not isinstance(sd, int) or sd < 1:
+            raise InvalidInputError(f"supersede_depth must be an int >= 1, got {sd!r}")
         limit = self.dense_exact_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")

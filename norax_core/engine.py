@@ -371,11 +371,17 @@ class NoraxMemory:
         if not cands.k:
             return []
         cfg = self._config_for(w)
+        plan = Plan.of(w, self.config)
         with self._store.lock:  # the context stage reads the indexes
             table, extend = search_table(
-                cands, self._store.indexes, self._store.dense, cfg, self.embeddings
+                cands,
+                self._store.indexes,
+                self._store.dense,
+                cfg,
+                self.embeddings,
+                supersede=plan.supersede_weight > 0,
             )
-            ranking = rank(table, Plan.of(w, self.config), cands.k, extend)
+            ranking = rank(table, plan, cands.k, extend)
         rows = ranking.top()
         ids = ranking.ids()
         scores = ranking.table.scores[:, 0, :]

@@ -1,7 +1,8 @@
-"""The derived indexes (keyword, temporal, graph, vectors) kept in step with Chroma.
+"""The derived indexes (keyword, temporal, graph, supersession, vectors) kept in step with Chroma.
 
 Chroma holds the truth; :class:`DerivedIndexes` holds what can be rebuilt from it: the BM25
-index, the recency catalog and the entity graph, all partitioned by namespace, persisted
+index, the recency catalog, the entity graph and the supersession links, all partitioned by
+namespace, persisted
 through a :class:`~norax_core.sidecar.Sidecar`, and the loaded namespaces' vector matrices
 (:class:`~norax_core.signals.vectors.VectorCache`, in memory only: Chroma has the vectors).
 Writes go to the sidecar first (one transaction) and then to memory, under the engine's lock.
@@ -11,15 +12,17 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from norax_core.config import NoraxConfig
 from norax_core.sidecar import SCHEMA_VERSION, IndexRow, Sidecar
+from norax_core.sidecar import Links as StoredLinks
 from norax_core.signals.bm25 import BM25Index, BM25Signal
 from norax_core.signals.graph import EntityGraph, GraphSignal
 from norax_core.signals.temporal import TemporalSignal
 from norax_core.signals.vectors import VectorCache
+from norax_core.supersession import SupersessionIndex
 from norax_core.tokenize import Tokenizer
 
 logger = logging.getLogger("norax")
@@ -28,7 +31,7 @@ CHROMA_PAGE = 5_000
 
 
 class DerivedIndexes:
-    """BM25, temporal, graph and vector indexes plus their sidecar persistence."""
+    """BM25, temporal, graph, supersession and vector indexes plus their sidecar persistence."""
 
     def __init__(self, sidecar: Sidecar, config: NoraxConfig) -> None:
         self.sidecar = sidecar
@@ -37,6 +40,7 @@ class DerivedIndexes:
         self.bm25 = BM25Index(k1=config.bm25_k1, b=config.bm25_b)
         self.temporal = TemporalSignal(config.tau_days)
         self.graph = EntityGraph()
+        self.supersede = SupersessionIndex(self.tokenizer)
         self.bm25_signal = BM25Signal(self.bm25, self.tokenizer)
         self.graph_signal = GraphSignal(self.graph)
         self.namespace_of: dict[str, str] = {}
@@ -45,10 +49,38 @@ class DerivedIndexes:
     # -- writes -------------------------------------------------------------------------
 
     def apply(self, rows: Sequence[IndexRow]) -> None:
-        """Persist and index ``rows`` (replacing any with the same id)."""
-        self.sidecar.upsert(rows)
+        """Persist and index ``rows`` (replacing any with the same id).
+
+        The supersession links the rows change are derived first and stored in the same
+        sidecar transaction as the rows; if that transaction fails, the links of the
+        namespaces touched are re-derived from the sidecar's rows as they still are.
+        """
+        links: dict[str, tuple[str, tuple[str, ...]]] = {}
+        touched = {r.namespace for r in rows}
+        try:
+            for r in rows:
+                old = self.namespace_of.get(r.id)
+                if old is not None and old != r.namespace:
+                    touched.add(old)
+                    links.update(_tagged(old, self.supersede.remove(old, [r.id])))
+                links.update(_tagged(r.namespace, self.supersede.add(r.namespace, [r])))
+            self.sidecar.upsert(rows, links)
+        except BaseException:
+            self._relink(touched)
+            raise
         self._index(rows)
         self.vectors_changed([r.id for r in rows])
+
+    def _relink(self, namespaces: Iterable[str]) -> None:
+        """Rebuild the supersession index of ``namespaces`` from the sidecar's rows and links."""
+        spaces = set(namespaces)
+        for ns in spaces:
+            self.supersede.drop(ns)
+        stored = self.sidecar.links()
+        self.supersede.load(
+            (r for r in self.sidecar.rows() if r.namespace in spaces),
+            {m: older for m, (ns, older) in stored.items() if ns in spaces},
+        )
 
     def vectors_changed(self, ids: Iterable[str]) -> None:
         """The stored embeddings of ``ids`` changed: loaded matrices fetch them again.
@@ -76,11 +108,26 @@ class DerivedIndexes:
             self.temporal.add(r.namespace, r.id, r.created_at, r.kind, r.seq)
             self.graph.add(r.namespace, r.id, r.entities)
 
+    def _indexed(self, rows: Iterable[IndexRow]) -> Iterator[IndexRow]:
+        """Index each row as it passes (one pass over the sidecar feeds every index)."""
+        for r in rows:
+            self._index([r])
+            yield r
+
     def remove(self, ids: Iterable[str]) -> list[str]:
         """Forget ``ids``; returns those that were known."""
         known = [i for i in ids if i in self.namespace_of]
         if known:
-            self.sidecar.delete(known)
+            links: dict[str, tuple[str, tuple[str, ...]]] = {}
+            touched = {self.namespace_of[m] for m in known}
+            try:
+                for mid in known:
+                    ns = self.namespace_of[mid]
+                    links.update(_tagged(ns, self.supersede.remove(ns, [mid])))
+                self.sidecar.delete(known, links)
+            except BaseException:
+                self._relink(touched)
+                raise
             for mid in known:
                 self._unindex(mid)
         return known
@@ -104,7 +151,8 @@ class DerivedIndexes:
             self.sidecar.clear()
             self.sidecar.set_meta({"schema": SCHEMA_VERSION, "tokenizer": tok})
             return False
-        self._index(self.sidecar.rows())
+        links = {m: older for m, (_, older) in self.sidecar.links().items()}
+        self.supersede.load(self._indexed(self.sidecar.rows()), links)
         state = self.sidecar.get_meta("graph_state")
         if state:
             try:
@@ -176,6 +224,11 @@ class DerivedIndexes:
             self.apply(rows)
         self.sidecar.clear_pending(ids)
         return len(rows), len(gone)
+
+
+def _tagged(namespace: str, links: Mapping[str, tuple[str, ...]]) -> StoredLinks:
+    """Links of one namespace in the sidecar's form."""
+    return {m: (namespace, older) for m, older in links.items()}
 
 
 def chroma_pages(

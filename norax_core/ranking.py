@@ -19,9 +19,11 @@ The stages, in order (each one a plain array operation over the whole batch):
    ``CONTEXT_SEEDS * k`` candidates join, and every candidate borrows from its best neighbour;
 4. **latest wins** (:mod:`norax_core.latest`): among the best ``latest_wins_depth``, a newer
    memory similar to an older, better one closes part of the gap;
-5. **order**: best first, ties to the smaller id.
+5. **supersession** (:mod:`norax_core.stages.supersede`): memories linked at write time as
+   superseding one of the best ``supersede_depth`` candidates join the candidates and pass it;
+6. **order**: best first, ties to the smaller id.
 
-New stages (query intents, date windows, coverage, supersession) belong here too, as fields of
+New stages (query intents, date windows, coverage) belong here too, as fields of
 :class:`Plan` and steps of :func:`rank`, so that search and the benchmarks cannot drift apart.
 """
 
@@ -36,6 +38,7 @@ import numpy as np
 
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
+from norax_core.stages.supersede import supersede_arrays
 from norax_core.weights import FusionMethod, Weights
 
 if TYPE_CHECKING:
@@ -88,6 +91,8 @@ class Plan:
         latest_weight: Latest wins' share of the gap (0: off).
         latest_similarity: Cosine from which a newer memory restates an older one.
         latest_depth: How many of the best candidates latest wins compares.
+        supersede_weight: Supersession's share of the gap (0: off).
+        supersede_depth: How many of the best candidates pull what supersedes them.
     """
 
     weights: tuple[float, float, float, float]
@@ -102,6 +107,8 @@ class Plan:
     latest_weight: float = 0.0
     latest_similarity: float = 0.5
     latest_depth: int = 10
+    supersede_weight: float = 0.0
+    supersede_depth: int = 10
 
     @classmethod
     def of(cls, weights: Weights, config: NoraxConfig) -> Plan:
@@ -121,6 +128,8 @@ class Plan:
             latest_weight=cfg.latest_wins_weight,
             latest_similarity=cfg.latest_wins_similarity,
             latest_depth=cfg.latest_wins_depth,
+            supersede_weight=cfg.supersede_weight,
+            supersede_depth=cfg.supersede_depth,
         )
 
     @property
@@ -182,6 +191,9 @@ class Table:
         ids: Each query's row ids, for reading results (optional in a batch).
         plans: Each query's reading (:class:`~norax_core.query.QueryPlan`: intent, named
             periods, entities), for stages that adapt to the question; ``None`` if unknown.
+        newer: ``(s, q, n)`` per slot, the row of a memory that supersedes each row
+            (:mod:`norax_core.supersession`), ``n`` where there is none; a table that does
+            not hold every memory holds those of its rows' (supersession).
     """
 
     scores: np.ndarray
@@ -194,6 +206,7 @@ class Table:
     vectors: Vectors | None = None
     ids: list[list[str]] | None = None
     plans: Sequence[QueryPlan | None] | None = None
+    newer: np.ndarray | None = None
 
 
 Extend = Callable[[Table, np.ndarray], Table]
@@ -211,7 +224,9 @@ class Ranking:
         candidates: ``(q, n)`` rows that are candidates (proposed, or context neighbours).
         fused: ``(q, n)`` fused signal scores.
         context: ``(q, n)`` after context propagation (``fused`` when it is off).
-        score: ``(q, n)`` final scores (after latest wins).
+        score: ``(q, n)`` final scores (after supersession).
+        latest: ``(q, n)`` after latest wins (``None``: no later stage changed it, so
+            ``score``).
     """
 
     table: Table
@@ -220,6 +235,7 @@ class Ranking:
     fused: np.ndarray
     context: np.ndarray
     score: np.ndarray
+    latest: np.ndarray | None = None
 
     @cached_property
     def order(self) -> np.ndarray:
@@ -257,8 +273,16 @@ class Ranking:
 
     def explain(self, q: int, row: int) -> dict[str, float]:
         """What moved a result: its fused score and each later stage's change of it."""
-        fused, ctx, final = (float(a[q, row]) for a in (self.fused, self.context, self.score))
-        return {"fused": fused, "context": ctx - fused, "latest_wins": final - ctx}
+        latest = self.score if self.latest is None else self.latest
+        fused, ctx, lw, final = (
+            float(a[q, row]) for a in (self.fused, self.context, latest, self.score)
+        )
+        return {
+            "fused": fused,
+            "context": ctx - fused,
+            "latest_wins": lw - ctx,
+            "supersede": final - lw,
+        }
 
 
 def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = None) -> Ranking:
@@ -288,7 +312,13 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     score = ctx
     if plan.latest_weight > 0:
         score = _latest(table, plan, cand, ctx)
-    return Ranking(table, kk, cand, fused, ctx, score)
+    latest = score
+    if plan.supersede_weight > 0:
+        if table.newer is None:
+            raise ValueError("supersession needs the table's superseding rows")
+        top = _best(score, cand, table.tie, np.full(kk.shape, plan.supersede_depth))
+        cand, score = supersede_arrays(score, cand, top, table.newer, plan.supersede_weight)
+    return Ranking(table, kk, cand, fused, ctx, score, latest)
 
 
 def _order(score: np.ndarray, cand: np.ndarray, tie: np.ndarray | None) -> np.ndarray:

@@ -113,10 +113,15 @@ def search_table(
     dense: DenseSignal,
     cfg: NoraxConfig,
     vectors: Callable[[list[str]], Mapping[str, np.ndarray]],
+    *,
+    supersede: bool = False,
 ) -> tuple[Table, Extend]:
     """The candidate table of one search, and how to add the context neighbours it asks for.
 
-    The caller holds the store's lock while :func:`~norax_core.ranking.rank` runs.
+    The caller holds the store's lock while :func:`~norax_core.ranking.rank` runs. With
+    ``supersede``, the table also holds (as rows no signal proposed) the memories that
+    supersede its rows (:mod:`norax_core.supersession`), among those the filter allows, so
+    the supersession stage can pull them in.
 
     Args:
         cands: The search's candidates (:func:`gather`).
@@ -124,10 +129,27 @@ def search_table(
         dense: The store's dense signal.
         cfg: The search's configuration.
         vectors: Stored embeddings of ids (those that still exist).
+        supersede: Whether the supersession stage will run (its rows are joined).
     """
     q = cands.query
     catalog = indexes.temporal
+    links = indexes.supersede
     state = {"signals": cands.signals}
+
+    def newer_of(ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        # same namespace by construction; an excluded memory never joins
+        return links.newer(q.namespace, ids, q.allowed) if supersede else {}
+
+    def scored(extra: list[str]) -> None:
+        signals = signal_set(indexes, dense, cfg)
+        old = state["signals"]
+        state["signals"] = {s: {**old[s], **signals[s].score(q, extra)} for s in SIGNALS}
+
+    def joined(ids: Sequence[str]) -> list[str]:
+        """The memories superseding ``ids`` that the table lacks."""
+        known = set(ids)
+        got = newer_of(ids).values()
+        return [m for m in dict.fromkeys(x for v in got for x in v) if m not in known]
 
     def table(ids: list[str]) -> Table:
         rows = {m: r for r, m in enumerate(ids)}
@@ -156,6 +178,13 @@ def search_table(
                     out[0, j], present[0, j] = found[m], True
             return out, present
 
+        newer = newer_of(ids)
+        slots = np.full((max(map(len, newer.values()), default=0), 1, n), n, dtype=np.int64)
+        for m, later in newer.items():
+            # a row's superseding memories are rows (the table joined them); theirs need not be
+            have = [rows[x] for x in later if x in rows]
+            slots[: len(have), 0, rows[m]] = have
+
         return Table(
             scores=scores.reshape(len(SIGNALS), 1, n),
             proposed=proposed,
@@ -167,6 +196,7 @@ def search_table(
             vectors=vecs,
             ids=[ids],
             plans=[q.plan],
+            newer=slots,
         )
 
     def extend(t: Table, wanted: np.ndarray) -> Table:
@@ -180,14 +210,16 @@ def search_table(
         extra = [
             m for m in dict.fromkeys(x for s in seeds for x in near.get(s, ())) if m not in known
         ]
+        extra += joined([*ids, *extra])
         if not extra:
             return t
-        signals = signal_set(indexes, dense, cfg)
-        old = state["signals"]
-        state["signals"] = {s: {**old[s], **signals[s].score(q, extra)} for s in SIGNALS}
+        scored(extra)
         return table([*ids, *extra])  # existing rows keep their index
 
-    return table(sorted(cands.ids)), extend
+    first = joined(cands.ids)
+    if first:
+        scored(first)
+    return table(sorted([*cands.ids, *first])), extend
 
 
 def neighbour_slots(

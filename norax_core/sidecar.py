@@ -11,6 +11,9 @@ A write is crash-safe through a small intent log: the ids of a batch are recorde
 rows. Ids still pending at the next open belong to a write that was interrupted (a crash, a
 kill); reconciliation re-derives them from whatever Chroma holds. Without it, an upsert
 interrupted between Chroma and the sidecar would leave stale tokens behind the same id.
+
+The supersession links (:mod:`norax_core.supersession`) a write changes are stored in the
+same transaction as its rows (or its deletion), so rows and links never disagree on disk.
 """
 
 from __future__ import annotations
@@ -18,13 +21,17 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 """Bumped when the rows change meaning; a sidecar of another version is rebuilt from Chroma
-(2: ``seq``, the write sequence number)."""
+(2: ``seq``, the write sequence number; 3: the ``supersedes`` links)."""
+
+Links = Mapping[str, tuple[str, tuple[str, ...]]]
+"""Supersession links a write changes: ``{newer id: (namespace, older ids)}``; no older ids
+deletes the memory's links."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,10 @@ class Sidecar:
                 "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
             )
             self._conn.execute("CREATE TABLE IF NOT EXISTS pending (id TEXT PRIMARY KEY)")
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS supersedes (id TEXT PRIMARY KEY,"
+                " namespace TEXT NOT NULL, older TEXT NOT NULL)"
+            )
 
     def close(self) -> None:
         """Close the database."""
@@ -112,9 +123,13 @@ class Sidecar:
         with self._lock:
             return {r[0] for r in self._conn.execute("SELECT id FROM pending")}
 
-    def upsert(self, rows: Sequence[IndexRow]) -> None:
-        """Insert or replace rows, and clear them from the pending log, in one transaction."""
+    def upsert(self, rows: Sequence[IndexRow], links: Links | None = None) -> None:
+        """Insert or replace rows and the links they change, and clear them from the pending log.
+
+        One transaction: rows and ``links`` are stored together or not at all.
+        """
         with self._lock, self._tx():
+            self._write_links(links or {})
             self._conn.executemany("DELETE FROM pending WHERE id = ?", [(r.id,) for r in rows])
             self._conn.executemany(
                 "INSERT OR REPLACE INTO memories"
@@ -134,15 +149,35 @@ class Sidecar:
                 ],
             )
 
-    def delete(self, ids: Iterable[str]) -> None:
-        """Delete rows by id in one transaction."""
+    def delete(self, ids: Iterable[str], links: Links | None = None) -> None:
+        """Delete rows by id, and write the ``links`` that changes, in one transaction."""
         with self._lock, self._tx():
             self._conn.executemany("DELETE FROM memories WHERE id = ?", [(i,) for i in ids])
+            self._write_links(links or {})
+
+    def _write_links(self, links: Links) -> None:
+        gone = [(mid,) for mid, (_, older) in links.items() if not older]
+        self._conn.executemany("DELETE FROM supersedes WHERE id = ?", gone)
+        self._conn.executemany(
+            "INSERT OR REPLACE INTO supersedes (id, namespace, older) VALUES (?, ?, ?)",
+            [
+                (mid, ns, json.dumps(list(older), ensure_ascii=False))
+                for mid, (ns, older) in links.items()
+                if older
+            ],
+        )
+
+    def links(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """Every stored supersession link: ``{newer id: (namespace, older ids)}``."""
+        with self._lock:
+            got = self._conn.execute("SELECT id, namespace, older FROM supersedes").fetchall()
+        return {mid: (ns, tuple(json.loads(older))) for mid, ns, older in got}
 
     def clear(self) -> None:
-        """Delete every row (before a full rebuild)."""
+        """Delete every row and link (before a full rebuild)."""
         with self._lock, self._tx():
             self._conn.execute("DELETE FROM memories")
+            self._conn.execute("DELETE FROM supersedes")
 
     def ids(self) -> set[str]:
         """Every id the sidecar holds."""

@@ -88,6 +88,8 @@ class Pool:
         config: The store configuration the scores were computed with.
         vectors: ``(n, dim)`` stored embeddings of the candidates (for latest wins), or
             ``None``; pools of one namespace with the same ids share one array.
+        newer: The memories that supersede each candidate (:mod:`norax_core.supersession`;
+            candidates without any are left out), or ``None``; shared like ``vectors``.
     """
 
     request: PoolRequest
@@ -99,6 +101,7 @@ class Pool:
     size: int
     config: NoraxConfig
     vectors: np.ndarray | None = field(default=None, repr=False)
+    newer: Mapping[str, tuple[str, ...]] | None = field(default=None, repr=False)
     bm25_rows: dict[tuple[float, float], np.ndarray] = field(default_factory=dict, repr=False)
     """BM25 scores of the candidates under other ``(k1, b)`` (see :func:`add_bm25_variants`)."""
     _index: dict[str, int] = field(default_factory=dict, repr=False)
@@ -224,7 +227,26 @@ def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Tabl
         vectors=PoolVectors(pools, n),
         ids=[p.ids for p in pools],
         plans=[p.plan for p in pools],
+        newer=newer_slots(pools, n),
     )
+
+
+def newer_slots(pools: Sequence[Pool], n: int) -> np.ndarray | None:
+    """The pools' superseding rows (see :attr:`~norax_core.ranking.Table.newer`).
+
+    ``None`` when no pool knows its links (pools built without them).
+    """
+    if all(p.newer is None for p in pools):
+        return None
+    depth = max((len(v) for p in pools for v in (p.newer or {}).values()), default=0)
+    out = np.full((depth, len(pools), n), n, dtype=np.int64)
+    for i, p in enumerate(pools):
+        row = p.index_of
+        for m, later in (p.newer or {}).items():
+            have = [row[x] for x in later if x in row]
+            if m in row and have:
+                out[: len(have), i, row[m]] = have
+    return out
 
 
 class PoolNeighbours:
@@ -318,6 +340,7 @@ def build_pools(
     every = Weights(1.0, 1.0, 1.0, 1.0, params={"recency_candidates": recency_depth}, name="all")
     meta: dict[str, tuple[float, str]] = {}
     shared: dict[tuple[str, ...], np.ndarray] = {}
+    links: dict[tuple[str, ...], dict[str, tuple[str, ...]]] = {}
     out: list[Pool] = []
     for req in requests:
         size = memory.count(req.namespace)
@@ -342,6 +365,7 @@ def build_pools(
         if key not in shared:
             got = memory.embeddings(ids)
             shared[key] = np.stack([got[m] for m in ids]) if ids else np.zeros((0, 0), np.float32)
+            links[key] = memory.store.superseding(cands.query.namespace, ids)
         out.append(
             Pool(
                 request=req,
@@ -353,6 +377,7 @@ def build_pools(
                 size=size,
                 config=replace(memory.config, embed_context=memory.add_config.embed_context),
                 vectors=shared[key],
+                newer=links[key],
             )
         )
         if progress:

@@ -232,6 +232,11 @@ class Store(WritePath):
         id_list = list(dict.fromkeys(ids))
         return self.dense.vectors(id_list) if id_list else {}
 
+    def superseding(self, namespace: str, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """The memories linked as superseding each of ``ids`` (:mod:`norax_core.supersession`)."""
+        with self.lock:
+            return self.indexes.supersede.newer(namespace, ids)
+
     def pages(
         self, include: list[str], where: dict[str, Any] | None = None
     ) -> Iterator[dict[str, Any]]:

@@ -1,0 +1,95 @@
+"""Supersession: a memory that supersedes a candidate joins the candidates and passes it.
+
+The links come from the write path (:mod:`norax_core.supersession`): a newer memory that
+restates an attribute of the same things as an older one ("the deadline moved to Friday"
+after "the deadline is Monday"). At query time, every candidate's superseding memories become
+candidates too (the newer statement is found even when only the older one matched the
+query), and each of them closes a share ``weight`` of the gap to the best candidate it
+supersedes (above 1: passes it), so the current statement ranks above the stale one.
+
+:func:`supersede_arrays` is what :func:`norax_core.ranking.rank` runs over a whole batch;
+:func:`supersede` is its plain reference (``tests/unit/test_supersede_stage.py`` checks them
+equal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["supersede", "supersede_arrays"]
+
+
+def supersede(
+    score: Mapping[str, float],
+    candidates: Sequence[str],
+    top: Sequence[str],
+    newer: Mapping[str, Sequence[str]],
+    weight: float,
+) -> tuple[list[str], dict[str, float]]:
+    r"""Pull superseding memories into the candidates and lift them towards their older ones.
+
+    .. math::
+
+        s'(j) = s(j) + \lambda \max\Bigl(0, \max_{o \in C,\ j \in N(o)} s(o) - s(j)\Bigr)
+
+    for every memory ``j`` that supersedes some memory ``o`` of ``C``, the best candidates
+    (``N(o)``: the memories that supersede ``o``); every other score is unchanged. One step:
+    the maximum is taken over the scores before the lift, and only direct links count. Only
+    the best candidates pull: a stale statement far down the ranking is no reason to
+    promote what replaced it.
+
+    Args:
+        score: Score of every memory that may be ranked (the candidates and the memories
+            that supersede them).
+        candidates: The candidates before the stage.
+        top: ``C``: the best of them (the stage's depth).
+        newer: ``N``: the memories that supersede each memory.
+        weight: ``lambda`` >= 0; 0 returns the candidates and scores unchanged.
+
+    Returns:
+        The candidates after the stage (the pulled ones appended, in order of first
+        appearance) and the new score of each of them.
+    """
+    out = {m: score[m] for m in candidates}
+    if weight <= 0:
+        return list(candidates), out
+    best: dict[str, float] = {}
+    for o in top:
+        for j in newer.get(o, ()):
+            best[j] = max(best.get(j, -np.inf), score[o])
+    cand = list(candidates) + [j for j in best if j not in out]
+    for j, b in best.items():
+        s = score[j]
+        out[j] = s + weight * max(0.0, b - s)
+    return cand, out
+
+
+def supersede_arrays(
+    score: np.ndarray, cand: np.ndarray, top: np.ndarray, newer: np.ndarray, weight: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`supersede` over ``(q, n)`` arrays.
+
+    Args:
+        score: ``(q, n)`` scores of every row.
+        cand: ``(q, n)`` candidate mask.
+        top: ``(q, n)`` mask of the best candidates (``C``).
+        newer: ``(s, q, n)``: per slot, the row that supersedes each row (``n``: none).
+        weight: ``lambda``.
+
+    Returns:
+        The new candidate mask and scores.
+    """
+    q, n = score.shape
+    if weight <= 0 or newer.shape[0] == 0:
+        return cand, score
+    src = np.where(top & cand, score, -np.inf)
+    best = np.full((q, n + 1), -np.inf)
+    qi = np.broadcast_to(np.arange(q)[:, None], (q, n))
+    for slot in newer:
+        np.maximum.at(best, (qi, slot), src)
+    best = best[:, :n]
+    pulled = np.isfinite(best)
+    lifted = score + weight * np.maximum(0.0, np.where(pulled, best, score) - score)
+    return cand | pulled, np.where(pulled, lifted, score)
