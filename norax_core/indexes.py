@@ -64,6 +64,8 @@ class DerivedIndexes:
                     touched.add(old)
                     links.update(_tagged(old, self.supersede.remove(old, [r.id])))
                 links.update(_tagged(r.namespace, self.supersede.add(r.namespace, [r])))
+            for r in rows:  # a re-derived row rewrites its own links (repair relies on it)
+                links[r.id] = (r.namespace, self.supersede.older(r.namespace, r.id))
             self.sidecar.upsert(rows, links)
         except BaseException:
             self._relink(touched)

@@ -152,7 +152,9 @@ class Sidecar:
     def delete(self, ids: Iterable[str], links: Links | None = None) -> None:
         """Delete rows by id, and write the ``links`` that changes, in one transaction."""
         with self._lock, self._tx():
-            self._conn.executemany("DELETE FROM memories WHERE id = ?", [(i,) for i in ids])
+            gone = [(i,) for i in ids]
+            self._conn.executemany("DELETE FROM memories WHERE id = ?", gone)
+            self._conn.executemany("DELETE FROM supersedes WHERE id = ?", gone)
             self._write_links(links or {})
 
     def _write_links(self, links: Links) -> None:

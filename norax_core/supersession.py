@@ -146,6 +146,11 @@ class SupersessionIndex:
         space = self._spaces.get(namespace)
         return dict(space.older) if space else {}
 
+    def older(self, namespace: str, mid: str) -> tuple[str, ...]:
+        """The memories ``mid`` supersedes (empty if none)."""
+        space = self._spaces.get(namespace)
+        return space.older.get(mid, ()) if space else ()
+
     def newer(
         self, namespace: str, ids: Iterable[str], allowed: frozenset[str] | None = None
     ) -> dict[str, tuple[str, ...]]:

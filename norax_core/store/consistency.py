@@ -4,6 +4,8 @@ Chroma holds the truth; the sidecar rows and the in-memory BM25, temporal, graph
 catalog indexes are derived from it. :func:`check` compares them, namespace by namespace:
 the ids every source holds, and (``deep``) whether each sidecar row still matches what
 Chroma's record derives (namespace, kind, time, tokens, entities, write sequence number).
+Supersession links must agree between the sidecar and memory and (``deep``) with the links
+Chroma's records derive; a memory whose links disagree is reported stale (``supersedes``).
 :func:`repair` re-derives what disagrees. ``NoraxMemory.check`` / ``repair``, ``norax check
 [--repair]`` and :mod:`norax_core.maintenance` all run these.
 """
@@ -20,13 +22,14 @@ from norax_core.models import DEFAULT_NAMESPACE
 from norax_core.sidecar import IndexRow
 from norax_core.signals.dense import NAMESPACE_KEY
 from norax_core.store.core import Store
+from norax_core.supersession import derive_links
 
 __all__ = ["SOURCES", "CheckReport", "NamespaceCheck", "RepairReport", "check", "repair"]
 
-SOURCES: tuple[str, ...] = ("sidecar", "catalog", "bm25", "temporal", "graph")
+SOURCES: tuple[str, ...] = ("sidecar", "catalog", "bm25", "temporal", "graph", "supersede")
 """The derived indexes compared with Chroma: the persisted sidecar rows, the in-memory id
-catalog (``id -> namespace``, behind ``count`` and duplicate checks) and the three in-memory
-signal indexes."""
+catalog (``id -> namespace``, behind ``count`` and duplicate checks), the three in-memory
+signal indexes and the supersession index (whose links are also compared, see :func:`check`)."""
 
 _SHOW = 5  # ids printed per problem
 
@@ -196,6 +199,21 @@ def check(store: Store, *, deep: bool = True) -> CheckReport:
             held["temporal"][ns] = idx.temporal.ids(ns)
         for ns in idx.graph.namespaces():
             held["graph"][ns] = set(idx.graph.ids(ns))
+        for ns in idx.supersede.namespaces():
+            held["supersede"][ns] = idx.supersede.ids(ns)
+        in_memory = {ns: idx.supersede.links(ns) for ns in idx.supersede.namespaces()}
+        stored: dict[str, dict[str, tuple[str, ...]]] = {}
+        for mid, (ns, older) in idx.sidecar.links().items():
+            stored.setdefault(ns, {})[mid] = older
+        derived = (
+            derive_links(
+                (r for rows in truth.values() for r in rows.values() if r is not None),
+                idx.tokenizer,
+                idx.supersede.rule,
+            )
+            if deep
+            else in_memory
+        )
         pending = tuple(sorted(idx.sidecar.pending()))
 
     spaces = set(truth).union(*(set(h) for h in held.values()))
@@ -216,6 +234,11 @@ def check(store: Store, *, deep: bool = True) -> CheckReport:
             fields = _differences(sidecar_rows[mid], row) if row and mid in sidecar_rows else ()
             if fields:
                 stale[mid] = fields
+        # supersession links: persisted == in memory (== derived from Chroma when deep)
+        sources = [stored.get(ns, {}), in_memory.get(ns, {}), derived.get(ns, {})]
+        for mid in sorted(set().union(*sources)):
+            if len({src.get(mid, ()) for src in sources}) > 1:
+                stale[mid] = (*stale.get(mid, ()), "supersedes")
         report.append(NamespaceCheck(ns, counts, missing, extra, stale))
     return CheckReport(tuple(report), pending, deep)
 

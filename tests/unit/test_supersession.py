@@ -1,0 +1,136 @@
+"""The supersession link rule and index (pure logic: hand-made rows, the real tokenizer)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from norax_core.sidecar import IndexRow
+from norax_core.supersession import LinkRule, SupersessionIndex, derive_links, link_score
+from norax_core.tokenize import Tokenizer
+
+TOK = Tokenizer(stem=True, stopwords="english")
+
+
+def row(mid: str, text: str, entities: str, t: float, ns: str = "ns") -> IndexRow:
+    return IndexRow(mid, ns, "episodic", t, tuple(TOK(text)), tuple(entities.split()), 0)
+
+
+MONDAY = row("monday", "The project deadline is Monday", "project deadline monday", 1.0)
+FRIDAY = row("friday", "The project deadline moved to Friday", "project deadline friday", 2.0)
+BUDGET = row("budget", "The project budget increased to 5000 dollars", "project budget", 3.0)
+LUNCH = row("lunch", "Lunch with Alice on Monday", "alice lunch monday", 4.0)
+
+
+def test_a_moved_deadline_supersedes_the_old_one() -> None:
+    idx = SupersessionIndex(TOK)
+    idx.add("ns", [MONDAY, FRIDAY])
+    assert idx.links("ns") == {"friday": ("monday",)}
+    assert idx.newer("ns", ["monday", "friday"]) == {"monday": ("friday",)}
+
+
+def test_same_entity_other_attribute_is_no_link() -> None:
+    # the budget changed, the deadline did not: they share "project" only
+    idx = SupersessionIndex(TOK)
+    idx.add("ns", [MONDAY, BUDGET])
+    assert idx.links("ns") == {}
+
+
+def test_no_update_cue_is_no_link() -> None:
+    again = row("again", "The project deadline is Monday, remember", "project deadline monday", 2.0)
+    idx = SupersessionIndex(TOK)
+    idx.add("ns", [MONDAY, again])
+    assert idx.links("ns") == {}
+
+
+def test_unrelated_memory_is_no_link() -> None:
+    idx = SupersessionIndex(TOK)
+    idx.add("ns", [MONDAY, FRIDAY, LUNCH])
+    assert idx.links("ns") == {"friday": ("monday",)}
+
+
+def test_only_older_memories_are_superseded() -> None:
+    # written in the other order, the link still points from the newer to the older
+    idx = SupersessionIndex(TOK)
+    idx.add("ns", [FRIDAY])
+    idx.add("ns", [MONDAY])
+    assert idx.links("ns") == {"friday": ("monday",)}
+
+
+def test_links_never_cross_namespaces() -> None:
+    idx = SupersessionIndex(TOK)
+    other = row("friday", "The project deadline moved to Friday", "project deadline friday", 2.0)
+    idx.add("a", [MONDAY])
+    idx.add("b", [other])
+    assert idx.links("a") == {} and idx.links("b") == {}
+
+
+def test_deleting_the_newer_unsupersedes_the_older() -> None:
+    idx = SupersessionIndex(TOK)
+    idx.add("ns", [MONDAY, FRIDAY])
+    changed = idx.remove("ns", ["friday"])
+    assert changed == {"friday": ()}
+    assert idx.newer("ns", ["monday"]) == {}
+
+
+def test_deleting_the_older_relinks_to_the_next_best() -> None:
+    earliest = row("tuesday", "The project deadline is Tuesday", "project deadline tuesday", 0.5)
+    idx = SupersessionIndex(TOK, LinkRule(max_links=1))
+    idx.add("ns", [earliest, MONDAY, FRIDAY])
+    assert idx.links("ns") == {"friday": ("monday",)}
+    idx.remove("ns", ["monday"])
+    assert idx.links("ns") == {"friday": ("tuesday",)}
+
+
+def test_upsert_with_changed_text_rederives() -> None:
+    idx = SupersessionIndex(TOK)
+    idx.add("ns", [MONDAY, FRIDAY])
+    changed = idx.add("ns", [row("friday", "Lunch moved to noon", "lunch noon", 2.0)])
+    assert changed["friday"] == ()
+    assert idx.links("ns") == {}
+
+
+def test_filter_keeps_only_allowed_newer() -> None:
+    idx = SupersessionIndex(TOK)
+    idx.add("ns", [MONDAY, FRIDAY])
+    assert idx.newer("ns", ["monday"], allowed=frozenset({"monday"})) == {}
+
+
+def test_link_score_is_pairwise_jaccard() -> None:
+    a, b = frozenset({"x", "y"}), frozenset({"y", "z"})
+    assert link_score(a, b, frozenset(), frozenset()) == pytest.approx(1 / 6)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_incremental_index_equals_a_rebuild(seed: int) -> None:
+    """Any order of adds, upserts and deletes leaves what a rebuild from the rows derives."""
+    rng = random.Random(seed)
+    words = [
+        "deadline",
+        "budget",
+        "project",
+        "sprint",
+        "moved",
+        "increased",
+        "now",
+        "report",
+        "alice",
+        "bob",
+        "api",
+    ]
+    cues = ["moved", "increased", "updated", ""]
+    rows: dict[str, IndexRow] = {}
+    idx = SupersessionIndex(TOK)
+    for _step in range(120):
+        mid = f"m{rng.randrange(30)}"
+        if mid in rows and rng.random() < 0.3:
+            idx.remove("ns", [mid])
+            del rows[mid]
+            continue
+        picked = rng.sample(words, 4)
+        text = " ".join([*picked, rng.choice(cues)])
+        r = row(mid, text, " ".join(picked[:2]), float(rng.randrange(10)))
+        rows[mid] = r
+        idx.add("ns", [r])
+    assert idx.links("ns") == derive_links(rows.values(), TOK).get("ns", {})
