@@ -25,9 +25,7 @@ def test_arrays_equal_reference(seed: int, weight: float) -> None:
     got_cand, got = supersede_arrays(score, cand, top, newer, weight)
     for i in range(q):
         ids = [str(r) for r in range(n)]
-        nb = {
-            str(r): [str(j) for j in newer[:, i, r] if j < n] for r in range(n)
-        }
+        nb = {str(r): [str(j) for j in newer[:, i, r] if j < n] for r in range(n)}
         c = [ids[r] for r in range(n) if cand[i, r]]
         t = [ids[r] for r in range(n) if top[i, r]]
         want_cand, want = supersede(dict(zip(ids, score[i], strict=True)), c, t, nb, weight)
