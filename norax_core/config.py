@@ -76,8 +76,13 @@ class NoraxConfig:
             at write time as superseding a candidate (:mod:`norax_core.supersession`) joins
             the candidates and closes this share of the gap to the older one (above 1:
             passes it). 0 turns it off.
-        supersede_depth: How many of the best candidates pull the memories that supersede
+        supersede_depth: How many of the best candidates lift the memories that supersede
             them.
+        supersede_ratio: A superseding memory is lifted only if its own score is at least
+            this share of the older one's (0: always).
+        supersede_pull: Whether a superseding memory that is not among those best
+            candidates is lifted too (joining the candidates); without, supersession only
+            reorders the best ``supersede_depth``, so recall at that depth is unchanged.
         dense_exact_limit: A namespace of at most this many memories is ranked by the dense
             signal exactly, over its own vectors held in process (one float32 matrix, loaded
             from Chroma on first use); a larger one through Chroma's HNSW index, which is
@@ -109,6 +114,8 @@ class NoraxConfig:
     latest_wins_depth: int = 10
     supersede_weight: float = 0.0
     supersede_depth: int = 10
+    supersede_ratio: float = 0.0
+    supersede_pull: bool = True
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
     query_entities: QueryEntities | str = QueryEntities.MATCH
@@ -158,6 +165,13 @@ class NoraxConfig:
         sd = self.supersede_depth
         if isinstance(sd, bool) or not isinstance(sd, int) or sd < 1:
             raise InvalidInputError(f"supersede_depth must be an int >= 1, got {sd!r}")
+        sr = self.supersede_ratio
+        if isinstance(sr, bool) or not (isinstance(sr, (int, float)) and 0 <= sr <= 1):
+            raise InvalidInputError(f"supersede_ratio must be a number in [0, 1], got {sr!r}")
+        if not isinstance(self.supersede_pull, bool):
+            raise InvalidInputError(
+                f"supersede_pull must be True or False, got {self.supersede_pull!r}"
+            )
         limit = self.dense_exact_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")

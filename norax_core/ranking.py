@@ -20,7 +20,8 @@ The stages, in order (each one a plain array operation over the whole batch):
 4. **latest wins** (:mod:`norax_core.latest`): among the best ``latest_wins_depth``, a newer
    memory similar to an older, better one closes part of the gap;
 5. **supersession** (:mod:`norax_core.stages.supersede`): memories linked at write time as
-   superseding one of the best ``supersede_depth`` candidates join the candidates and pass it;
+   superseding one of the best ``supersede_depth`` candidates pass it (joining the
+   candidates if they were not);
 6. **order**: best first, ties to the smaller id.
 
 New stages (query intents, date windows, coverage) belong here too, as fields of
@@ -92,7 +93,10 @@ class Plan:
         latest_similarity: Cosine from which a newer memory restates an older one.
         latest_depth: How many of the best candidates latest wins compares.
         supersede_weight: Supersession's share of the gap (0: off).
-        supersede_depth: How many of the best candidates pull what supersedes them.
+        supersede_depth: How many of the best candidates lift what supersedes them.
+        supersede_ratio: Least share of the older memory's score the newer one needs.
+        supersede_pull: Whether a superseding memory outside that depth is lifted (and
+            joins the candidates).
     """
 
     weights: tuple[float, float, float, float]
@@ -109,6 +113,8 @@ class Plan:
     latest_depth: int = 10
     supersede_weight: float = 0.0
     supersede_depth: int = 10
+    supersede_ratio: float = 0.0
+    supersede_pull: bool = True
 
     @classmethod
     def of(cls, weights: Weights, config: NoraxConfig) -> Plan:
@@ -130,6 +136,8 @@ class Plan:
             latest_depth=cfg.latest_wins_depth,
             supersede_weight=cfg.supersede_weight,
             supersede_depth=cfg.supersede_depth,
+            supersede_ratio=cfg.supersede_ratio,
+            supersede_pull=cfg.supersede_pull,
         )
 
     @property
@@ -317,7 +325,15 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
         if table.newer is None:
             raise ValueError("supersession needs the table's superseding rows")
         top = _best(score, cand, table.tie, np.full(kk.shape, plan.supersede_depth))
-        cand, score = supersede_arrays(score, cand, top, table.newer, plan.supersede_weight)
+        cand, score = supersede_arrays(
+            score,
+            cand,
+            top,
+            table.newer,
+            plan.supersede_weight,
+            ratio=plan.supersede_ratio,
+            pull=plan.supersede_pull,
+        )
     return Ranking(table, kk, cand, fused, ctx, score, latest)
 
 

@@ -27,18 +27,24 @@ def supersede(
     top: Sequence[str],
     newer: Mapping[str, Sequence[str]],
     weight: float,
+    *,
+    ratio: float = 0.0,
+    pull: bool = True,
 ) -> tuple[list[str], dict[str, float]]:
-    r"""Pull superseding memories into the candidates and lift them towards their older ones.
+    r"""Lift the memories that supersede the best candidates towards (or past) them.
 
     .. math::
 
-        s'(j) = s(j) + \lambda \max\Bigl(0, \max_{o \in C,\ j \in N(o)} s(o) - s(j)\Bigr)
+        s'(j) = s(j) + \lambda \max\Bigl(0, \max_{o \in C,\ j \in N(o),\ s(j) \ge \rho\, s(o)}
+        s(o) - s(j)\Bigr)
 
     for every memory ``j`` that supersedes some memory ``o`` of ``C``, the best candidates
-    (``N(o)``: the memories that supersede ``o``); every other score is unchanged. One step:
-    the maximum is taken over the scores before the lift, and only direct links count. Only
-    the best candidates pull: a stale statement far down the ranking is no reason to
-    promote what replaced it.
+    (``N(o)``: the memories that supersede ``o``), and is itself at least ``rho`` times as
+    relevant to the query; every other score is unchanged. One step: the maximum is taken
+    over the scores before the lift, and only direct links count. Only the best candidates
+    lift: a stale statement far down the ranking is no reason to promote what replaced it.
+    With ``pull``, ``j`` may come from outside ``C`` (even outside the candidates: it joins
+    them); without, it must be in ``C`` too, so the stage only reorders ``C``.
 
     Args:
         score: Score of every memory that may be ranked (the candidates and the memories
@@ -47,6 +53,8 @@ def supersede(
         top: ``C``: the best of them (the stage's depth).
         newer: ``N``: the memories that supersede each memory.
         weight: ``lambda`` >= 0; 0 returns the candidates and scores unchanged.
+        ratio: ``rho``: the least share of the older memory's score the newer one needs.
+        pull: Whether memories outside ``C`` are lifted (and join the candidates).
 
     Returns:
         The candidates after the stage (the pulled ones appended, in order of first
@@ -56,9 +64,11 @@ def supersede(
     if weight <= 0:
         return list(candidates), out
     best: dict[str, float] = {}
+    inside = set(top)
     for o in top:
         for j in newer.get(o, ()):
-            best[j] = max(best.get(j, -np.inf), score[o])
+            if (pull or j in inside) and score[j] >= ratio * score[o]:
+                best[j] = max(best.get(j, -np.inf), score[o])
     cand = list(candidates) + [j for j in best if j not in out]
     for j, b in best.items():
         s = score[j]
@@ -67,7 +77,14 @@ def supersede(
 
 
 def supersede_arrays(
-    score: np.ndarray, cand: np.ndarray, top: np.ndarray, newer: np.ndarray, weight: float
+    score: np.ndarray,
+    cand: np.ndarray,
+    top: np.ndarray,
+    newer: np.ndarray,
+    weight: float,
+    *,
+    ratio: float = 0.0,
+    pull: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`supersede` over ``(q, n)`` arrays.
 
@@ -77,6 +94,8 @@ def supersede_arrays(
         top: ``(q, n)`` mask of the best candidates (``C``).
         newer: ``(s, q, n)``: per slot, the row that supersedes each row (``n``: none).
         weight: ``lambda``.
+        ratio: ``rho``.
+        pull: Whether rows outside ``C`` are lifted.
 
     Returns:
         The new candidate mask and scores.
@@ -84,11 +103,16 @@ def supersede_arrays(
     q, n = score.shape
     if weight <= 0 or newer.shape[0] == 0:
         return cand, score
-    src = np.where(top & cand, score, -np.inf)
+    top = top & cand
+    pad_score = np.concatenate([score, np.full((q, 1), -np.inf)], axis=1)
+    pad_top = np.concatenate([top, np.zeros((q, 1), dtype=bool)], axis=1)
     best = np.full((q, n + 1), -np.inf)
     qi = np.broadcast_to(np.arange(q)[:, None], (q, n))
     for slot in newer:
-        np.maximum.at(best, (qi, slot), src)
+        ok = top & (np.take_along_axis(pad_score, slot, axis=1) >= ratio * score)
+        if not pull:
+            ok &= np.take_along_axis(pad_top, slot, axis=1)
+        np.maximum.at(best, (qi, slot), np.where(ok, score, -np.inf))
     best = best[:, :n]
     pulled = np.isfinite(best)
     lifted = score + weight * np.maximum(0.0, np.where(pulled, best, score) - score)
