@@ -20,8 +20,7 @@ The stages, in order (each one a plain array operation over the whole batch):
 4. **latest wins** (:mod:`norax_core.latest`): among the best ``latest_wins_depth``, a newer
    memory similar to an older, better one closes part of the gap;
 5. **supersession** (:mod:`norax_core.stages.supersede`): memories linked at write time as
-   superseding one of the best ``supersede_depth`` candidates pass it (joining the
-   candidates if they were not);
+   superseding one of the best ``supersede_depth`` candidates pass it (and join them);
 6. **order**: best first, ties to the smaller id.
 
 New stages (query intents, date windows, coverage) belong here too, as fields of
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from norax_core.config import NoraxConfig
+from norax_core.latest import latest_arrays
 from norax_core.models import SIGNALS
 from norax_core.stages.supersede import supersede_arrays
 from norax_core.weights import FusionMethod, Weights
@@ -200,8 +200,7 @@ class Table:
         plans: Each query's reading (:class:`~norax_core.query.QueryPlan`: intent, named
             periods, entities), for stages that adapt to the question; ``None`` if unknown.
         newer: ``(s, q, n)`` per slot, the row of a memory that supersedes each row
-            (:mod:`norax_core.supersession`), ``n`` where there is none; a table that does
-            not hold every memory holds those of its rows' (supersession).
+            (:mod:`norax_core.supersession`; ``n``: none). A search's table holds them.
     """
 
     scores: np.ndarray
@@ -282,15 +281,8 @@ class Ranking:
     def explain(self, q: int, row: int) -> dict[str, float]:
         """What moved a result: its fused score and each later stage's change of it."""
         latest = self.score if self.latest is None else self.latest
-        fused, ctx, lw, final = (
-            float(a[q, row]) for a in (self.fused, self.context, latest, self.score)
-        )
-        return {
-            "fused": fused,
-            "context": ctx - fused,
-            "latest_wins": lw - ctx,
-            "supersede": final - lw,
-        }
+        f, c, lw, s = (float(a[q, row]) for a in (self.fused, self.context, latest, self.score))
+        return {"fused": f, "context": c - f, "latest_wins": lw - c, "supersede": s - lw}
 
 
 def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = None) -> Ranking:
@@ -319,21 +311,14 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
         table, cand, fused, ctx = _context(table, plan, kk, cand, fused, extend)
     score = ctx
     if plan.latest_weight > 0:
-        score = _latest(table, plan, cand, ctx)
+        top = _order(ctx, cand, table.tie)[:, : min(plan.latest_depth, ctx.shape[1])]
+        lw = (plan.latest_weight, plan.latest_similarity)
+        score = latest_arrays(ctx, cand, top, table.created, table.vectors, *lw)
     latest = score
     if plan.supersede_weight > 0:
-        if table.newer is None:
-            raise ValueError("supersession needs the table's superseding rows")
         top = _best(score, cand, table.tie, np.full(kk.shape, plan.supersede_depth))
-        cand, score = supersede_arrays(
-            score,
-            cand,
-            top,
-            table.newer,
-            plan.supersede_weight,
-            ratio=plan.supersede_ratio,
-            pull=plan.supersede_pull,
-        )
+        sw = (plan.supersede_weight, plan.supersede_ratio, plan.supersede_pull)
+        cand, score = supersede_arrays(score, cand, top, table.newer, *sw)
     return Ranking(table, kk, cand, fused, ctx, score, latest)
 
 
@@ -432,31 +417,3 @@ def _context(
         np.maximum(best, np.take_along_axis(sent, nb, axis=1), out=best)
     lam = plan.context_weight
     return table, known, fused, (fused + lam * best) / (1.0 + lam)
-
-
-def _latest(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:
-    """Latest-wins stage over each query's best ``latest_depth`` candidates."""
-    if table.vectors is None or table.created is None:
-        raise ValueError("latest wins needs the table's creation times and vectors")
-    from norax_core.latest import pair_cosines
-
-    q, n = score.shape
-    m = min(plan.latest_depth, n)
-    top = _order(score, cand, table.tie)[:, :m]
-    live = np.take_along_axis(cand, top, axis=1)
-    s = np.take_along_axis(score, top, axis=1)
-    times = np.take_along_axis(table.created, top, axis=1)
-    lifted = s.copy()
-    lam, theta = plan.latest_weight, plan.latest_similarity
-    for a in range(0, q, 64):  # (chunk, m, m, dim) products: bound the memory
-        b = slice(a, a + 64)
-        vec, present = table.vectors(np.arange(q)[b], top[b])
-        ok_row = live[b] & present & ~np.isnan(times[b])
-        sim = pair_cosines(vec)
-        older = times[b][:, :, None] < times[b][:, None, :]  # [o, j]: o older than j
-        ok = older & (sim >= theta) & ok_row[:, :, None] & ok_row[:, None, :]
-        best = np.where(ok, s[b][:, :, None], -np.inf).max(axis=1)
-        lifted[b] = np.where(ok_row, s[b] + lam * np.maximum(0.0, best - s[b]), s[b])
-    out = score.copy()
-    np.put_along_axis(out, top, lifted, axis=1)
-    return out

@@ -80,9 +80,8 @@ def supersede_arrays(
     score: np.ndarray,
     cand: np.ndarray,
     top: np.ndarray,
-    newer: np.ndarray,
+    newer: np.ndarray | None,
     weight: float,
-    *,
     ratio: float = 0.0,
     pull: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -92,14 +91,20 @@ def supersede_arrays(
         score: ``(q, n)`` scores of every row.
         cand: ``(q, n)`` candidate mask.
         top: ``(q, n)`` mask of the best candidates (``C``).
-        newer: ``(s, q, n)``: per slot, the row that supersedes each row (``n``: none).
+        newer: ``(s, q, n)``: per slot, the row that supersedes each row (``n``: none);
+            ``None`` for a table without them.
         weight: ``lambda``.
         ratio: ``rho``.
         pull: Whether rows outside ``C`` are lifted.
 
     Returns:
         The new candidate mask and scores.
+
+    Raises:
+        ValueError: ``newer`` is ``None`` (the table holds no links).
     """
+    if newer is None:
+        raise ValueError("supersession needs the table's superseding rows")
     q, n = score.shape
     if weight <= 0 or newer.shape[0] == 0:
         return cand, score

@@ -34,13 +34,15 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "norax_core.models",
             "norax_core.presets",
             "norax_core.sidecar",
+            "norax_core.stages",  # ranking stages' pure math, as latest
             "norax_core.store_settings",
             "norax_core.tokenize",
             "norax_core.validation",
             "norax_core.weights",
         ),
     ),
-    ("signals", ("norax_core.query", "norax_core.signals")),  # query analysis beside signals
+    # query analysis and supersession links beside signals
+    ("signals", ("norax_core.query", "norax_core.signals", "norax_core.supersession")),
     (
         "derived",
         ("norax_core.batch", "norax_core.fusion", "norax_core.indexes", "norax_core.sync"),
