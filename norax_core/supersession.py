@@ -96,6 +96,7 @@ class _Space:
         self.postings: dict[str, set[str]] = {}  # entity -> ids
         self.older: Links = {}  # newer -> older ids (only non-empty)
         self.newer: dict[str, set[str]] = {}  # older -> newer ids
+        self.last: tuple[float, int, str] | None = None  # at least the newest row's order
 
     def sharing(self, row: _Row) -> set[str]:
         """Ids of the memories that share an entity with ``row``."""
@@ -214,7 +215,10 @@ class SupersessionIndex:
             for e in row.entities:
                 space.postings.setdefault(e, set()).add(r.id)
             # the memory's own links, and those of newer ones it may now be the best for
-            later = [m for m in space.sharing(row) if space.rows[m].order > row.order]
+            later: list[str] = []
+            if space.last is not None and space.last > row.order:  # else nothing is newer
+                later = [m for m in space.sharing(row) if space.rows[m].order > row.order]
+            space.last = max(space.last or row.order, row.order)
             affected = [r.id] + sorted(m for m in later if space.rows[m].cue)
             for m in affected:
                 got = self._derive(space, m)
@@ -271,6 +275,7 @@ class SupersessionIndex:
             space = self._spaces.setdefault(r.namespace, _Space())
             row = self._row(r)
             space.rows[r.id] = row
+            space.last = max(space.last or row.order, row.order)
             home[r.id] = r.namespace
             for e in row.entities:
                 space.postings.setdefault(e, set()).add(r.id)
