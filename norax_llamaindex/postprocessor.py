@@ -46,9 +46,10 @@ class NoraxPostprocessor(BaseNodePostprocessor):
 
     Returns copies of the best ``top_n`` nodes whose metadata gains ``score`` (fused),
     ``signals`` (each signal's score), ``query_plan`` (the query's intent, periods and
-    entities) and ``explanation`` (``{"fused": score, "context": 0.0, "latest_wins": 0.0}``:
-    reranking has only the fusion stage), hidden from LLM and embedding text; the input nodes
-    are not changed. Repeated node ids are reranked once (first occurrence).
+    entities) and ``explanation`` (``{"fused": score}`` and 0.0 for ``context``,
+    ``latest_wins`` and ``supersede``: reranking has only the fusion stage), hidden from LLM
+    and embedding text; the input nodes are not changed. Repeated node ids are reranked once
+    (first occurrence).
 
     Args:
         memory: A Norax store whose memories may be among the nodes.
