@@ -58,12 +58,15 @@ class DerivedIndexes:
         links: dict[str, tuple[str, tuple[str, ...]]] = {}
         touched = {r.namespace for r in rows}
         try:
+            groups: dict[str, list[IndexRow]] = {}
             for r in rows:
                 old = self.namespace_of.get(r.id)
-                if old is not None and old != r.namespace:
+                if old is not None and old != r.namespace:  # moves out of its namespace
                     touched.add(old)
                     links.update(_tagged(old, self.supersede.remove(old, [r.id])))
-                links.update(_tagged(r.namespace, self.supersede.add(r.namespace, [r])))
+                groups.setdefault(r.namespace, []).append(r)
+            for ns, group in groups.items():  # one batch per namespace: see its add
+                links.update(_tagged(ns, self.supersede.add(ns, group)))
             for r in rows:  # a re-derived row rewrites its own links (repair relies on it)
                 links[r.id] = (r.namespace, self.supersede.older(r.namespace, r.id))
             self.sidecar.upsert(rows, links)

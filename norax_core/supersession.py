@@ -80,9 +80,15 @@ def link_score(
     return (tok + ent) / 2
 
 
+Order = tuple[float, int, str]
+"""``(created_at, seq, id)``: what "older" means."""
+Key = tuple[float, float, int, str]
+"""``(-score, -created_at, -seq, id)`` of a superseded memory: the smallest are linked."""
+
+
 @dataclass(frozen=True)
 class _Row:
-    order: tuple[float, int, str]  # (created_at, seq, id): what "older" means
+    order: Order
     tokens: frozenset[str]
     entities: frozenset[str]
     cue: bool
@@ -96,7 +102,8 @@ class _Space:
         self.postings: dict[str, set[str]] = {}  # entity -> ids
         self.older: Links = {}  # newer -> older ids (only non-empty)
         self.newer: dict[str, set[str]] = {}  # older -> newer ids
-        self.last: tuple[float, int, str] | None = None  # at least the newest row's order
+        self.last: Order | None = None  # at least the newest row's order
+        self.keys: dict[str, list[Key]] = {}  # newer -> its links' keys, best first
 
     def sharing(self, row: _Row) -> set[str]:
         """Ids of the memories that share an entity with ``row``."""
@@ -178,53 +185,82 @@ class SupersessionIndex:
         cue = bool(tokens & self.cues)
         return _Row((r.created_at, r.seq, r.id), tokens, frozenset(r.entities), cue)
 
-    def _derive(self, space: _Space, mid: str) -> tuple[str, ...]:
-        """The older memories ``mid`` supersedes, from the namespace's rows as they are."""
-        row = space.rows[mid]
-        if not row.cue:
-            return ()
-        rule, found = self.rule, []
-        for other in space.sharing(row):
-            o = space.rows[other]
-            if o.order >= row.order:
-                continue
-            if len((row.tokens & o.tokens) - self.cues) < rule.min_shared:
-                continue
-            s = link_score(row.tokens, o.tokens, row.entities, o.entities)
-            if s >= rule.min_score:
-                # best first; among equals the one closest in time, then by id
-                found.append((-s, -o.order[0], -o.order[1], other))
-        found.sort()
-        return tuple(sorted(f[3] for f in found[: rule.max_links]))
+    def _key(self, space: _Space, mid: str, other: str) -> Key | None:
+        """How ``mid`` ranks ``other`` as a memory it supersedes (smaller first), or ``None``."""
+        row, o = space.rows[mid], space.rows[other]
+        if o.order >= row.order or not (row.entities & o.entities):
+            return None
+        if len((row.tokens & o.tokens) - self.cues) < self.rule.min_shared:
+            return None
+        s = link_score(row.tokens, o.tokens, row.entities, o.entities)
+        if s < self.rule.min_score:
+            return None
+        # best first; among equals the one closest in time, then by id
+        return (-s, -o.order[0], -o.order[1], other)
+
+    def _derive(self, space: _Space, mid: str) -> list[Key]:
+        """The keys of the older memories ``mid`` supersedes, from the namespace as it is."""
+        if not space.rows[mid].cue:
+            return []
+        near = space.sharing(space.rows[mid])
+        found = [k for other in near if (k := self._key(space, mid, other)) is not None]
+        return sorted(found)[: self.rule.max_links]
+
+    def _keys(self, space: _Space, mid: str) -> list[Key]:
+        """The keys of ``mid``'s current links (recomputed for links read from the sidecar)."""
+        got = space.keys.get(mid)
+        if got is None:
+            got = sorted(k for o in space.older.get(mid, ()) if (k := self._key(space, mid, o)))
+            space.keys[mid] = got
+        return got
+
+    def _set(self, space: _Space, mid: str, keys: list[Key], changed: Links) -> None:
+        older = tuple(sorted(k[3] for k in keys))
+        space.keys[mid] = keys
+        if older != space.older.get(mid, ()):
+            space.set_links(mid, older)
+            changed[mid] = older
 
     # -- writes -------------------------------------------------------------------------
 
-    def add(self, namespace: str, rows: Iterable[IndexRow]) -> Links:
+    def add(self, namespace: str, rows: Sequence[IndexRow]) -> Links:
         """Index ``rows`` of ``namespace`` (replacing same ids) and re-derive what changes.
+
+        The new memories' own links are derived; a newer memory already held only compares
+        its links with each new one (the others cannot change), so a batch costs about what
+        its own memories' derivations do, in any time order.
 
         Returns:
             The new links of every memory whose links changed (empty tuple: none any more).
         """
         changed: Links = {}
+        replaced = [r.id for r in rows if r.id in self.ids(namespace)]
+        if replaced:
+            changed.update(self.remove(namespace, replaced))
+        space = self._spaces.setdefault(namespace, _Space())
+        newest = space.last
+        added = []
         for r in rows:
-            if r.id in self.ids(namespace):
-                changed.update(self.remove(namespace, [r.id]))
-            space = self._spaces.setdefault(namespace, _Space())
             row = self._row(r)
             space.rows[r.id] = row
+            added.append((r.id, row))
             for e in row.entities:
                 space.postings.setdefault(e, set()).add(r.id)
-            # the memory's own links, and those of newer ones it may now be the best for
-            later: list[str] = []
-            if space.last is not None and space.last > row.order:  # else nothing is newer
-                later = [m for m in space.sharing(row) if space.rows[m].order > row.order]
             space.last = max(space.last or row.order, row.order)
-            affected = [r.id] + sorted(m for m in later if space.rows[m].cue)
-            for m in affected:
-                got = self._derive(space, m)
-                if got != space.older.get(m, ()):
-                    space.set_links(m, got)
-                    changed[m] = got
+        fresh = {mid for mid, _ in added}
+        for mid, _ in added:
+            self._set(space, mid, self._derive(space, mid), changed)
+        limit = self.rule.max_links
+        for mid, row in added:
+            if newest is None or row.order >= newest:  # nothing held before is newer
+                continue
+            for m in sorted(space.sharing(row) - fresh):
+                if not space.rows[m].cue or space.rows[m].order <= row.order:
+                    continue
+                key = self._key(space, m, mid)
+                keys = self._keys(space, m)
+                if key is not None and (len(keys) < limit or key < keys[-1]):
+                    self._set(space, m, sorted([*keys, key])[:limit], changed)
         return changed
 
     def remove(self, namespace: str, ids: Iterable[str]) -> Links:
@@ -237,6 +273,7 @@ class SupersessionIndex:
         changed: Links = {}
         if space is None:
             return changed
+        redo: set[str] = set()
         for mid in ids:
             row = space.rows.pop(mid, None)
             if row is None:
@@ -247,15 +284,13 @@ class SupersessionIndex:
                     post.discard(mid)
                     if not post:
                         del space.postings[e]
-            if mid in space.older:
-                space.set_links(mid, ())
-                changed[mid] = ()
-            for m in sorted(space.newer.pop(mid, set())):
-                if m in space.rows:
-                    got = self._derive(space, m)
-                    space.set_links(m, got)
-                    changed[m] = got
-            changed.setdefault(mid, ())
+            space.set_links(mid, ())
+            space.keys.pop(mid, None)
+            changed[mid] = ()
+            redo |= space.newer.pop(mid, set())
+        for m in sorted(redo):
+            if m in space.rows:
+                self._set(space, m, self._derive(space, m), changed)
         if not space.rows:
             del self._spaces[namespace]
         return changed
@@ -296,5 +331,5 @@ def derive_links(
     for r in rows:
         by_ns.setdefault(r.namespace, []).append(r)
     for ns, group in by_ns.items():
-        index.add(ns, sorted(group, key=lambda r: (r.created_at, r.seq, r.id)))
+        index.add(ns, group)
     return {ns: index.links(ns) for ns in by_ns}

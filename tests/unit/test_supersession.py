@@ -128,9 +128,12 @@ def test_incremental_index_equals_a_rebuild(seed: int) -> None:
             idx.remove("ns", [mid])
             del rows[mid]
             continue
-        picked = rng.sample(words, 4)
-        text = " ".join([*picked, rng.choice(cues)])
-        r = row(mid, text, " ".join(picked[:2]), float(rng.randrange(10)))
-        rows[mid] = r
-        idx.add("ns", [r])
+        batch = {}
+        for extra in range(rng.choice([1, 1, 2, 3])):  # batches too, in any time order
+            bid = mid if extra == 0 else f"m{rng.randrange(30)}"
+            picked = rng.sample(words, 4)
+            text = " ".join([*picked, rng.choice(cues)])
+            batch[bid] = row(bid, text, " ".join(picked[:2]), float(rng.randrange(10)))
+        rows.update(batch)
+        idx.add("ns", list(batch.values()))
     assert idx.links("ns") == derive_links(rows.values(), TOK).get("ns", {})
