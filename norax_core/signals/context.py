@@ -31,6 +31,7 @@ __all__ = [
     "neighbour_map",
     "preceding",
     "propagate",
+    "session_numbers",
 ]
 
 CONTEXT_SEPARATOR = "\n"
@@ -76,6 +77,20 @@ def neighbour_map(
             j += 1
             found.append(ordered[j])
         out[m] = tuple(found)
+    return out
+
+
+def session_numbers(times: Sequence[float], gap: float) -> list[int]:
+    """Each memory's session, from 0: a new one starts after a pause of more than ``gap``.
+
+    ``times`` are a timeline's creation times in conversation order; two memories share a
+    session exactly when :func:`neighbour_map` could link them through their neighbours.
+    """
+    out, session = [], 0
+    for i, t in enumerate(times):
+        if i and t - times[i - 1] > gap:
+            session += 1
+        out.append(session)
     return out
 
 
