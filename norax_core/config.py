@@ -119,7 +119,7 @@ class NoraxConfig:
     latest_wins_similarity: float = 0.5
     latest_wins_depth: int = 10
     period_boost: float = 0.0
-    period_margin: float = 0.25
+    period_margin: float = 0.0
     coverage_weight: float = 0.0
     coverage_depth: int = 30
     dense_exact_limit: int = 250_000

@@ -119,7 +119,7 @@ class Plan:
     latest_similarity: float = 0.5
     latest_depth: int = 10
     period_boost: float = 0.0
-    period_margin: float = 0.25
+    period_margin: float = 0.0
     coverage_weight: float = 0.0
     coverage_depth: int = 30
 
