@@ -3,7 +3,8 @@
 One whole LoCoMo conversation (conv-30: 369 turns, 105 questions) and one whole BEAM 100K
 chat (chat 1: 188 long messages, 18 questions) are ingested with the real ONNX embedder and
 spaCy pipeline, exactly as ``norax bench`` ingests them. For every question and several
-weightings (the shipped presets, single signals, RRF, context propagation, latest wins), the
+weightings (the shipped presets, single signals, RRF, context propagation, latest wins, the
+period boost, coverage), the
 ids the benchmark ranks from its pools must be the ids a plain loop over
 :meth:`NoraxMemory.search` returns, and the benchmark's per-question recall must be the
 recall of those ids. Cold (no embedding cache) this embeds about 560 texts, 1-2 minutes.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from norax_core.bench.data import BenchDataset, load_beam, load_locomo
@@ -21,15 +23,16 @@ from norax_core.bench.harness import open_store, run_benchmark
 from norax_core.bench.metrics import recall_at_k
 from norax_core.bench.pools import pool_table
 from norax_core.presets import get_preset
-from norax_core.ranking import Plan, rank
+from norax_core.ranking import Plan, Ranking, rank
 from norax_core.weights import Weights
 
 pytestmark = pytest.mark.integration
 
 DATA = Path(os.environ.get("NORAX_DATA_DIR", Path(__file__).parents[3] / "shared" / "data"))
 
+DEFAULT = get_preset("default")
 METHODS = {
-    "default": get_preset("default"),
+    "default": DEFAULT,
     "project": get_preset("project"),
     "seed": get_preset("seed"),
     "rrf": get_preset("rrf"),
@@ -50,6 +53,23 @@ METHODS = {
             "context_weight": 0.5,
             "latest_wins_weight": 1.5,
             "latest_wins_similarity": 0.5,
+        },
+    ),
+    "period": Weights(**{**vars(DEFAULT), "params": {**DEFAULT.params, "period_boost": 0.5}}),
+    "coverage": Weights(**{**vars(DEFAULT), "params": {**DEFAULT.params, "coverage_weight": 0.2}}),
+    "staged": Weights(
+        0.3,
+        0.6,
+        0.0,
+        0.1,
+        params={
+            "context_window": 1,
+            "context_weight": 0.5,
+            "period_boost": 1.0,
+            "period_margin": 0.5,
+            "latest_wins_weight": 1.0,
+            "coverage_weight": 0.5,
+            "coverage_depth": 12,
         },
     ),
 }
@@ -82,7 +102,7 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
     with open_store(tmp_path / "cache") as mem:
         run, pools = run_benchmark(ds, METHODS, KS, memory=mem, progress=False)
         assert all(len(p.ids) == len(conv.memories) for p in pools)  # whole namespace
-        moved = {"context2": 0, "latest": 0}
+        moved = {"context2": 0, "latest": 0, "period": 0, "coverage": 0}
         for name, w in METHODS.items():
             table = pool_table(pools, mem.config.with_params(w.params))
             plan = Plan.of(w, mem.config)
@@ -103,7 +123,17 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
                     )
                     assert run.recall[name][k][i] == recall_at_k(ids, req.relevant, k)
                     if name in moved and k == 10:
-                        ctx, fused = bench.context[i], bench.fused[i]
-                        moved[name] += int((ctx != fused)[bench.top(i)].any())
-        # the context and latest-wins stages really acted on these questions
-        assert moved["context2"] > 0 and moved["latest"] > 0
+                        before, after = _stage(bench, name)
+                        moved[name] += int((before[i] != after[i])[bench.top(i)].any())
+        # the context, latest-wins, coverage (and on LoCoMo period) stages really acted
+        assert moved["context2"] > 0 and moved["latest"] > 0 and moved["coverage"] > 0
+        assert moved["period"] > 0 or kind == "beam"  # BEAM chat 1 names no period
+
+
+def _stage(ranking: Ranking, method: str) -> tuple[np.ndarray, np.ndarray]:
+    """The scores before and after the stage ``method`` turns on."""
+    if method == "period":
+        return ranking.context, ranking.after["period"]
+    if method == "coverage":
+        return ranking.after["latest_wins"], ranking.score
+    return ranking.fused, ranking.context
