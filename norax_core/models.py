@@ -120,7 +120,7 @@ class NamedPeriod:
 class QueryInfo:
     """The search's reading of its query (:func:`norax_core.plan_query`), as results report it.
 
-    Reported, not yet used by ranking.
+    The period boost (:mod:`norax_core.stages.period`) ranks by the periods.
 
     Attributes:
         intent: The query's intent (an :class:`norax_core.Intent` value, e.g. ``"temporal"``).
