@@ -1,6 +1,6 @@
-"""Query-aware ranking stages: the math of the steps :func:`norax_core.ranking.rank` runs.
+"""The math of :func:`norax_core.ranking.rank`'s adaptive stages, one module each.
 
-Each module holds one stage's pure functions over arrays (a batch of queries at once) and a
-plain reference for one query, which the unit tests check them against. ``rank`` calls them,
-gated by a :class:`~norax_core.ranking.Plan` field that is off by default.
+Each stage works on plain arrays (scores, times, sessions, links of a table's rows), so
+:mod:`norax_core.ranking` calls it the same way for a search's table of one query and for the
+benchmark's batches; ranking owns the order of the stages and their gating by the plan.
 """
