@@ -84,7 +84,15 @@ PER_INTENT = Weights(
         "current_state": Weights(
             0.2, 0.6, 0.2, 0.0, params={"latest_wins_weight": 1.5, "decay_days": {"episodic": 5}}
         ),
-        "coverage": Weights(0.0, 1.0, 0.0, 0.0, method=FusionMethod.RRF, rrf_k=10.0),
+        "coverage": Weights(
+            0.0,
+            1.0,
+            0.0,
+            0.0,
+            method=FusionMethod.RRF,
+            rrf_k=10.0,
+            params={"coverage_weight": 0.3},  # coverage on for coverage questions only
+        ),
     },
 )
 """A per-intent weights file: each intent's questions ranked with its own weights."""
