@@ -11,6 +11,11 @@ them.
 Both functions are pure; :func:`norax_core.ranking.rank` calls :func:`inside` and
 :func:`boost` on every query of a table at once, :func:`boost_one` is the plain reference the
 unit tests compare them with.
+
+With ``default`` and a boost of 0.5: LoCoMo dev recall@10 0.747 -> 0.769 (its 203 questions
+that name a period 0.646 -> 0.795), BEAM 100K and 500K unchanged (their questions rarely name
+one). Larger boosts do no better and a margin does not help, so ``period_margin`` is 0 by
+default.
 """
 
 from __future__ import annotations
