@@ -24,6 +24,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
+import numpy as np
+
 __all__ = [
     "batch_preceding",
     "embedding_text",
@@ -86,12 +88,10 @@ def session_numbers(times: Sequence[float], gap: float) -> list[int]:
     ``times`` are a timeline's creation times in conversation order; two memories share a
     session exactly when :func:`neighbour_map` could link them through their neighbours.
     """
-    out, session = [], 0
-    for i, t in enumerate(times):
-        if i and t - times[i - 1] > gap:
-            session += 1
-        out.append(session)
-    return out
+    if not len(times):
+        return []
+    breaks = np.diff(np.asarray(times, dtype=np.float64)) > gap
+    return [0, *np.cumsum(breaks).tolist()]
 
 
 def propagate(
