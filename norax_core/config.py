@@ -23,6 +23,12 @@ def _positive(name: str, value: float) -> None:
         raise InvalidInputError(f"{name} must be a finite number > 0, got {value!r}")
 
 
+def _non_negative(name: str, value: float) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (ok and math.isfinite(value) and value >= 0):
+        raise InvalidInputError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
 def _count(name: str, value: int, low: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise InvalidInputError(f"{name} must be an int >= {low}, got {value!r}")
@@ -72,6 +78,17 @@ class NoraxConfig:
             newer one counts as restating the older one.
         latest_wins_depth: How many of the best candidates latest wins compares and reorders
             (it never changes which memories are the best ``latest_wins_depth``).
+        period_boost: Period boost (:mod:`norax_core.stages.period`): when the query names a
+            period ("in June", "last week"), a candidate created inside it scores
+            ``1 + period_boost`` times its own score (a boost, never a filter). 0 turns it off.
+        period_margin: Outside the period the boost fades to nothing over this share of the
+            period's length (0: only memories inside it gain).
+        coverage_weight: Coverage (:mod:`norax_core.stages.coverage`): the best
+            ``coverage_depth`` candidates are reordered to spread over the sessions (split at
+            ``context_gap_seconds``) they come from; each result already picked from a
+            session costs the next one from it this share of the best score. 0 turns it off.
+        coverage_depth: How many of the best candidates coverage reorders (it never changes
+            which memories are the best ``coverage_depth``).
         supersede_weight: Supersession (:mod:`norax_core.stages.supersede`): a memory linked
             at write time as superseding a candidate (:mod:`norax_core.supersession`) joins
             the candidates and closes this share of the gap to the older one (above 1:
@@ -112,6 +129,10 @@ class NoraxConfig:
     latest_wins_weight: float = 0.0
     latest_wins_similarity: float = 0.5
     latest_wins_depth: int = 10
+    period_boost: float = 0.0
+    period_margin: float = 0.0
+    coverage_weight: float = 0.0
+    coverage_depth: int = 30
     supersede_weight: float = 0.0
     supersede_depth: int = 10
     supersede_ratio: float = 0.0
@@ -157,14 +178,11 @@ class NoraxConfig:
         depth = self.latest_wins_depth
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2:
             raise InvalidInputError(f"latest_wins_depth must be an int >= 2, got {depth!r}")
-        sw_ = self.supersede_weight
-        if isinstance(sw_, bool) or not (
-            isinstance(sw_, (int, float)) and math.isfinite(sw_) and sw_ >= 0
-        ):
-            raise InvalidInputError(f"supersede_weight must be a finite number >= 0, got {sw_!r}")
-        sd = self.supersede_depth
-        if isinstance(sd, bool) or not isinstance(sd, int) or sd < 1:
-            raise InvalidInputError(f"supersede_depth must be an int >= 1, got {sd!r}")
+        for name in ("period_boost", "period_margin", "coverage_weight"):
+            _non_negative(name, getattr(self, name))
+        _count("coverage_depth", self.coverage_depth, 2)
+        _non_negative("supersede_weight", self.supersede_weight)
+        _count("supersede_depth", self.supersede_depth, 1)
         sr = self.supersede_ratio
         if isinstance(sr, bool) or not (isinstance(sr, (int, float)) and 0 <= sr <= 1):
             raise InvalidInputError(f"supersede_ratio must be a number in [0, 1], got {sr!r}")

@@ -8,9 +8,9 @@ OLDER, better-scored candidate closes a share of the gap to it (past it, with a 
 1). Only the best ``depth`` candidates move and only upwards, so they stay the best ``depth``:
 recall at ``depth`` and beyond is unchanged; the order within them changes.
 
-The functions are pure. :func:`latest_arrays` applies the rule to arrays of many queries at
-once (what :func:`norax_core.ranking.rank`, and so search, the benchmarks and the fitter,
-run); :func:`latest_wins` is its plain reference (``tests/unit/test_ranking.py`` checks them equal).
+Both functions are pure. :func:`norax_core.ranking.rank` (what search, the benchmarks and the
+fitter call) applies the same rule to arrays of many queries at once; :func:`latest_wins` is
+its plain reference (``tests/unit/test_ranking.py`` checks them equal).
 
 Off by default, because on BEAM 100K it does not pay: an update is no more like its original
 (cosine 0.28-0.78, median 0.57) than the other newer/older pairs of the top 10 are, and an
@@ -23,11 +23,11 @@ Worth trying where memories that restate each other are rarer than in a single-p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["latest_arrays", "latest_wins", "pair_cosines"]
+__all__ = ["latest_wins", "pair_cosines"]
 
 
 def pair_cosines(vectors: np.ndarray) -> np.ndarray:
@@ -89,51 +89,4 @@ def latest_wins(
         ]
         best = max(older, default=-np.inf)
         out[m] = score[j] + weight * max(0.0, best - score[j])
-    return out
-
-
-def latest_arrays(
-    score: np.ndarray,
-    cand: np.ndarray,
-    top: np.ndarray,
-    created: np.ndarray | None,
-    vectors: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None,
-    weight: float,
-    threshold: float,
-) -> np.ndarray:
-    """:func:`latest_wins` over a batch: what :func:`norax_core.ranking.rank` runs.
-
-    Args:
-        score: ``(q, n)`` scores of every row.
-        cand: ``(q, n)`` candidate mask.
-        top: ``(q, m)`` each query's best ``m`` rows, best first (the stage's depth).
-        created: ``(q, n)`` creation times.
-        vectors: The table's stored embeddings (:data:`norax_core.ranking.Vectors`).
-        weight: ``lambda``.
-        threshold: ``theta``.
-
-    Returns:
-        The new ``(q, n)`` scores.
-
-    Raises:
-        ValueError: The table has no creation times or vectors.
-    """
-    if vectors is None or created is None:
-        raise ValueError("latest wins needs the table's creation times and vectors")
-    q = score.shape[0]
-    live = np.take_along_axis(cand, top, axis=1)
-    s = np.take_along_axis(score, top, axis=1)
-    times = np.take_along_axis(created, top, axis=1)
-    lifted = s.copy()
-    for a in range(0, q, 64):  # (chunk, m, m, dim) products: bound the memory
-        b = slice(a, a + 64)
-        vec, present = vectors(np.arange(q)[b], top[b])
-        ok_row = live[b] & present & ~np.isnan(times[b])
-        sim = pair_cosines(vec)
-        older = times[b][:, :, None] < times[b][:, None, :]  # [o, j]: o older than j
-        ok = older & (sim >= threshold) & ok_row[:, :, None] & ok_row[:, None, :]
-        best = np.where(ok, s[b][:, :, None], -np.inf).max(axis=1)
-        lifted[b] = np.where(ok_row, s[b] + weight * np.maximum(0.0, best - s[b]), s[b])
-    out = score.copy()
-    np.put_along_axis(out, top, lifted, axis=1)
     return out

@@ -67,7 +67,10 @@ SEARCH_KEYS = (
 
 @dataclass(frozen=True)
 class Explanation:
-    """Which ranking stage moved a result: ``fused + context + latest_wins + supersede == score``.
+    """Which ranking stage moved a result; the six values sum to its ``score``.
+
+    The stages run in the order ``context``, ``period``, ``latest_wins``, ``supersede``,
+    ``coverage`` (:func:`norax_core.ranking.rank`); a stage that is off adds 0.
 
     Attributes:
         fused: The fused signal score (weighted sum or reciprocal rank fusion).
@@ -75,6 +78,10 @@ class Explanation:
             session; negative when the neighbours score lower); 0 when it is off.
         latest_wins: What latest wins added (a newer memory restating an older, better
             one); 0 when it is off or did not apply.
+        period: What the period boost added (the memory was created in or near a period the
+            query names); 0 when it is off or the query names none.
+        coverage: What coverage changed (the best results reordered to spread over
+            sessions: positive for a memory moved up, negative for one moved down).
         supersede: What supersession added (a memory linked at write time as superseding
             a better-scored candidate); 0 when it is off or did not apply.
     """
@@ -82,15 +89,19 @@ class Explanation:
     fused: float
     context: float = 0.0
     latest_wins: float = 0.0
+    period: float = 0.0
+    coverage: float = 0.0
     supersede: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
-        """``{"fused", "context", "latest_wins", "supersede"}``, JSON-ready."""
+        """Every stage's contribution by name (:meth:`norax_core.ranking.Ranking.explain`)."""
         return {
             "fused": self.fused,
             "context": self.context,
+            "period": self.period,
             "latest_wins": self.latest_wins,
             "supersede": self.supersede,
+            "coverage": self.coverage,
         }
 
 
@@ -113,24 +124,29 @@ class NamedPeriod:
 class QueryInfo:
     """The search's reading of its query (:func:`norax_core.plan_query`), as results report it.
 
-    Reported, not yet used by ranking.
+    The period boost (:mod:`norax_core.stages.period`) ranks by the periods.
 
     Attributes:
         intent: The query's intent (an :class:`norax_core.Intent` value, e.g. ``"temporal"``).
         periods: The periods the query names, in text order.
         entities: Candidate entity strings as written in the query.
+        weights_intent: The intent whose per-intent weights ranked the results (the search's
+            weights hold an override for the query's intent), ``None`` when their global
+            weights did.
     """
 
     intent: str
     periods: tuple[NamedPeriod, ...] = ()
     entities: tuple[str, ...] = ()
+    weights_intent: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"intent", "periods": [{"start", "end", "text"}], "entities"}``, JSON-ready."""
+        """``{"intent", "periods": [{"start", "end", "text"}], "entities", "weights_intent"}``."""
         return {
             "intent": self.intent,
             "periods": [{"start": p.start, "end": p.end, "text": p.text} for p in self.periods],
             "entities": list(self.entities),
+            "weights_intent": self.weights_intent,
         }
 
 

@@ -17,36 +17,40 @@ The stages, in order (each one a plain array operation over the whole batch):
 2. **fusion**: weighted sum of the normalised scores, or weighted reciprocal rank fusion;
 3. **context** (:mod:`norax_core.signals.context`): the neighbours of the best
    ``CONTEXT_SEEDS * k`` candidates join, and every candidate borrows from its best neighbour;
-4. **latest wins** (:mod:`norax_core.latest`): among the best ``latest_wins_depth``, a newer
+4. **period** (:mod:`norax_core.stages.period`): when the query names a period, candidates
+   created inside it (or just outside) gain a share of their score;
+5. **latest wins** (:mod:`norax_core.latest`): among the best ``latest_wins_depth``, a newer
    memory similar to an older, better one closes part of the gap;
-5. **supersession** (:mod:`norax_core.stages.supersede`): memories linked at write time as
+6. **supersession** (:mod:`norax_core.stages.supersede`): memories linked at write time as
    superseding one of the best ``supersede_depth`` candidates pass it (and join them);
-6. **order**: best first, ties to the smaller id.
+7. **coverage** (:mod:`norax_core.stages.coverage`): the best ``coverage_depth`` are
+   reordered to spread over the sessions they come from;
+8. **order**: best first, ties to the smaller id.
 
-New stages (query intents, date windows, coverage) belong here too, as fields of
+New stages (query intents, date windows, coverage, supersession) belong here too, as fields of
 :class:`Plan` and steps of :func:`rank`, so that search and the benchmarks cannot drift apart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from norax_core.config import NoraxConfig
-from norax_core.latest import latest_arrays
 from norax_core.models import SIGNALS
-from norax_core.stages.supersede import supersede_arrays
+from norax_core.stages import coverage, period, supersede
 from norax_core.weights import FusionMethod, Weights
 
 if TYPE_CHECKING:
-    from norax_core.query import QueryPlan
+    from norax_core.query import Intent, QueryPlan
 
 __all__ = [
     "CONTEXT_SEEDS",
+    "STAGES",
     "NEVER",
     "POSITIVE_ONLY",
     "Plan",
@@ -65,6 +69,8 @@ NEVER = np.iinfo(np.int32).max
 POSITIVE_ONLY = frozenset({"bm25", "graph"})
 """Signals that propose only memories they score above zero (BM25 needs a shared term, the
 graph a shared entity); dense and temporal rank every memory."""
+STAGES = ("context", "period", "latest_wins", "supersede", "coverage")
+"""The stages after fusion, in the order :func:`rank` runs them (:meth:`Ranking.explain`)."""
 _B, _D, _T, _G = (SIGNALS.index(s) for s in ("bm25", "dense", "temporal", "graph"))
 
 Neighbours = Callable[[int, float], list[np.ndarray]]
@@ -73,6 +79,9 @@ neighbour of each row, ``n`` where there is none (a padding column that scores 0
 Vectors = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 """``(queries (q,), rows (q, m)) -> (vectors (q, m, dim), present (q, m))``: stored
 embeddings of those rows; ``present`` is False for a memory deleted meanwhile."""
+Sessions = Callable[[float], np.ndarray]
+"""``gap -> (q, n)`` each row's session in its namespace's timeline split where consecutive
+memories are more than ``gap`` seconds apart (equal numbers: same session; padding any)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,11 @@ class Plan:
         latest_weight: Latest wins' share of the gap (0: off).
         latest_similarity: Cosine from which a newer memory restates an older one.
         latest_depth: How many of the best candidates latest wins compares.
+        period_boost: Share of its score a candidate inside a named period gains (0: off).
+        period_margin: The boost's fade outside the period, a share of its length.
+        coverage_weight: Coverage's penalty per result already picked from a session, a
+            share of the best score (0: off).
+        coverage_depth: How many of the best candidates coverage reorders.
         supersede_weight: Supersession's share of the gap (0: off).
         supersede_depth: How many of the best candidates lift what supersedes them.
         supersede_ratio: Least share of the older memory's score the newer one needs.
@@ -111,20 +125,31 @@ class Plan:
     latest_weight: float = 0.0
     latest_similarity: float = 0.5
     latest_depth: int = 10
+    period_boost: float = 0.0
+    period_margin: float = 0.0
+    coverage_weight: float = 0.0
+    coverage_depth: int = 30
     supersede_weight: float = 0.0
     supersede_depth: int = 10
     supersede_ratio: float = 0.0
     supersede_pull: bool = True
 
     @classmethod
-    def of(cls, weights: Weights, config: NoraxConfig) -> Plan:
-        """The plan of a search with ``weights`` under ``config`` (weights' params applied)."""
-        cfg = config.with_params(weights.params) if weights.params else config
-        w = weights.as_dict()
+    def of(cls, weights: Weights, config: NoraxConfig, intent: Intent | str | None = None) -> Plan:
+        """The plan of a search with ``weights`` under ``config``.
+
+        The one place a search's weights become its ranking: the weights of the query's
+        ``intent`` are selected (:meth:`Weights.for_intent`, the global ones without an
+        override or without an intent) and their ``params`` applied to ``config``
+        (:meth:`Weights.applied`).
+        """
+        chosen = weights.for_intent(intent)
+        cfg = chosen.applied(config)
+        w = chosen.as_dict()
         return cls(
             weights=tuple(float(w[s]) for s in SIGNALS),  # type: ignore[arg-type]
-            method=weights.method,
-            rrf_k=weights.rrf_k,
+            method=chosen.method,
+            rrf_k=chosen.rrf_k,
             pool_min=cfg.pool_min,
             pool_factor=cfg.pool_factor,
             recency_candidates=cfg.recency_candidates,
@@ -134,6 +159,10 @@ class Plan:
             latest_weight=cfg.latest_wins_weight,
             latest_similarity=cfg.latest_wins_similarity,
             latest_depth=cfg.latest_wins_depth,
+            period_boost=cfg.period_boost,
+            period_margin=cfg.period_margin,
+            coverage_weight=cfg.coverage_weight,
+            coverage_depth=cfg.coverage_depth,
             supersede_weight=cfg.supersede_weight,
             supersede_depth=cfg.supersede_depth,
             supersede_ratio=cfg.supersede_ratio,
@@ -199,6 +228,7 @@ class Table:
         ids: Each query's row ids, for reading results (optional in a batch).
         plans: Each query's reading (:class:`~norax_core.query.QueryPlan`: intent, named
             periods, entities), for stages that adapt to the question; ``None`` if unknown.
+        sessions: The rows' sessions in their namespace's timeline (coverage).
         newer: ``(s, q, n)`` per slot, the row of a memory that supersedes each row
             (:mod:`norax_core.supersession`; ``n``: none). A search's table holds them.
     """
@@ -213,6 +243,7 @@ class Table:
     vectors: Vectors | None = None
     ids: list[list[str]] | None = None
     plans: Sequence[QueryPlan | None] | None = None
+    sessions: Sessions | None = None
     newer: np.ndarray | None = None
 
 
@@ -231,9 +262,9 @@ class Ranking:
         candidates: ``(q, n)`` rows that are candidates (proposed, or context neighbours).
         fused: ``(q, n)`` fused signal scores.
         context: ``(q, n)`` after context propagation (``fused`` when it is off).
-        score: ``(q, n)`` final scores (after supersession).
-        latest: ``(q, n)`` after latest wins (``None``: no later stage changed it, so
-            ``score``).
+        score: ``(q, n)`` final scores (after the last stage).
+        after: ``(q, n)`` scores after each of :data:`STAGES` (the previous ones where a
+            stage is off), for :meth:`explain`.
     """
 
     table: Table
@@ -242,7 +273,7 @@ class Ranking:
     fused: np.ndarray
     context: np.ndarray
     score: np.ndarray
-    latest: np.ndarray | None = None
+    after: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     @cached_property
     def order(self) -> np.ndarray:
@@ -279,10 +310,16 @@ class Ranking:
         return [names[r] for r in self.top(q)]
 
     def explain(self, q: int, row: int) -> dict[str, float]:
-        """What moved a result: its fused score and each later stage's change of it."""
-        latest = self.score if self.latest is None else self.latest
-        f, c, lw, s = (float(a[q, row]) for a in (self.fused, self.context, latest, self.score))
-        return {"fused": f, "context": c - f, "latest_wins": lw - c, "supersede": s - lw}
+        """What moved a result: its fused score and each later stage's change of it.
+
+        Keys ``fused`` and each of :data:`STAGES`; their values sum to the final score.
+        """
+        out = {"fused": float(self.fused[q, row])}
+        prev = out["fused"]
+        for name in STAGES:
+            now = float(self.after.get(name, self.score)[q, row])
+            out[name], prev = now - prev, now
+        return out
 
 
 def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = None) -> Ranking:
@@ -309,17 +346,19 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     ctx = fused
     if plan.context_on:
         table, cand, fused, ctx = _context(table, plan, kk, cand, fused, extend)
-    score = ctx
+    after = {"context": ctx}
+    score = after["period"] = _period(table, plan, ctx) if plan.period_boost > 0 else ctx
     if plan.latest_weight > 0:
-        top = _order(ctx, cand, table.tie)[:, : min(plan.latest_depth, ctx.shape[1])]
-        lw = (plan.latest_weight, plan.latest_similarity)
-        score = latest_arrays(ctx, cand, top, table.created, table.vectors, *lw)
-    latest = score
+        score = _latest(table, plan, cand, score)
+    after["latest_wins"] = score
     if plan.supersede_weight > 0:
         top = _best(score, cand, table.tie, np.full(kk.shape, plan.supersede_depth))
         sw = (plan.supersede_weight, plan.supersede_ratio, plan.supersede_pull)
-        cand, score = supersede_arrays(score, cand, top, table.newer, *sw)
-    return Ranking(table, kk, cand, fused, ctx, score, latest)
+        cand, score = supersede.supersede_arrays(score, cand, top, table.newer, *sw)
+    after["supersede"] = score
+    if plan.coverage_weight > 0:
+        score = after["coverage"] = _coverage(table, plan, cand, score)
+    return Ranking(table, kk, cand, fused, ctx, score, after)
 
 
 def _order(score: np.ndarray, cand: np.ndarray, tie: np.ndarray | None) -> np.ndarray:
@@ -417,3 +456,52 @@ def _context(
         np.maximum(best, np.take_along_axis(sent, nb, axis=1), out=best)
     lam = plan.context_weight
     return table, known, fused, (fused + lam * best) / (1.0 + lam)
+
+
+def _latest(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Latest-wins stage over each query's best ``latest_depth`` candidates."""
+    if table.vectors is None or table.created is None:
+        raise ValueError("latest wins needs the table's creation times and vectors")
+    from norax_core.latest import pair_cosines
+
+    q, n = score.shape
+    m = min(plan.latest_depth, n)
+    top = _order(score, cand, table.tie)[:, :m]
+    live = np.take_along_axis(cand, top, axis=1)
+    s = np.take_along_axis(score, top, axis=1)
+    times = np.take_along_axis(table.created, top, axis=1)
+    lifted = s.copy()
+    lam, theta = plan.latest_weight, plan.latest_similarity
+    for a in range(0, q, 64):  # (chunk, m, m, dim) products: bound the memory
+        b = slice(a, a + 64)
+        vec, present = table.vectors(np.arange(q)[b], top[b])
+        ok_row = live[b] & present & ~np.isnan(times[b])
+        sim = pair_cosines(vec)
+        older = times[b][:, :, None] < times[b][:, None, :]  # [o, j]: o older than j
+        ok = older & (sim >= theta) & ok_row[:, :, None] & ok_row[:, None, :]
+        best = np.where(ok, s[b][:, :, None], -np.inf).max(axis=1)
+        lifted[b] = np.where(ok_row, s[b] + lam * np.maximum(0.0, best - s[b]), s[b])
+    out = score.copy()
+    np.put_along_axis(out, top, lifted, axis=1)
+    return out
+
+
+def _period(table: Table, plan: Plan, score: np.ndarray) -> np.ndarray:
+    """Period stage: candidates created in (or near) a period the query names gain."""
+    if table.created is None:
+        raise ValueError("the period boost needs the table's creation times")
+    named = [[(p.start, p.end) for p in (x.periods if x else ())] for x in table.plans or ()]
+    starts, ends = period.period_bounds(named)
+    if starts.size == 0:
+        return score
+    u = period.inside(table.created, starts, ends, plan.period_margin)
+    return period.boost(score, u, plan.period_boost)
+
+
+def _coverage(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Coverage stage: the best ``coverage_depth`` reordered to spread over sessions."""
+    if table.sessions is None:
+        raise ValueError("coverage needs the table's sessions")
+    top = _order(score, cand, table.tie)[:, : plan.coverage_depth]
+    live = np.take_along_axis(cand, top, axis=1)
+    return coverage.spread(score, top, live, table.sessions(plan.context_gap), plan.coverage_weight)

@@ -24,7 +24,7 @@ from norax_core.query import QueryPlan, plan_query
 from norax_core.ranking import Plan, Table, rank, signal_ranks
 from norax_core.signals.base import Query
 from norax_core.signals.bm25 import BM25Index, BM25Signal
-from norax_core.signals.context import neighbour_map
+from norax_core.signals.context import neighbour_map, session_numbers
 from norax_core.signals.temporal import SECONDS_PER_DAY, decay
 from norax_core.tokenize import Tokenizer
 from norax_core.weights import Weights
@@ -39,6 +39,7 @@ __all__ = [
     "pool_bm25",
     "pool_table",
     "pool_temporal",
+    "plan_groups",
     "rank_pool",
 ]
 
@@ -180,14 +181,43 @@ def rank_pool(pool: Pool, weights: Weights, k: int, config: NoraxConfig | None =
 
     Args:
         pool: A pool built with every signal on, holding the whole namespace.
-        weights: Fusion weights; their ``params`` apply to ``config`` as in the engine.
+        weights: Fusion weights; the query's intent selects them and their ``params`` apply
+            to ``config`` as in the engine.
         k: Results wanted (``pool.size`` ranks every candidate).
         config: Engine configuration (default: the one the pool was scored with).
     """
-    base = config or pool.config
-    plan = Plan.of(weights, base)
-    cfg = base.with_params(weights.params) if weights.params else base
-    return rank(pool_table([pool], cfg), plan, k).ids(0)
+    ((_, table, plan),) = plan_groups([pool], weights, config)
+    return rank(table, plan, k).ids(0)
+
+
+def plan_groups(
+    pools: Sequence[Pool], weights: Weights, config: NoraxConfig | None = None
+) -> list[tuple[list[int], Table, Plan]]:
+    """The pools grouped by the weights their query's intent selects, ready to rank.
+
+    Queries whose intent has an override in ``weights`` (:meth:`Weights.for_intent`) form
+    one group per intent, the rest one group under the global weights; each group comes with
+    its :func:`pool_table` (scored under the chosen weights' ``params``) and its
+    :meth:`Plan.of <norax_core.ranking.Plan.of>`, so ``rank(table, plan, k)`` ranks each pool
+    as :meth:`NoraxMemory.search` ranks its query.
+
+    Returns:
+        ``[(pool indices, table, plan)]``, the global group first.
+    """
+    if not pools:
+        raise ValueError("no pools to rank")
+    base = config or pools[0].config
+    groups: dict[str | None, list[int]] = {}
+    for i, p in enumerate(pools):
+        intent = p.plan.intent.value
+        groups.setdefault(intent if intent in weights.intents else None, []).append(i)
+    out = []
+    for key in sorted(groups, key=lambda g: "" if g is None else g):
+        chosen = weights.for_intent(key)
+        idx = groups[key]
+        table = pool_table([pools[i] for i in idx], chosen.applied(base))
+        out.append((idx, table, Plan.of(chosen, base)))
+    return out
 
 
 def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Table:
@@ -227,6 +257,7 @@ def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Tabl
         vectors=PoolVectors(pools, n),
         ids=[p.ids for p in pools],
         plans=[p.plan for p in pools],
+        sessions=PoolSessions(pools, n),
         newer=newer_slots(pools, n),
     )
 
@@ -271,6 +302,29 @@ class PoolNeighbours:
                 out[: len(near), i, row[m]] = [row[x] for x in near]
         self._cache[(window, gap)] = slots = list(out)
         return slots
+
+
+class PoolSessions:
+    """Session numbers of pools that hold whole namespaces (cached per gap)."""
+
+    def __init__(self, pools: Sequence[Pool], n: int) -> None:
+        self.pools, self.n = pools, n
+        self._cache: dict[float, np.ndarray] = {}
+
+    def __call__(self, gap: float) -> np.ndarray:
+        """See :data:`~norax_core.ranking.Sessions`."""
+        hit = self._cache.get(gap)
+        if hit is not None:
+            return hit
+        if any(len(p.ids) < p.size for p in self.pools):
+            raise ValueError("coverage needs pools that hold the whole namespace")
+        out = np.full((len(self.pools), self.n), -1, dtype=np.int64)
+        for i, p in enumerate(self.pools):
+            ordered, times = timeline(p)
+            row = p.index_of
+            out[i, [row[m] for m in ordered]] = session_numbers(times, gap)
+        self._cache[gap] = out
+        return out
 
 
 class PoolVectors:

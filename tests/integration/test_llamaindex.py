@@ -498,8 +498,20 @@ def test_result_to_node() -> None:
         "score": 0.5,
         "signals": {"bm25": 0.1, "dense": 0.2, "temporal": 0.3, "graph": 0.4},
         "matched_entities": ["colby"],
-        "query_plan": {"intent": "lookup", "periods": [], "entities": ["Colby"]},
-        "explanation": {"fused": 0.5, "context": 0.0, "latest_wins": 0.0, "supersede": 0.0},
+        "query_plan": {
+            "intent": "lookup",
+            "periods": [],
+            "entities": ["Colby"],
+            "weights_intent": None,
+        },
+        "explanation": {
+            "fused": 0.5,
+            "context": 0.0,
+            "period": 0.0,
+            "latest_wins": 0.0,
+            "supersede": 0.0,
+            "coverage": 0.0,
+        },
     }
     hidden = {"namespace", "score", "signals", "matched_entities", "query_plan", "explanation"}
     assert set(got.node.excluded_llm_metadata_keys) == hidden
@@ -515,8 +527,15 @@ def test_reranked_copies_the_node() -> None:
         "x": 1,
         "score": 0.7,
         "signals": {"bm25": 1.0, "dense": 0.0, "temporal": 0.5, "graph": 0.0},
-        "query_plan": {"intent": "lookup", "periods": [], "entities": []},
-        "explanation": {"fused": 0.7, "context": 0.0, "latest_wins": 0.0, "supersede": 0.0},
+        "query_plan": {"intent": "lookup", "periods": [], "entities": [], "weights_intent": None},
+        "explanation": {
+            "fused": 0.7,
+            "context": 0.0,
+            "period": 0.0,
+            "latest_wins": 0.0,
+            "supersede": 0.0,
+            "coverage": 0.0,
+        },
     }
     assert got.node.excluded_llm_metadata_keys == [
         "x",
