@@ -22,6 +22,7 @@ from norax_core.models import SIGNALS, Explanation, Memory, SearchResult
 from norax_core.ranking import NEVER, Extend, Ranking, Table
 from norax_core.signals.base import Query, Signal
 from norax_core.signals.dense import DenseSignal
+from norax_core.supersession import link_slots
 from norax_core.weights import Weights
 
 
@@ -187,13 +188,6 @@ def search_table(
         def sessions(gap: float) -> np.ndarray:
             return np.array([catalog.sessions(q.namespace, ids, gap, allowed=q.allowed)])
 
-        newer = newer_of(ids)
-        slots = np.full((max(map(len, newer.values()), default=0), 1, n), n, dtype=np.int64)
-        for m, later in newer.items():
-            # a row's superseding memories are rows (the table joined them); theirs need not be
-            have = [rows[x] for x in later if x in rows]
-            slots[: len(have), 0, rows[m]] = have
-
         return Table(
             scores=scores.reshape(len(SIGNALS), 1, n),
             proposed=proposed,
@@ -206,7 +200,7 @@ def search_table(
             ids=[ids],
             plans=[q.plan],
             sessions=sessions,
-            newer=slots,
+            newer=link_slots([rows], [newer_of(ids)], n),
         )
 
     def extend(t: Table, wanted: np.ndarray) -> Table:

@@ -22,10 +22,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from norax_core.sidecar import IndexRow
 from norax_core.tokenize import Tokenizer
 
-__all__ = ["CUE_WORDS", "LinkRule", "SupersessionIndex", "derive_links", "link_score"]
+__all__ = [
+    "CUE_WORDS",
+    "LinkRule",
+    "SupersessionIndex",
+    "derive_links",
+    "link_score",
+    "link_slots",
+]
 
 CUE_WORDS = (
     "update updated updating changed change changes switched switch moved move instead "
@@ -333,3 +342,27 @@ def derive_links(
     for ns, group in by_ns.items():
         index.add(ns, group)
     return {ns: index.links(ns) for ns in by_ns}
+
+
+def link_slots(
+    rows: Sequence[Mapping[str, int]], newer: Sequence[Mapping[str, Sequence[str]]], n: int
+) -> np.ndarray:
+    """A ranking table's ``newer`` field (:class:`norax_core.ranking.Table`).
+
+    Args:
+        rows: Per query, the row of each id in its table.
+        newer: Per query, the memories that supersede each id (:meth:`SupersessionIndex.newer`).
+        n: The table's width (the padding row).
+
+    Returns:
+        ``(s, q, n)``: per slot, the row of a memory that supersedes each row, ``n`` where
+        there is none (or it is not in the table).
+    """
+    depth = max((len(v) for links in newer for v in links.values()), default=0)
+    out = np.full((depth, len(rows), n), n, dtype=np.int64)
+    for q, (row, links) in enumerate(zip(rows, newer, strict=True)):
+        for mid, later in links.items():
+            have = [row[x] for x in later if x in row]
+            if mid in row and have:
+                out[: len(have), q, row[mid]] = have
+    return out

@@ -26,6 +26,7 @@ from norax_core.signals.base import Query
 from norax_core.signals.bm25 import BM25Index, BM25Signal
 from norax_core.signals.context import neighbour_map, session_numbers
 from norax_core.signals.temporal import SECONDS_PER_DAY, decay
+from norax_core.supersession import link_slots
 from norax_core.tokenize import Tokenizer
 from norax_core.weights import Weights
 
@@ -89,8 +90,7 @@ class Pool:
         config: The store configuration the scores were computed with.
         vectors: ``(n, dim)`` stored embeddings of the candidates (for latest wins), or
             ``None``; pools of one namespace with the same ids share one array.
-        newer: The memories that supersede each candidate (:mod:`norax_core.supersession`;
-            candidates without any are left out), or ``None``; shared like ``vectors``.
+        newer: The memories superseding each candidate (:mod:`norax_core.supersession`).
     """
 
     request: PoolRequest
@@ -258,26 +258,8 @@ def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Tabl
         ids=[p.ids for p in pools],
         plans=[p.plan for p in pools],
         sessions=PoolSessions(pools, n),
-        newer=newer_slots(pools, n),
+        newer=link_slots([p.index_of for p in pools], [p.newer or {} for p in pools], n),
     )
-
-
-def newer_slots(pools: Sequence[Pool], n: int) -> np.ndarray | None:
-    """The pools' superseding rows (see :attr:`~norax_core.ranking.Table.newer`).
-
-    ``None`` when no pool knows its links (pools built without them).
-    """
-    if all(p.newer is None for p in pools):
-        return None
-    depth = max((len(v) for p in pools for v in (p.newer or {}).values()), default=0)
-    out = np.full((depth, len(pools), n), n, dtype=np.int64)
-    for i, p in enumerate(pools):
-        row = p.index_of
-        for m, later in (p.newer or {}).items():
-            have = [row[x] for x in later if x in row]
-            if m in row and have:
-                out[: len(have), i, row[m]] = have
-    return out
 
 
 class PoolNeighbours:
@@ -394,7 +376,6 @@ def build_pools(
     every = Weights(1.0, 1.0, 1.0, 1.0, params={"recency_candidates": recency_depth}, name="all")
     meta: dict[str, tuple[float, str]] = {}
     shared: dict[tuple[str, ...], np.ndarray] = {}
-    links: dict[tuple[str, ...], dict[str, tuple[str, ...]]] = {}
     out: list[Pool] = []
     for req in requests:
         size = memory.count(req.namespace)
@@ -419,7 +400,6 @@ def build_pools(
         if key not in shared:
             got = memory.embeddings(ids)
             shared[key] = np.stack([got[m] for m in ids]) if ids else np.zeros((0, 0), np.float32)
-            links[key] = memory.store.superseding(cands.query.namespace, ids)
         out.append(
             Pool(
                 request=req,
@@ -431,7 +411,7 @@ def build_pools(
                 size=size,
                 config=replace(memory.config, embed_context=memory.add_config.embed_context),
                 vectors=shared[key],
-                newer=links[key],
+                newer=memory.store.superseding(cands.query.namespace, ids),
             )
         )
         if progress:
