@@ -72,6 +72,15 @@ class NoraxConfig:
             newer one counts as restating the older one.
         latest_wins_depth: How many of the best candidates latest wins compares and reorders
             (it never changes which memories are the best ``latest_wins_depth``).
+        bridge_weight: Bridges (:mod:`norax_core.stages.bridges`): every candidate gains this
+            much times its normalised walk mass in a personalised PageRank over the
+            namespace's memories and entities, seeded by the best ``bridge_seeds`` first-pass
+            memories and the query's entities, and the best ``bridge_candidates`` memories the
+            walk reaches join the candidates. 0 turns it off.
+        bridge_seeds: First-pass memories (best after context propagation) that seed the walk.
+        bridge_candidates: Memories with the most walk mass that join the candidates.
+        bridge_query_share: Share of the walk's restart on the query's own entities (the
+            rest on the first-pass memories).
         dense_exact_limit: A namespace of at most this many memories is ranked by the dense
             signal exactly, over its own vectors held in process (one float32 matrix, loaded
             from Chroma on first use); a larger one through Chroma's HNSW index, which is
@@ -101,6 +110,10 @@ class NoraxConfig:
     latest_wins_weight: float = 0.0
     latest_wins_similarity: float = 0.5
     latest_wins_depth: int = 10
+    bridge_weight: float = 0.0
+    bridge_seeds: int = 5
+    bridge_candidates: int = 10
+    bridge_query_share: float = 0.0
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
     query_entities: QueryEntities | str = QueryEntities.MATCH
@@ -142,6 +155,16 @@ class NoraxConfig:
         depth = self.latest_wins_depth
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2:
             raise InvalidInputError(f"latest_wins_depth must be an int >= 2, got {depth!r}")
+        bw = self.bridge_weight
+        if isinstance(bw, bool) or not (
+            isinstance(bw, (int, float)) and math.isfinite(bw) and bw >= 0
+        ):
+            raise InvalidInputError(f"bridge_weight must be a finite number >= 0, got {bw!r}")
+        _count("bridge_seeds", self.bridge_seeds, 1)
+        _count("bridge_candidates", self.bridge_candidates, 0)
+        share = self.bridge_query_share
+        if isinstance(share, bool) or not (isinstance(share, (int, float)) and 0 <= share <= 1):
+            raise InvalidInputError(f"bridge_query_share must be in [0, 1], got {share!r}")
         limit = self.dense_exact_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")
@@ -169,6 +192,11 @@ class NoraxConfig:
     def latest_on(self) -> bool:
         """Whether searches apply the latest-wins rule."""
         return self.latest_wins_weight > 0
+
+    @property
+    def bridges_on(self) -> bool:
+        """Whether searches take the bridge step over the entity graph."""
+        return self.bridge_weight > 0
 
     def tau_days(self, kind: str) -> float:
         """Decay constant (days) for ``kind``."""

@@ -67,7 +67,7 @@ SEARCH_KEYS = (
 
 @dataclass(frozen=True)
 class Explanation:
-    """Which ranking stage moved a result: ``fused + context + latest_wins == score``.
+    """Which ranking stage moved a result: ``fused + context + bridges + latest_wins == score``.
 
     Attributes:
         fused: The fused signal score (weighted sum or reciprocal rank fusion).
@@ -75,15 +75,23 @@ class Explanation:
             session; negative when the neighbours score lower); 0 when it is off.
         latest_wins: What latest wins added (a newer memory restating an older, better
             one); 0 when it is off or did not apply.
+        bridges: What the bridge step added (the result shares entities with the best
+            first-pass results or the query's, in the entity graph); 0 when it is off.
     """
 
     fused: float
     context: float = 0.0
     latest_wins: float = 0.0
+    bridges: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
-        """``{"fused", "context", "latest_wins"}``, JSON-ready."""
-        return {"fused": self.fused, "context": self.context, "latest_wins": self.latest_wins}
+        """``{"fused", "context", "bridges", "latest_wins"}``, JSON-ready."""
+        return {
+            "fused": self.fused,
+            "context": self.context,
+            "bridges": self.bridges,
+            "latest_wins": self.latest_wins,
+        }
 
 
 @dataclass(frozen=True)
