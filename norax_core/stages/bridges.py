@@ -119,8 +119,8 @@ def bridge_scores(
         Entity ids of the query's entities: ``query_share`` of the restart mass, in
         proportion to their IDF.
     allowed : numpy.ndarray, optional
-        Rows the filter admits: the others are neither seeds nor reached (the walk passes
-        only through admitted memories).
+        Rows the filter admits: the walk runs as if the namespace held only those (the
+        others are neither seeds nor reached nor passed through, nor counted in the IDF).
     damping, query_share : float
         Probability of following an edge; share of the restart on the query's entities.
 
@@ -175,13 +175,14 @@ def bridge_scores(
     if allowed is not None and len(rows):
         keep = allowed[rows]
         rows, ents = rows[keep], ents[keep]
+    size = graph.size if allowed is None else int(allowed.sum())  # as if alone
     df = np.bincount(ents, minlength=e).astype(np.float64)
-    hub = df > max(HUB_FRACTION * graph.size, MIN_HUB_DF)
+    hub = df > max(HUB_FRACTION * size, MIN_HUB_DF)
     if hub.any() and len(rows):
         keep = ~hub[ents]
         rows, ents = rows[keep], ents[keep]
         df = np.bincount(ents, minlength=e).astype(np.float64)
-    idf = np.log1p((graph.size - df + 0.5) / (df + 0.5))
+    idf = np.log1p((size - df + 0.5) / (df + 0.5))
     p_mem = np.zeros(n)
     ok = (weights > 0) & (seeds >= 0)
     if allowed is not None:

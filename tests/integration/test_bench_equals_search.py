@@ -3,7 +3,8 @@
 One whole LoCoMo conversation (conv-30: 369 turns, 105 questions) and one whole BEAM 100K
 chat (chat 1: 188 long messages, 18 questions) are ingested with the real ONNX embedder and
 spaCy pipeline, exactly as ``norax bench`` ingests them. For every question and several
-weightings (the shipped presets, single signals, RRF, context propagation, latest wins), the
+weightings (the shipped presets, single signals, RRF, context propagation, latest wins,
+bridges), the
 ids the benchmark ranks from its pools must be the ids a plain loop over
 :meth:`NoraxMemory.search` returns, and the benchmark's per-question recall must be the
 recall of those ids. Cold (no embedding cache) this embeds about 560 texts, 1-2 minutes.
@@ -52,6 +53,21 @@ METHODS = {
             "latest_wins_similarity": 0.5,
         },
     ),
+    "bridges": Weights(
+        0.3,
+        0.6,
+        0.0,
+        0.1,
+        params={
+            "pool_min": 10,
+            "context_window": 1,
+            "context_weight": 0.75,
+            "bridge_weight": 0.2,
+            "bridge_seeds": 5,
+            "bridge_candidates": 10,
+            "bridge_query_share": 0.5,
+        },
+    ),
 }
 KS = (1, 5, 10, 25)
 
@@ -82,7 +98,7 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
     with open_store(tmp_path / "cache") as mem:
         run, pools = run_benchmark(ds, METHODS, KS, memory=mem, progress=False)
         assert all(len(p.ids) == len(conv.memories) for p in pools)  # whole namespace
-        moved = {"context2": 0, "latest": 0}
+        moved = {"context2": 0, "latest": 0, "bridges": 0}
         for name, w in METHODS.items():
             table = pool_table(pools, mem.config.with_params(w.params))
             plan = Plan.of(w, mem.config)
@@ -104,6 +120,11 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
                     assert run.recall[name][k][i] == recall_at_k(ids, req.relevant, k)
                     if name in moved and k == 10:
                         ctx, fused = bench.context[i], bench.fused[i]
+                        if name == "bridges":
+                            ctx, fused = bench.score[i], bench.context[i]
+                            assert sorted(r.explanation.bridges for r in got) == pytest.approx(
+                                sorted(float(ctx[r] - fused[r]) for r in bench.top(i)), abs=1e-12
+                            )
                         moved[name] += int((ctx != fused)[bench.top(i)].any())
-        # the context and latest-wins stages really acted on these questions
-        assert moved["context2"] > 0 and moved["latest"] > 0
+        # the context, latest-wins and bridge stages really acted on these questions
+        assert moved["context2"] > 0 and moved["latest"] > 0 and moved["bridges"] > 0

@@ -30,12 +30,31 @@ from _support import hash_embedder, open_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from norax_core import Weights
 from norax_core.fusion import fuse, rank
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 WEIGHTS = {"bm25": 0.3, "dense": 0.3, "temporal": 0.2, "graph": 0.2}
 CASES = 1000
 LARGE_CASES = 40
+BRIDGE_CASES = 300
+# every stage that reads the namespace: the graph, context and the bridge step
+BRIDGES = Weights(
+    0.3,
+    0.3,
+    0.2,
+    0.2,
+    params={
+        "pool_min": 2,
+        "pool_factor": 1,
+        "context_window": 1,
+        "context_weight": 0.5,
+        "bridge_weight": 0.5,
+        "bridge_seeds": 2,
+        "bridge_candidates": 4,
+        "bridge_query_share": 0.5,
+    },
+)
 VOCAB = [
     "Colby",
     "Priya",
@@ -134,8 +153,15 @@ def answer(mem, ns: str, query: str, k: int, filtered: bool):
     return cands.k, cands.ids, cands.signals, cands.matched, [(i, fused[i]) for i in rank(fused, k)]
 
 
-def check_isolation(strategy, cases: int, members, label: str) -> None:
-    """Run the property: ``members(case) -> (A's memories, B's memories)``."""
+def bridged(mem, ns: str, query: str, k: int, filtered: bool):
+    """What ``search`` returns with the bridge step on: ids, scores and each stage's part."""
+    where = {"topic": "t1"} if filtered else None
+    got = mem.search(query, k=k, namespace=ns, where=where, now=NOW, weights=BRIDGES)
+    return [(r.id, r.score, r.explanation.to_dict(), r.matched_entities) for r in got]
+
+
+def check_isolation(strategy, cases: int, members, label: str, ask=answer) -> None:
+    """Run the property: ``members(case) -> (A's memories, B's memories)``; ``ask`` answers."""
     stats: Counter[str] = Counter()
     alone = open_store(weights=WEIGHTS)  # A only (and earlier cases' namespaces)
     mixed = open_store(weights=WEIGHTS)  # A and B
@@ -166,13 +192,14 @@ def check_isolation(strategy, cases: int, members, label: str) -> None:
         stats["largest_a"] = max(stats["largest_a"], len(a))
         for query, k, filtered in c["queries"]:
             stats["queries"] += 1
-            want = answer(alone, ns_a, query, k, filtered)
-            got = answer(mixed, ns_a, query, k, filtered)
+            want = ask(alone, ns_a, query, k, filtered)
+            got = ask(mixed, ns_a, query, k, filtered)
             if got != want:
                 stats["leaks"] += 1
             assert got == want, f"namespace {ns_b} changed {ns_a}'s answer to {query!r}"
-            stats["results"] += len(want[4])
-            stats["candidates"] += len(want[1])
+            stats["results"] += len(want[4]) if ask is answer else len(want)
+            stats["candidates"] += len(want[1]) if ask is answer else 0
+            stats["bridged"] += ask is not answer and any(r[2]["bridges"] > 0 for r in want)
 
     try:
         run()
@@ -184,6 +211,7 @@ def check_isolation(strategy, cases: int, members, label: str) -> None:
             f"compared, {stats['b_memories']} memories in the "
             f"other namespaces, {stats['leaks']} leaks; stores of {alone.count()} and "
             f"{mixed.count()} memories"
+            + (f"; {stats['bridged']} queries moved by bridges" if ask is not answer else "")
         )
         alone.close()
         mixed.close()
@@ -202,6 +230,12 @@ def test_other_namespaces_never_change_a_large_namespaces_answers():
         return bulk(rng, c["a"]) + c["extra_a"], bulk(rng, c["b"]) + c["extra_b"]
 
     check_isolation(large_case, LARGE_CASES, members, "large")
+
+
+def test_other_namespaces_never_change_what_the_bridge_step_finds():
+    """The bridge step walks the namespace's entity graph: B's entities and edges (the same
+    words) must never carry A's walk, join A's results or change a score."""
+    check_isolation(case, BRIDGE_CASES, lambda c: (c["a"], c["b"]), "bridges", ask=bridged)
 
 
 def test_a_dense_score_does_not_depend_on_how_it_was_computed():
