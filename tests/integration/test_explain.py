@@ -56,7 +56,7 @@ STAGES = Weights(
     },
 )
 PLAN_KEYS = {"intent", "periods", "entities"}
-STAGE_KEYS = {"fused", "context", "latest_wins"}
+STAGE_KEYS = {"fused", "context", "bridges", "latest_wins"}
 
 
 @pytest.fixture
@@ -70,9 +70,7 @@ def _check_result_dict(plan: dict[str, Any], stages: dict[str, float], score: fl
     """A result's JSON-ready plan and stages: the documented keys, stages summing to score."""
     assert set(plan) == PLAN_KEYS and set(stages) == STAGE_KEYS
     assert isinstance(plan["intent"], str) and isinstance(plan["periods"], list)
-    assert stages["fused"] + stages["context"] + stages["latest_wins"] == pytest.approx(
-        score, abs=1e-9
-    )
+    assert sum(stages.values()) == pytest.approx(score, abs=1e-9)
     json.dumps({"query_plan": plan, "explanation": stages})  # serialisable
 
 
@@ -164,7 +162,12 @@ def test_llamaindex_postprocessor_reports_the_plan_and_fusion_only(store: NoraxM
     for n in out:
         meta = n.node.metadata
         assert meta["query_plan"]["intent"] == "temporal"
-        assert meta["explanation"] == {"fused": n.score, "context": 0.0, "latest_wins": 0.0}
+        assert meta["explanation"] == {
+            "fused": n.score,
+            "context": 0.0,
+            "bridges": 0.0,
+            "latest_wins": 0.0,
+        }
         _check_result_dict(meta["query_plan"], meta["explanation"], n.score or 0.0)
     assert all("query_plan" not in n.node.metadata for n in nodes)  # inputs unchanged
 

@@ -344,7 +344,7 @@ def test_result_to_document() -> None:
             ],
             "entities": ["Colby"],
         },
-        "explanation": {"fused": 0.4, "context": 0.15, "latest_wins": -0.05},
+        "explanation": {"fused": 0.4, "context": 0.15, "bridges": 0.0, "latest_wins": -0.05},
     }
 
 
