@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -37,7 +38,7 @@ MIN_HUB_DF = 50
 ``MIN_HUB_DF``) are hubs and not walked through, as in the graph signal: a speaker's name or
 "user" would join everything to everything."""
 MAX_ITER = 30
-TOL = 1e-9
+TOL = 1e-7
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,11 @@ class MemoryEntities:
             rows, ents, len(space.ids), len(space.names), tuple(space.ids), dict(space.slot),
             len(space.slot),
         )  # fmt: skip
+
+    @cached_property
+    def walkable(self) -> _Walkable:
+        """The walk's pairs and shares without a filter (computed once per view)."""
+        return _Walkable.of(self, None)
 
     def rows_for(self, ids: Sequence[str], pad: int | None = None) -> np.ndarray:
         """The row of each of ``ids`` (-1 if not in the graph), padded with -1 to ``pad``."""
@@ -147,7 +153,7 @@ def bridge_scores(
     sends its mass back to ``p``. A non-seed memory gains mass only through an entity it
     shares with the seeds or the query (or with memories that do), the more the rarer the
     entity; the seeds' own mass is set to 0, so the scores rank the memories the first pass
-    did not already put first. Power iteration until the L1 change is below 1e-9 (at most
+    did not already put first. Power iteration until the L1 change is below 1e-7 (at most
     30 steps: the error shrinks by ``damping`` per step).
 
     Examples
@@ -171,18 +177,8 @@ def bridge_scores(
     """  # noqa: D416 - NumPy sections on purpose: an algorithm docstring (STYLE.md)
     n, e = graph.n_rows, graph.n_ents
     out = np.zeros(n)
-    rows, ents = graph.rows, graph.ents
-    if allowed is not None and len(rows):
-        keep = allowed[rows]
-        rows, ents = rows[keep], ents[keep]
-    size = graph.size if allowed is None else int(allowed.sum())  # as if alone
-    df = np.bincount(ents, minlength=e).astype(np.float64)
-    hub = df > max(HUB_FRACTION * size, MIN_HUB_DF)
-    if hub.any() and len(rows):
-        keep = ~hub[ents]
-        rows, ents = rows[keep], ents[keep]
-        df = np.bincount(ents, minlength=e).astype(np.float64)
-    idf = np.log1p((size - df + 0.5) / (df + 0.5))
+    walkable = graph.walkable if allowed is None else _Walkable.of(graph, allowed)
+    rows, ents, df, idf = walkable.rows, walkable.ents, walkable.df, walkable.idf
     p_mem = np.zeros(n)
     ok = (weights > 0) & (seeds >= 0)
     if allowed is not None:
@@ -202,11 +198,7 @@ def bridge_scores(
         share = 1.0
     if p_ent.sum() > 0:
         p_ent *= share / p_ent.sum()
-    # transition shares: memory -> entity by IDF, entity -> memory uniformly
-    strength = np.bincount(rows, weights=idf[ents], minlength=n)
-    to_ent = idf[ents] / strength[rows]
-    to_mem = 1.0 / df[ents]
-    dangling = strength == 0
+    to_ent, to_mem, dangling = walkable.to_ent, walkable.to_mem, walkable.dangling
     x_mem, x_ent = p_mem.copy(), p_ent.copy()
     for _ in range(MAX_ITER):
         lost = x_mem[dangling].sum()
@@ -225,6 +217,41 @@ def bridge_scores(
         walk[~allowed] = 0.0
     top = walk.max()
     return walk / top if top > 0 else out
+
+
+@dataclass(frozen=True)
+class _Walkable:
+    """The pairs the walk follows (hubs and filtered-out memories dropped), and their shares.
+
+    From a memory to an entity in proportion to the entity's IDF; from an entity to each of
+    its memories uniformly.
+    """
+
+    rows: np.ndarray
+    ents: np.ndarray
+    df: np.ndarray
+    idf: np.ndarray
+    to_ent: np.ndarray
+    to_mem: np.ndarray
+    dangling: np.ndarray
+
+    @classmethod
+    def of(cls, graph: MemoryEntities, allowed: np.ndarray | None) -> _Walkable:
+        n, e = graph.n_rows, graph.n_ents
+        rows, ents = graph.rows, graph.ents
+        if allowed is not None and len(rows):
+            keep = allowed[rows]
+            rows, ents = rows[keep], ents[keep]
+        size = graph.size if allowed is None else int(allowed.sum())  # as if alone
+        df = np.bincount(ents, minlength=e).astype(np.float64)
+        hub = df > max(HUB_FRACTION * size, MIN_HUB_DF)
+        if hub.any() and len(rows):
+            keep = ~hub[ents]
+            rows, ents = rows[keep], ents[keep]
+            df = np.bincount(ents, minlength=e).astype(np.float64)
+        idf = np.log1p((size - df + 0.5) / (df + 0.5))
+        strength = np.bincount(rows, weights=idf[ents], minlength=n)
+        return cls(rows, ents, df, idf, idf[ents] / strength[rows], 1.0 / df[ents], strength == 0)
 
 
 def best_rows(score: np.ndarray, n: int, ids: Sequence[str | None]) -> np.ndarray:
