@@ -20,9 +20,13 @@ The stages, in order (each one a plain array operation over the whole batch):
 4. **bridges** (:mod:`norax_core.stages.bridges`): a personalised PageRank over the
    namespace's memories and entities, seeded by the best ``bridge_seeds`` candidates and the
    query's entities; the memories it reaches most join and every candidate gains from it;
-5. **latest wins** (:mod:`norax_core.latest`): among the best ``latest_wins_depth``, a newer
+5. **period** (:mod:`norax_core.stages.period`): when the query names a period, candidates
+   created inside it (or just outside) gain a share of their score;
+6. **latest wins** (:mod:`norax_core.latest`): among the best ``latest_wins_depth``, a newer
    memory similar to an older, better one closes part of the gap;
-6. **order**: best first, ties to the smaller id.
+7. **coverage** (:mod:`norax_core.stages.coverage`): the best ``coverage_depth`` are
+   reordered to spread over the sessions they come from;
+8. **order**: best first, ties to the smaller id.
 
 New stages (query intents, date windows, coverage, supersession) belong here too, as fields of
 :class:`Plan` and steps of :func:`rank`, so that search and the benchmarks cannot drift apart.
@@ -30,8 +34,8 @@ New stages (query intents, date windows, coverage, supersession) belong here too
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
@@ -39,6 +43,7 @@ import numpy as np
 
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
+from norax_core.stages import coverage, period
 from norax_core.weights import FusionMethod, Weights
 
 if TYPE_CHECKING:
@@ -48,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CONTEXT_SEEDS",
     "Extend",
+    "STAGES",
     "NEVER",
     "POSITIVE_ONLY",
     "Plan",
@@ -66,6 +72,8 @@ NEVER = np.iinfo(np.int32).max
 POSITIVE_ONLY = frozenset({"bm25", "graph"})
 """Signals that propose only memories they score above zero (BM25 needs a shared term, the
 graph a shared entity); dense and temporal rank every memory."""
+STAGES = ("context", "bridges", "period", "latest_wins", "coverage")
+"""The stages after fusion, in the order :func:`rank` runs them (:meth:`Ranking.explain`)."""
 _B, _D, _T, _G = (SIGNALS.index(s) for s in ("bm25", "dense", "temporal", "graph"))
 
 Neighbours = Callable[[int, float], list[np.ndarray]]
@@ -74,6 +82,9 @@ neighbour of each row, ``n`` where there is none (a padding column that scores 0
 Vectors = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 """``(queries (q,), rows (q, m)) -> (vectors (q, m, dim), present (q, m))``: stored
 embeddings of those rows; ``present`` is False for a memory deleted meanwhile."""
+Sessions = Callable[[float], np.ndarray]
+"""``gap -> (q, n)`` each row's session in its namespace's timeline split where consecutive
+memories are more than ``gap`` seconds apart (equal numbers: same session; padding any)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,11 @@ class Plan:
         bridge_seeds: First-pass candidates that seed the bridge step.
         bridge_candidates: Memories the bridge step reaches most that join the candidates.
         bridge_query_share: Share of the bridge walk's restart on the query's entities.
+        period_boost: Share of its score a candidate inside a named period gains (0: off).
+        period_margin: The boost's fade outside the period, a share of its length.
+        coverage_weight: Coverage's penalty per result already picked from a session, a
+            share of the best score (0: off).
+        coverage_depth: How many of the best candidates coverage reorders.
     """
 
     weights: tuple[float, float, float, float]
@@ -115,6 +131,10 @@ class Plan:
     bridge_seeds: int = 5
     bridge_candidates: int = 10
     bridge_query_share: float = 0.0
+    period_boost: float = 0.0
+    period_margin: float = 0.0
+    coverage_weight: float = 0.0
+    coverage_depth: int = 30
 
     @classmethod
     def of(cls, weights: Weights, config: NoraxConfig, intent: Intent | str | None = None) -> Plan:
@@ -145,6 +165,10 @@ class Plan:
             bridge_seeds=cfg.bridge_seeds,
             bridge_candidates=cfg.bridge_candidates,
             bridge_query_share=cfg.bridge_query_share,
+            period_boost=cfg.period_boost,
+            period_margin=cfg.period_margin,
+            coverage_weight=cfg.coverage_weight,
+            coverage_depth=cfg.coverage_depth,
         )
 
     @property
@@ -209,6 +233,7 @@ class Table:
         entities: Each query's namespace as memories and entities, with the query's entities
             (:class:`~norax_core.stages.bridges.BridgeInput`; the bridge stage); ``None``
             for a query whose namespace has no entities.
+        sessions: The rows' sessions in their namespace's timeline (coverage).
     """
 
     scores: np.ndarray
@@ -222,6 +247,7 @@ class Table:
     ids: list[list[str]] | None = None
     plans: Sequence[QueryPlan | None] | None = None
     entities: Sequence[BridgeInput | None] | None = None
+    sessions: Sessions | None = None
 
 
 class Extend(Protocol):
@@ -250,8 +276,9 @@ class Ranking:
         candidates: ``(q, n)`` rows that are candidates (proposed, or context neighbours).
         fused: ``(q, n)`` fused signal scores.
         context: ``(q, n)`` after context propagation (``fused`` when it is off).
-        score: ``(q, n)`` final scores (after latest wins).
-        bridged: ``(q, n)`` after the bridge step (``context`` when it is off).
+        score: ``(q, n)`` final scores (after the last stage).
+        after: ``(q, n)`` scores after each of :data:`STAGES` (the previous ones where a
+            stage is off), for :meth:`explain`.
     """
 
     table: Table
@@ -260,7 +287,7 @@ class Ranking:
     fused: np.ndarray
     context: np.ndarray
     score: np.ndarray
-    bridged: np.ndarray | None = None
+    after: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     @cached_property
     def order(self) -> np.ndarray:
@@ -297,17 +324,16 @@ class Ranking:
         return [names[r] for r in self.top(q)]
 
     def explain(self, q: int, row: int) -> dict[str, float]:
-        """What moved a result: its fused score and each later stage's change of it."""
-        bridged = self.context if self.bridged is None else self.bridged
-        fused, ctx, bridge, final = (
-            float(a[q, row]) for a in (self.fused, self.context, bridged, self.score)
-        )
-        return {
-            "fused": fused,
-            "context": ctx - fused,
-            "bridges": bridge - ctx,
-            "latest_wins": final - bridge,
-        }
+        """What moved a result: its fused score and each later stage's change of it.
+
+        Keys ``fused`` and each of :data:`STAGES`; their values sum to the final score.
+        """
+        out = {"fused": float(self.fused[q, row])}
+        prev = out["fused"]
+        for name in STAGES:
+            now = float(self.after.get(name, self.score)[q, row])
+            out[name], prev = now - prev, now
+        return out
 
 
 def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = None) -> Ranking:
@@ -335,12 +361,16 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     if plan.context_on:
         table, cand, fused, ctx = _context(table, plan, kk, cand, fused, extend)
     bridged = ctx
-    if plan.bridge_weight > 0:
+    if plan.bridge_weight > 0:  # may add rows: the earlier stages' arrays grow with them
         table, cand, fused, ctx, bridged = _bridges(table, plan, cand, fused, ctx, extend)
-    score = bridged
+    after = {"context": ctx, "bridges": bridged}
+    score = after["period"] = _period(table, plan, bridged) if plan.period_boost > 0 else bridged
     if plan.latest_weight > 0:
-        score = _latest(table, plan, cand, bridged)
-    return Ranking(table, kk, cand, fused, ctx, score, bridged)
+        score = _latest(table, plan, cand, score)
+    after["latest_wins"] = score
+    if plan.coverage_weight > 0:
+        score = after["coverage"] = _coverage(table, plan, cand, score)
+    return Ranking(table, kk, cand, fused, ctx, score, after)
 
 
 def _order(score: np.ndarray, cand: np.ndarray, tie: np.ndarray | None) -> np.ndarray:
@@ -538,3 +568,24 @@ def _latest(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np
     out = score.copy()
     np.put_along_axis(out, top, lifted, axis=1)
     return out
+
+
+def _period(table: Table, plan: Plan, score: np.ndarray) -> np.ndarray:
+    """Period stage: candidates created in (or near) a period the query names gain."""
+    if table.created is None:
+        raise ValueError("the period boost needs the table's creation times")
+    named = [[(p.start, p.end) for p in (x.periods if x else ())] for x in table.plans or ()]
+    starts, ends = period.period_bounds(named)
+    if starts.size == 0:
+        return score
+    u = period.inside(table.created, starts, ends, plan.period_margin)
+    return period.boost(score, u, plan.period_boost)
+
+
+def _coverage(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Coverage stage: the best ``coverage_depth`` reordered to spread over sessions."""
+    if table.sessions is None:
+        raise ValueError("coverage needs the table's sessions")
+    top = _order(score, cand, table.tie)[:, : plan.coverage_depth]
+    live = np.take_along_axis(cand, top, axis=1)
+    return coverage.spread(score, top, live, table.sessions(plan.context_gap), plan.coverage_weight)

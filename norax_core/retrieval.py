@@ -164,6 +164,9 @@ def search_table(
                     out[0, j], present[0, j] = found[m], True
             return out, present
 
+        def sessions(gap: float) -> np.ndarray:
+            return np.array([catalog.sessions(q.namespace, ids, gap, allowed=q.allowed)])
+
         return Table(
             scores=scores.reshape(len(SIGNALS), 1, n),
             proposed=proposed,
@@ -176,6 +179,7 @@ def search_table(
             ids=[ids],
             plans=[q.plan],
             entities=None if bridge is None else [bridge.at(ids)],
+            sessions=sessions,
         )
 
     def extend(t: Table, wanted: np.ndarray, add: Sequence[Sequence[str]] = ()) -> Table:
