@@ -212,9 +212,9 @@ class BridgeSource:
     query: np.ndarray
     allowed: np.ndarray | None
 
-    def at(self, ids: Sequence[str]) -> BridgeInput:
-        """The view of a table whose rows are ``ids``."""
-        return BridgeInput(self.graph, self.graph.rows_for(ids), self.query, self.allowed)
+    def at(self, ids: Sequence[str], pad: int | None = None) -> BridgeInput:
+        """The view of a table whose rows are ``ids`` (padded with none to ``pad`` rows)."""
+        return BridgeInput(self.graph, self.graph.rows_for(ids, pad), self.query, self.allowed)
 
 
 def bridge_source(indexes: DerivedIndexes, q: Query) -> BridgeSource | None:

@@ -22,12 +22,11 @@ from norax_core.engine import NoraxMemory
 from norax_core.models import DEFAULT_NAMESPACE, SIGNALS
 from norax_core.query import QueryPlan, plan_query
 from norax_core.ranking import Plan, Table, rank, signal_ranks
-from norax_core.retrieval import bridge_source
+from norax_core.retrieval import BridgeSource, bridge_source
 from norax_core.signals.base import Query
 from norax_core.signals.bm25 import BM25Index, BM25Signal
 from norax_core.signals.context import neighbour_map, session_numbers
 from norax_core.signals.temporal import SECONDS_PER_DAY, decay
-from norax_core.stages.bridges import BridgeInput, MemoryEntities
 from norax_core.tokenize import Tokenizer
 from norax_core.weights import Weights
 
@@ -91,9 +90,7 @@ class Pool:
         config: The store configuration the scores were computed with.
         vectors: ``(n, dim)`` stored embeddings of the candidates (for latest wins), or
             ``None``; pools of one namespace with the same ids share one array.
-        graph: The namespace's memories and entities (the bridge step), shared by the pools
-            of one namespace; ``None`` if it has no entity graph.
-        query_entities: Entity ids (in ``graph``) of the query's entities.
+        bridge: The bridge step's view of the namespace and query (``None``: no entity graph).
     """
 
     request: PoolRequest
@@ -105,8 +102,7 @@ class Pool:
     size: int
     config: NoraxConfig
     vectors: np.ndarray | None = field(default=None, repr=False)
-    graph: MemoryEntities | None = field(default=None, repr=False)
-    query_entities: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    bridge: BridgeSource | None = field(default=None, repr=False)
     bm25_rows: dict[tuple[float, float], np.ndarray] = field(default_factory=dict, repr=False)
     """BM25 scores of the candidates under other ``(k1, b)`` (see :func:`add_bm25_variants`)."""
     _index: dict[str, int] = field(default_factory=dict, repr=False)
@@ -261,12 +257,7 @@ def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Tabl
         vectors=PoolVectors(pools, n),
         ids=[p.ids for p in pools],
         plans=[p.plan for p in pools],
-        entities=[
-            None
-            if p.graph is None
-            else BridgeInput(p.graph, p.graph.rows_for(p.ids, pad=n), p.query_entities)
-            for p in pools
-        ],
+        entities=[None if p.bridge is None else p.bridge.at(p.ids, n) for p in pools],
         sessions=PoolSessions(pools, n),
     )
 
@@ -405,14 +396,12 @@ def build_pools(
             [[cands.signals[s].get(m, 0.0) for m in ids] for s in SIGNALS], dtype=np.float64
         ).reshape(len(SIGNALS), len(ids))
         created = np.array([meta[m][0] for m in ids], dtype=np.float64)
-        with memory.store.lock:
-            bridge = bridge_source(memory.store.indexes, cands.query)
         key = tuple(ids)
         if key not in shared:
             got = memory.embeddings(ids)
             shared[key] = np.stack([got[m] for m in ids]) if ids else np.zeros((0, 0), np.float32)
-        out.append(
-            Pool(
+        with memory.store.lock:  # the bridge view reads the store's entity graph
+            pool = Pool(
                 request=req,
                 ids=ids,
                 scores=scores,
@@ -422,10 +411,9 @@ def build_pools(
                 size=size,
                 config=replace(memory.config, embed_context=memory.add_config.embed_context),
                 vectors=shared[key],
-                graph=None if bridge is None else bridge.graph,
-                query_entities=np.zeros(0, np.int64) if bridge is None else bridge.query,
+                bridge=bridge_source(memory.store.indexes, cands.query),
             )
-        )
+        out.append(pool)
         if progress:
             progress(1)
     return out
