@@ -105,7 +105,7 @@ def test_the_bridge_memory_enters_the_top_k_only_with_the_step_on(store: NoraxMe
     assert bridge.explanation.bridges > 0
     assert all(r.explanation.bridges == 0 for r in off)
     parts = bridge.explanation.to_dict()
-    assert set(parts) == {"fused", "context", "bridges", "latest_wins"}
+    assert {"fused", "context", "bridges", "latest_wins"} <= set(parts)
     assert sum(parts.values()) == pytest.approx(bridge.score)
     # the first-pass seed is what the walk starts from: it gains nothing itself
     assert on[0].explanation.bridges == 0.0
