@@ -79,6 +79,9 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scale_store  # noqa: E402 (the scale-out rows, a module beside this one)
+
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEMS = ("norax", "norax_hnsw", "chroma", "langchain_ensemble", "llamaindex_fusion")
 SERVER_SYSTEMS = ("norax", "norax_hnsw", "chroma")
@@ -805,6 +808,18 @@ def main() -> None:
     ap.add_argument("--server", help="Chroma server URL: measure norax and chroma over HttpClient")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "norax-scale")
     ap.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
+    ap.add_argument(
+        "--stores",
+        default="",
+        help="scale-out rows (benchmarks/scale_store.py): store sizes, e.g. 10000,100000,1000000",
+    )
+    ap.add_argument(
+        "--workers-n",
+        type=int,
+        default=100_000,
+        help="the multi-process run uses the largest --stores size up to this",
+    )
+    ap.add_argument("--worker-ops", type=int, default=400, help="operations per worker process")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
@@ -818,7 +833,8 @@ def main() -> None:
         return
     if args.quick:
         args.n, args.queries, args.warmup = "2000", 40, 5
-    sizes = [int(x) for x in args.n.split(",")]
+    sizes = [int(x) for x in args.n.split(",") if x]
+    stores = [int(x) for x in args.stores.split(",") if x]
     systems = [s for s in args.systems.split(",") if s]
     if args.server:
         systems = [s for s in systems if s in SERVER_SYSTEMS]
@@ -832,15 +848,17 @@ def main() -> None:
     )
     embedder = OnnxMiniLMEmbedder()
     # Embeddings are cached in aligned chunks: a smaller N reuses the larger run's prefix.
-    full = make_corpus(src, -(-max(sizes) // EMB_CHUNK) * EMB_CHUNK, args.queries)
+    pool_n = scale_store.POOL if stores else 0
+    full = make_corpus(src, -(-max([*sizes, pool_n]) // EMB_CHUNK) * EMB_CHUNK, args.queries)
     log(f"embedding {len(full.texts)} memories (cached in {args.cache}) ...")
     vectors = embed_cached(full.texts, args.cache, embedder)
     qvectors = embed_cached(full.queries, args.cache, embedder)
-    rates = throughput(src, 300 if args.quick else 2_000)
-    log(
-        f"  embedder {rates['embed_per_s']:.0f} texts/s,"
-        f" spaCy extraction {rates['extract_per_s']:.0f} texts/s"
-    )
+    rates = throughput(src, 300 if args.quick else 2_000) if sizes else {}
+    if rates:
+        log(
+            f"  embedder {rates['embed_per_s']:.0f} texts/s,"
+            f" spaCy extraction {rates['extract_per_s']:.0f} texts/s"
+        )
     report: dict[str, Any] = {"n": {}}
     if args.merge and args.json and args.json.exists():
         report = json.loads(args.json.read_text())
@@ -872,6 +890,27 @@ def main() -> None:
             report["n"][str(n)] = {**report["n"].get(str(n), {}), **rows}
             _save(report, rates, args)
         shutil.rmtree(work, ignore_errors=True)
+    if stores:
+
+        def save_stores(part: dict[str, Any]) -> None:
+            report["stores"] = part["sizes"]
+            report["workers"] = part["workers"]
+            _save(report, rates, args)
+
+        save_stores(
+            scale_store.run(
+                stores,
+                texts=full.texts,
+                vectors=vectors,
+                queries=full.queries,
+                qvectors=qvectors,
+                cache=args.cache,
+                tmp=args.tmp,
+                workers_n=args.workers_n,
+                worker_ops=args.worker_ops,
+                save=save_stores,
+            )
+        )
     _save(report, rates, args)
     print_report(report)
 
