@@ -80,7 +80,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import scale_store  # noqa: E402 (the scale-out rows, a module beside this one)
+import scale_ingest  # noqa: E402 (the ingest rows, a module beside this one)
+import scale_store  # noqa: E402 (the scale-out rows, likewise)
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEMS = ("norax", "norax_hnsw", "chroma", "langchain_ensemble", "llamaindex_fusion")
@@ -820,6 +821,12 @@ def main() -> None:
         help="the multi-process run uses the largest --stores size up to this",
     )
     ap.add_argument("--worker-ops", type=int, default=400, help="operations per worker process")
+    ap.add_argument(
+        "--ingest",
+        action="store_true",
+        help="ingest rows (benchmarks/scale_ingest.py): add vs embed + Chroma add, short and long",
+    )
+    ap.add_argument("--show", action="store_true", help="print the tables of --json, run nothing")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
@@ -830,6 +837,9 @@ def main() -> None:
     os.environ.setdefault("NORAX_SPACY_MODEL", str(models / "en_core_web_sm-3.8.0"))
     if args.worker:
         worker(args)
+        return
+    if args.show:
+        print_report(json.loads(args.json.read_text()))
         return
     if args.quick:
         args.n, args.queries, args.warmup = "2000", 40, 5
@@ -890,6 +900,10 @@ def main() -> None:
             report["n"][str(n)] = {**report["n"].get(str(n), {}), **rows}
             _save(report, rates, args)
         shutil.rmtree(work, ignore_errors=True)
+    if args.ingest:
+        log("ingest: short chat turns and long BEAM messages ...")
+        report["ingest"] = scale_ingest.run(args.data, args.tmp)
+        _save(report, rates, args)
     if stores:
 
         def save_stores(part: dict[str, Any]) -> None:
@@ -918,6 +932,7 @@ def main() -> None:
 def _save(report: dict[str, Any], rates: dict[str, float], args: argparse.Namespace) -> None:
     """Write the JSON after every system, so a long run that is stopped keeps its results."""
     report["meta"] = {
+        **report.get("meta", {}),
         **rates,
         "k": K,
         "queries": args.queries,
@@ -933,6 +948,10 @@ def _save(report: dict[str, Any], rates: dict[str, float], args: argparse.Namesp
 
 
 def print_report(report: dict[str, Any]) -> None:
+    if report.get("stores") or report.get("workers") or report.get("ingest"):
+        print(markdown_scale_out(report) + "\n")
+    if not report.get("n"):
+        return
     print(markdown_table(report))
     meta = report["meta"]
     print(
@@ -1000,6 +1019,90 @@ def print_report(report: dict[str, Any]) -> None:
             f"{b['query_p50_ms'] / a['query_p50_ms']:.2f}x "
             f"(no embed {b['query_p50_ms_no_embed'] / a['query_p50_ms_no_embed']:.2f}x)"
         )
+
+
+def markdown_scale_out(report: dict[str, Any]) -> str:
+    """The scale-out and ingest rows (``--stores``, ``--ingest``) as Markdown tables."""
+    lines = []
+    stores = report.get("stores") or {}
+    if stores:
+        lines += [
+            "| N (namespaces) | mode | system | open s | RSS after open MB (base) | first query"
+            " on a cold 1k namespace ms (max of 4) | steady p50 / p95 ms | build s (/s) |",
+            "|---|---|---|---:|---:|---:|---:|---:|",
+        ]
+        for n, row in stores.items():
+            b = row.get("build", {})
+            for mode in ("embedded", "client"):
+                for system in ("norax", "chroma"):
+                    r = row.get(f"{mode}_{system}")
+                    if not r:
+                        continue
+                    if "error" in r:
+                        lines.append(f"| {int(n):,} | {mode} | {system} | {r['error']} |||||")
+                        continue
+                    built = (
+                        f"{b['build_s']:,.0f} ({b['build_per_s']:,.0f})" if "build_s" in b else ""
+                    )
+                    lines.append(
+                        f"| {int(n):,} ({b.get('namespaces', '?'):,}) | {mode} | {system} | "
+                        f"{r['open_s']:.2f} | {r['rss_open_mb']:,.0f} ({r['rss_base_mb']:,.0f}) | "
+                        f"{r['first_query_ms_max']:,.0f} | {r['steady_p50_ms']:.1f} / "
+                        f"{r['steady_p95_ms']:.1f} | {built} |"
+                    )
+        for n, row in stores.items():
+            nx, ch = row.get("client_norax", {}), row.get("client_chroma", {})
+            if "open_s" in nx and "open_s" in ch:
+                lines.append(
+                    f"\nN={int(n):,}, client mode, Norax / plain Chroma: open "
+                    f"{nx['open_s'] / ch['open_s']:.1f}x, RSS above base "
+                    f"{nx['rss_open_mb'] - nx['rss_base_mb']:,.0f} vs "
+                    f"{ch['rss_open_mb'] - ch['rss_base_mb']:,.0f} MB, steady p50 "
+                    f"{nx['steady_p50_ms'] / ch['steady_p50_ms']:.2f}x"
+                )
+    workers = report.get("workers") or {}
+    if workers.get("norax"):
+        lines += [
+            "",
+            f"Workers: {len(workers['norax']['workers'])} processes over one `chroma run`, "
+            f"N={workers.get('n', 0):,}, each serving its own namespaces "
+            "(80 % searches, 20 % adds)",
+            "",
+            "| system | worker | namespaces | open s | RSS after open / peak MB "
+            "| search p50 / p95 ms | add p50 / p95 ms | mixed results | lost writes |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for system in ("norax", "chroma"):
+            for i, r in enumerate(workers.get(system, {}).get("workers", [])):
+                if "error" in r:
+                    lines.append(f"| {system} | {i} | error {r['error']} |||||||")
+                    continue
+                lines.append(
+                    f"| {system} | {i} | {r['namespaces']} | {r['open_s']:.1f} | "
+                    f"{r['rss_open_mb']:,.0f} / {r['rss_peak_mb']:,.0f} | {r['read_p50_ms']:.1f} / "
+                    f"{r['read_p95_ms']:.1f} | {r['write_p50_ms']:.1f} / {r['write_p95_ms']:.1f} | "
+                    f"{r['mixed_results']} | {r['lost_writes']} |"
+                )
+    ingest = report.get("ingest") or {}
+    if ingest:
+        lines += [
+            "",
+            "| texts | n | mean chars | add /s (with embedding) | embed + Chroma add /s | ratio"
+            " (wall) | ratio (CPU) | inside add: embed / spaCy / tokenize / Chroma / indexes s |",
+            "|---|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        for name, r in ingest.items():
+            inside = r["inside_add_s"]
+            parts = " / ".join(
+                f"{inside.get(k, 0.0):.1f}"
+                for k in ("embed", "extract", "tokenize", "chroma", "indexes")
+            )
+            lines.append(
+                f"| {name} | {r['texts']} | {r['mean_chars']:,.0f} | {r['norax_per_s']:.1f} | "
+                f"{r['embed_chroma_per_s']:.1f} | {r['ratio']:.2f} | "
+                f"{r.get('ratio_cpu', float('nan')):.2f} | {parts} |"
+            )
+    return "\n".join(lines)
 
 
 def markdown_table(report: dict[str, Any]) -> str:

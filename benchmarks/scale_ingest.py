@@ -13,7 +13,9 @@ the real ONNX embedder and spaCy pipeline:
   objects: ``embed``, ``extract`` (spaCy, in a worker thread while the batch is tokenised
   and embedded), ``tokenize``, ``chroma``, ``indexes`` (sidecar, BM25, recency, graph).
 
-``ratio`` is ``(embed + chroma_add) / norax_add``: the issue's target is at least 0.5.
+``ratio`` is ``(embed + chroma_add) / norax_add`` in wall time (the issue's target is at
+least 0.5); ``ratio_cpu`` the same in CPU seconds of the process (all its threads), which a
+machine shared with other jobs distorts less.
 """
 
 from __future__ import annotations
@@ -99,6 +101,7 @@ def measure(texts: list[str], batch: int, tmp: Path) -> dict[str, Any]:
     store.collection.add = timers.wrap("chroma", store.collection.add)  # type: ignore[method-assign]
     store.indexes.apply = timers.wrap("indexes", store.indexes.apply)  # type: ignore[method-assign]
     alone = {"embed": 0.0, "chroma_add": 0.0, "norax_add": 0.0}
+    cpu = dict.fromkeys(alone, 0.0)
     rng = random.Random(0)
     try:
         for s in range(0, len(texts), batch):
@@ -110,14 +113,16 @@ def measure(texts: list[str], batch: int, tmp: Path) -> dict[str, Any]:
             ]
             rng.shuffle(steps)  # neither always runs first
             for key, step in steps:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 out = step()
                 alone[key] += time.perf_counter() - t0
+                cpu[key] += time.process_time() - c0
                 if key == "embed":
                     vectors = out
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             col.add(ids=ids, documents=chunk, embeddings=vectors)
             alone["chroma_add"] += time.perf_counter() - t0
+            cpu["chroma_add"] += time.process_time() - c0
     finally:
         mem.close()
     n = len(texts)
@@ -129,6 +134,8 @@ def measure(texts: list[str], batch: int, tmp: Path) -> dict[str, Any]:
         "norax_per_s": n / alone["norax_add"],
         "embed_chroma_per_s": n / (alone["embed"] + alone["chroma_add"]),
         "ratio": (alone["embed"] + alone["chroma_add"]) / alone["norax_add"],
+        **{f"{k}_cpu_s": v for k, v in cpu.items()},
+        "ratio_cpu": (cpu["embed"] + cpu["chroma_add"]) / cpu["norax_add"],
         "inside_add_s": dict(sorted(timers.total.items())),
     }
 
