@@ -53,7 +53,7 @@ WORKER = textwrap.dedent(
                       collection=collection, sync_interval=0.2)
     known = {ns: set(ids) for ns, ids in seeded.items()}
     rng = random.Random(index)
-    written, mixed, searches = [], [], 0
+    written, mixed, searches, empty = [], [], 0, 0
     for i in range(ops):
         ns = rng.choice(spaces)
         if i % 3 == 0:
@@ -64,9 +64,11 @@ WORKER = textwrap.dedent(
         else:
             hits = mem.search(f"what about {ns}?", k=5, namespace=ns)
             searches += 1
+            empty += not hits
             mixed += [h.id for h in hits if h.namespace != ns or h.id not in known[ns]]
     mem.close()
-    print(json.dumps({"written": written, "mixed": mixed, "searches": searches}), flush=True)
+    out = {"written": written, "mixed": mixed, "searches": searches, "empty": empty}
+    print(json.dumps(out), flush=True)
     """
 )
 
@@ -109,6 +111,7 @@ def test_four_workers_on_disjoint_namespaces_lose_and_mix_nothing(chroma_url: st
 
     for res in results:
         assert res["mixed"] == []
+        assert res["empty"] == 0  # every namespace holds memories: a search finds some
         assert res["searches"] == OPS - len(res["written"])
     expected = {ns: set(ids) for ns, ids in seeded.items()}
     for res in results:
