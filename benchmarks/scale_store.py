@@ -657,6 +657,7 @@ def main() -> None:
         res = role_open(args.work, args.n, args.system, args.folder, args.url, args.cache)
     else:
         res = role_worker(args.work, args.n, args.system, args.url, args.index, args.ops)
+    res["load_avg"] = list(os.getloadavg())
     args.out.write_text(json.dumps(res))
 
 
