@@ -53,6 +53,17 @@ Run from the repository root (100k embeddings take ~15 min once; they are cached
     python benchmarks/scale.py --server http://127.0.0.1:8000 --n 10000 \\
         --json benchmarks/results/scale_server.json
 
+Scale-out and ingest rows (issue 15), in the same JSON: ``--stores`` (open time, RSS,
+cold-namespace and steady queries for stores of each size, embedded and over ``chroma run``,
+and 4 worker processes over one server; :mod:`scale_store`) and ``--ingest`` (where
+``NoraxMemory.add`` spends its time on short and long texts; :mod:`scale_ingest`)::
+
+    python benchmarks/scale.py --data ../shared/data --n "" --stores 10000,100000 \\
+        --workers-n 100000 --json benchmarks/results/scale.json --merge
+    python benchmarks/scale.py --data ../shared/data --n "" --ingest \\
+        --json benchmarks/results/scale.json --merge
+    python benchmarks/scale.py --json benchmarks/results/scale.json --show
+
 Benchmark-only dependencies: ``pip install -e '.[scale]'``.
 """
 
@@ -859,10 +870,13 @@ def main() -> None:
     embedder = OnnxMiniLMEmbedder()
     # Embeddings are cached in aligned chunks: a smaller N reuses the larger run's prefix.
     pool_n = scale_store.POOL if stores else 0
-    full = make_corpus(src, -(-max([*sizes, pool_n]) // EMB_CHUNK) * EMB_CHUNK, args.queries)
-    log(f"embedding {len(full.texts)} memories (cached in {args.cache}) ...")
-    vectors = embed_cached(full.texts, args.cache, embedder)
-    qvectors = embed_cached(full.queries, args.cache, embedder)
+    corpus_n = -(-max([*sizes, pool_n, 1]) // EMB_CHUNK) * EMB_CHUNK
+    full = make_corpus(src, corpus_n if sizes or stores else 1, args.queries)
+    vectors = qvectors = np.empty((0, 384), np.float32)
+    if sizes or stores:
+        log(f"embedding {len(full.texts)} memories (cached in {args.cache}) ...")
+        vectors = embed_cached(full.texts, args.cache, embedder)
+        qvectors = embed_cached(full.queries, args.cache, embedder)
     rates = throughput(src, 300 if args.quick else 2_000) if sizes else {}
     if rates:
         log(
