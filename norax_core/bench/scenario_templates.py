@@ -163,7 +163,7 @@ GRAPH = (
     ),
     Template(
         "mobile-release",
-        "What did we decide about the {x}?",
+        "Where did we land on the {x}?",
         "{p} decided {y} ships first and the rest waits for the next train.",
         rows(
             "x=app update|y=the offline mode",
