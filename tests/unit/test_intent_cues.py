@@ -41,3 +41,21 @@ def test_a_cue_mixes_in_a_point_mass_and_stays_a_distribution() -> None:
 def test_cues_are_words_not_substrings() -> None:
     probs = {i: 1 / len(Intent) for i in Intent}
     assert with_cues("Who knows the currency of Norway?", probs) == probs
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Summarize how the Postgres upgrade went.",
+        "Give me a timeline of the database upgrade.",
+        "In what order did Colby and Priya raise the billing bugs?",
+    ],
+)
+def test_summary_and_order_questions_read_as_coverage(query: str) -> None:
+    assert plan_query(query, NOW).intent is Intent.COVERAGE
+
+
+def test_the_first_cue_wins() -> None:
+    probs = {i: 1 / len(Intent) for i in Intent}
+    got = with_cues("Summarize my current setup.", probs)
+    assert max(got, key=lambda i: got[i]) is Intent.COVERAGE
