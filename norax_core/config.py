@@ -72,6 +72,10 @@ class NoraxConfig:
             newer one counts as restating the older one.
         latest_wins_depth: How many of the best candidates latest wins compares and reorders
             (it never changes which memories are the best ``latest_wins_depth``).
+        freshness_weight: Freshness (:mod:`norax_core.stages.freshness`): every score is
+            scaled by ``(1 - w) + w * exp(-age_days / tau_kind)``, so a stale memory of a
+            fast-decaying kind loses against a fresh one without a recency weight lifting
+            unrelated recent memories. In [0, 1]; 0 turns it off.
         dense_exact_limit: A namespace of at most this many memories is ranked by the dense
             signal exactly, over its own vectors held in process (one float32 matrix, loaded
             from Chroma on first use); a larger one through Chroma's HNSW index, which is
@@ -101,6 +105,7 @@ class NoraxConfig:
     latest_wins_weight: float = 0.0
     latest_wins_similarity: float = 0.5
     latest_wins_depth: int = 10
+    freshness_weight: float = 0.0
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
     query_entities: QueryEntities | str = QueryEntities.MATCH
@@ -142,6 +147,9 @@ class NoraxConfig:
         depth = self.latest_wins_depth
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2:
             raise InvalidInputError(f"latest_wins_depth must be an int >= 2, got {depth!r}")
+        fw = self.freshness_weight
+        if isinstance(fw, bool) or not (isinstance(fw, (int, float)) and 0 <= fw <= 1):
+            raise InvalidInputError(f"freshness_weight must be a number in [0, 1], got {fw!r}")
         limit = self.dense_exact_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")

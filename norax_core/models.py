@@ -67,7 +67,7 @@ SEARCH_KEYS = (
 
 @dataclass(frozen=True)
 class Explanation:
-    """Which ranking stage moved a result: ``fused + context + latest_wins == score``.
+    """Which ranking stage moved a result: ``fused + context + latest_wins + freshness == score``.
 
     Attributes:
         fused: The fused signal score (weighted sum or reciprocal rank fusion).
@@ -75,15 +75,23 @@ class Explanation:
             session; negative when the neighbours score lower); 0 when it is off.
         latest_wins: What latest wins added (a newer memory restating an older, better
             one); 0 when it is off or did not apply.
+        freshness: What freshness changed (at most 0: the score scaled by the memory's
+            decay); 0 when it is off.
     """
 
     fused: float
     context: float = 0.0
     latest_wins: float = 0.0
+    freshness: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
-        """``{"fused", "context", "latest_wins"}``, JSON-ready."""
-        return {"fused": self.fused, "context": self.context, "latest_wins": self.latest_wins}
+        """``{"fused", "context", "latest_wins", "freshness"}``, JSON-ready."""
+        return {
+            "fused": self.fused,
+            "context": self.context,
+            "latest_wins": self.latest_wins,
+            "freshness": self.freshness,
+        }
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,9 @@ The stages, in order (each one a plain array operation over the whole batch):
    ``CONTEXT_SEEDS * k`` candidates join, and every candidate borrows from its best neighbour;
 4. **latest wins** (:mod:`norax_core.latest`): among the best ``latest_wins_depth``, a newer
    memory similar to an older, better one closes part of the gap;
-5. **order**: best first, ties to the smaller id.
+5. **freshness** (:mod:`norax_core.stages.freshness`): every score scaled by the memory's
+   decay, ``(1 - w) + w * exp(-age / tau_kind)``;
+6. **order**: best first, ties to the smaller id.
 
 New stages (query intents, date windows, coverage, supersession) belong here too, as fields of
 :class:`Plan` and steps of :func:`rank`, so that search and the benchmarks cannot drift apart.
@@ -36,6 +38,7 @@ import numpy as np
 
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
+from norax_core.stages.freshness import freshness
 from norax_core.weights import FusionMethod, Weights
 
 if TYPE_CHECKING:
@@ -88,6 +91,7 @@ class Plan:
         latest_weight: Latest wins' share of the gap (0: off).
         latest_similarity: Cosine from which a newer memory restates an older one.
         latest_depth: How many of the best candidates latest wins compares.
+        freshness: Share of the score freshness scales by the kind's decay (0: off).
     """
 
     weights: tuple[float, float, float, float]
@@ -102,6 +106,7 @@ class Plan:
     latest_weight: float = 0.0
     latest_similarity: float = 0.5
     latest_depth: int = 10
+    freshness: float = 0.0
 
     @classmethod
     def of(cls, weights: Weights, config: NoraxConfig, intent: Intent | str | None = None) -> Plan:
@@ -128,6 +133,7 @@ class Plan:
             latest_weight=cfg.latest_wins_weight,
             latest_similarity=cfg.latest_wins_similarity,
             latest_depth=cfg.latest_wins_depth,
+            freshness=cfg.freshness_weight,
         )
 
     @property
@@ -218,7 +224,9 @@ class Ranking:
         candidates: ``(q, n)`` rows that are candidates (proposed, or context neighbours).
         fused: ``(q, n)`` fused signal scores.
         context: ``(q, n)`` after context propagation (``fused`` when it is off).
-        score: ``(q, n)`` final scores (after latest wins).
+        score: ``(q, n)`` final scores (after freshness).
+        latest: ``(q, n)`` after latest wins (``context`` when it is off); ``None``: the
+            same as ``score``.
     """
 
     table: Table
@@ -227,6 +235,7 @@ class Ranking:
     fused: np.ndarray
     context: np.ndarray
     score: np.ndarray
+    latest: np.ndarray | None = None
 
     @cached_property
     def order(self) -> np.ndarray:
@@ -264,8 +273,16 @@ class Ranking:
 
     def explain(self, q: int, row: int) -> dict[str, float]:
         """What moved a result: its fused score and each later stage's change of it."""
-        fused, ctx, final = (float(a[q, row]) for a in (self.fused, self.context, self.score))
-        return {"fused": fused, "context": ctx - fused, "latest_wins": final - ctx}
+        latest = self.score if self.latest is None else self.latest
+        fused, ctx, lw, final = (
+            float(a[q, row]) for a in (self.fused, self.context, latest, self.score)
+        )
+        return {
+            "fused": fused,
+            "context": ctx - fused,
+            "latest_wins": lw - ctx,
+            "freshness": final - lw,
+        }
 
 
 def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = None) -> Ranking:
@@ -295,7 +312,10 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     score = ctx
     if plan.latest_weight > 0:
         score = _latest(table, plan, cand, ctx)
-    return Ranking(table, kk, cand, fused, ctx, score)
+    latest = score
+    if plan.freshness > 0:
+        score = freshness(score, table.scores[_T], plan.freshness)
+    return Ranking(table, kk, cand, fused, ctx, score, latest)
 
 
 def _order(score: np.ndarray, cand: np.ndarray, tie: np.ndarray | None) -> np.ndarray:
