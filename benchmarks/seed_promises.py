@@ -177,9 +177,10 @@ def main() -> None:
         **out,
     }
     cols = [*FAMILIES, "all"]
-    print(f"{'weights':<14}" + "".join(f"{c:>11}" for c in cols))
+    width = max(14, *(len(n) + 2 for n in out["pass_rate"]))
+    print(f"{'weights':<{width}}" + "".join(f"{c:>11}" for c in cols))
     for name, r in out["pass_rate"].items():
-        print(f"{name:<14}" + "".join(f"{r.get(c, float('nan')):>11.2f}" for c in cols))
+        print(f"{name:<{width}}" + "".join(f"{r.get(c, float('nan')):>11.2f}" for c in cols))
     if args.intents:
         out["intents"] = intent_report(scenarios, args.data)
         print(json.dumps(out["intents"], indent=1))
