@@ -53,6 +53,13 @@ METHODS = {
             "latest_wins_similarity": 0.5,
         },
     ),
+    "freshness": Weights(  # no recency weight: freshness reads the decay all the same
+        0.3,
+        0.6,
+        0.0,
+        0.1,
+        params={"context_window": 1, "context_weight": 0.5, "freshness_weight": 0.3},
+    ),
 }
 PER_INTENT = Weights(
     **get_preset("default").as_dict(),
