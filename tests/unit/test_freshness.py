@@ -8,7 +8,7 @@ import pytest
 from norax_core.config import NoraxConfig
 from norax_core.errors import InvalidInputError
 from norax_core.models import SIGNALS
-from norax_core.ranking import Plan, Table, rank, signal_ranks
+from norax_core.ranking import STAGES, Plan, Table, rank, signal_ranks
 from norax_core.stages.freshness import freshness
 from norax_core.weights import Weights
 
@@ -49,7 +49,8 @@ def test_a_stale_memory_falls_below_a_fresh_one_only_with_the_stage() -> None:
     assert on.candidates.sum() == off.candidates.sum()  # ... and proposes nothing new
     for r in on.top():
         parts = on.explain(0, r)
-        assert set(parts) == {"fused", "context", "latest_wins", "freshness"}
+        assert set(parts) == {"fused", *STAGES}
+        assert "freshness" in STAGES
         assert sum(parts.values()) == pytest.approx(float(on.score[0, r]))
         assert parts["freshness"] <= 0
     assert off.explain(0, 0)["freshness"] == 0.0
