@@ -98,6 +98,10 @@ class NoraxConfig:
             session costs the next one from it this share of the best score. 0 turns it off.
         coverage_depth: How many of the best candidates coverage reorders (it never changes
             which memories are the best ``coverage_depth``).
+        freshness_weight: Freshness (:mod:`norax_core.stages.freshness`): every score is
+            scaled by ``(1 - w) + w * exp(-age_days / tau_kind)``, so a stale memory of a
+            fast-decaying kind loses against a fresh one without a recency weight lifting
+            unrelated recent memories. In [0, 1]; 0 turns it off.
         dense_exact_limit: A namespace of at most this many memories is ranked by the dense
             signal exactly, over its own vectors held in process (one float32 matrix, loaded
             from Chroma on first use); a larger one through Chroma's HNSW index, which is
@@ -135,6 +139,7 @@ class NoraxConfig:
     period_margin: float = 0.0
     coverage_weight: float = 0.0
     coverage_depth: int = 30
+    freshness_weight: float = 0.0
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
     query_entities: QueryEntities | str = QueryEntities.MATCH
@@ -189,6 +194,9 @@ class NoraxConfig:
         for name in ("period_boost", "period_margin", "coverage_weight"):
             _non_negative(name, getattr(self, name))
         _count("coverage_depth", self.coverage_depth, 2)
+        fw = self.freshness_weight
+        if isinstance(fw, bool) or not (isinstance(fw, (int, float)) and 0 <= fw <= 1):
+            raise InvalidInputError(f"freshness_weight must be a number in [0, 1], got {fw!r}")
         limit = self.dense_exact_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")

@@ -67,9 +67,10 @@ SEARCH_KEYS = (
 
 @dataclass(frozen=True)
 class Explanation:
-    """Which ranking stage moved a result; the six values sum to its ``score``.
+    """Which ranking stage moved a result; the seven values sum to its ``score``.
 
     The stages run in the order ``context``, ``bridges``, ``period``, ``latest_wins``,
+    ``freshness``,
     ``coverage`` (:func:`norax_core.ranking.rank`); a stage that is off adds 0.
 
     Attributes:
@@ -80,6 +81,8 @@ class Explanation:
             one); 0 when it is off or did not apply.
         period: What the period boost added (the memory was created in or near a period the
             query names); 0 when it is off or the query names none.
+        freshness: What freshness changed (at most 0: the score scaled by the memory's
+            decay); 0 when it is off.
         coverage: What coverage changed (the best results reordered to spread over
             sessions: positive for a memory moved up, negative for one moved down).
         bridges: What the bridge step added (the result shares entities with the best
@@ -90,17 +93,19 @@ class Explanation:
     context: float = 0.0
     latest_wins: float = 0.0
     period: float = 0.0
+    freshness: float = 0.0
     coverage: float = 0.0
     bridges: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
-        """``{"fused", "context", "bridges", "period", "latest_wins", "coverage"}``, JSON-ready."""
+        """``{"fused", "context", "bridges", "period", "latest_wins", "freshness", "coverage"}``."""
         return {
             "fused": self.fused,
             "context": self.context,
             "bridges": self.bridges,
             "period": self.period,
             "latest_wins": self.latest_wins,
+            "freshness": self.freshness,
             "coverage": self.coverage,
         }
 

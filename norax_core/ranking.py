@@ -24,9 +24,11 @@ The stages, in order (each one a plain array operation over the whole batch):
    created inside it (or just outside) gain a share of their score;
 6. **latest wins** (:mod:`norax_core.latest`): among the best ``latest_wins_depth``, a newer
    memory similar to an older, better one closes part of the gap;
-7. **coverage** (:mod:`norax_core.stages.coverage`): the best ``coverage_depth`` are
+7. **freshness** (:mod:`norax_core.stages.freshness`): every score scaled by the memory's
+   decay, ``(1 - w) + w * exp(-age / tau_kind)``;
+8. **coverage** (:mod:`norax_core.stages.coverage`): the best ``coverage_depth`` are
    reordered to spread over the sessions they come from;
-8. **order**: best first, ties to the smaller id.
+9. **order**: best first, ties to the smaller id.
 
 New stages (query intents, date windows, coverage, supersession) belong here too, as fields of
 :class:`Plan` and steps of :func:`rank`, so that search and the benchmarks cannot drift apart.
@@ -44,6 +46,7 @@ import numpy as np
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
 from norax_core.stages import coverage, period
+from norax_core.stages.freshness import freshness
 from norax_core.weights import FusionMethod, Weights
 
 if TYPE_CHECKING:
@@ -72,7 +75,7 @@ NEVER = np.iinfo(np.int32).max
 POSITIVE_ONLY = frozenset({"bm25", "graph"})
 """Signals that propose only memories they score above zero (BM25 needs a shared term, the
 graph a shared entity); dense and temporal rank every memory."""
-STAGES = ("context", "bridges", "period", "latest_wins", "coverage")
+STAGES = ("context", "bridges", "period", "latest_wins", "freshness", "coverage")
 """The stages after fusion, in the order :func:`rank` runs them (:meth:`Ranking.explain`)."""
 _B, _D, _T, _G = (SIGNALS.index(s) for s in ("bm25", "dense", "temporal", "graph"))
 
@@ -113,6 +116,7 @@ class Plan:
         coverage_weight: Coverage's penalty per result already picked from a session, a
             share of the best score (0: off).
         coverage_depth: How many of the best candidates coverage reorders.
+        freshness: Share of the score freshness scales by the kind's decay (0: off).
     """
 
     weights: tuple[float, float, float, float]
@@ -135,6 +139,7 @@ class Plan:
     period_margin: float = 0.0
     coverage_weight: float = 0.0
     coverage_depth: int = 30
+    freshness: float = 0.0
 
     @classmethod
     def of(cls, weights: Weights, config: NoraxConfig, intent: Intent | str | None = None) -> Plan:
@@ -169,6 +174,7 @@ class Plan:
             period_margin=cfg.period_margin,
             coverage_weight=cfg.coverage_weight,
             coverage_depth=cfg.coverage_depth,
+            freshness=cfg.freshness_weight,
         )
 
     @property
@@ -368,6 +374,9 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     if plan.latest_weight > 0:
         score = _latest(table, plan, cand, score)
     after["latest_wins"] = score
+    if plan.freshness > 0:
+        score = freshness(score, table.scores[_T], plan.freshness)
+    after["freshness"] = score
     if plan.coverage_weight > 0:
         score = after["coverage"] = _coverage(table, plan, cand, score)
     return Ranking(table, kk, cand, fused, ctx, score, after)

@@ -89,6 +89,13 @@ METHODS = {
             "bridge_weight": 0.1,
         },
     ),
+    "freshness": Weights(  # no recency weight: freshness reads the decay all the same
+        0.3,
+        0.6,
+        0.0,
+        0.1,
+        params={"context_window": 1, "context_weight": 0.5, "freshness_weight": 0.3},
+    ),
 }
 PER_INTENT = Weights(
     **get_preset("default").as_dict(),
@@ -142,7 +149,14 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
     with open_store(tmp_path / "cache") as mem:
         run, pools = run_benchmark(ds, METHODS, KS, memory=mem, progress=False)
         assert all(len(p.ids) == len(conv.memories) for p in pools)  # whole namespace
-        moved = {"context2": 0, "latest": 0, "period": 0, "coverage": 0, "bridges": 0}
+        moved = {
+            "context2": 0,
+            "latest": 0,
+            "period": 0,
+            "coverage": 0,
+            "bridges": 0,
+            "freshness": 0,
+        }
         overridden: set[str] = set()
         for name, w in METHODS.items():
             # the queries grouped by the weights their intent selects (one group without
@@ -177,7 +191,7 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
                                 assert parts == pytest.approx(want, abs=1e-12)
         # the context, latest-wins, coverage (and on LoCoMo period) stages really acted
         assert moved["context2"] > 0 and moved["latest"] > 0 and moved["coverage"] > 0
-        assert moved["bridges"] > 0
+        assert moved["bridges"] > 0 and moved["freshness"] > 0
         assert moved["period"] > 0 or kind == "beam"  # BEAM chat 1 names no period
         # and overrides really ranked some questions, visibly in their results
         assert overridden, "no question of this conversation had an overridden intent"
@@ -190,5 +204,7 @@ def _stage(ranking: Ranking, method: str) -> tuple[np.ndarray, np.ndarray]:
     if method == "bridges":
         return ranking.context, ranking.after["bridges"]
     if method == "coverage":
-        return ranking.after["latest_wins"], ranking.score
+        return ranking.after["freshness"], ranking.score
+    if method == "freshness":
+        return ranking.after["latest_wins"], ranking.after["freshness"]
     return ranking.fused, ranking.context

@@ -56,7 +56,7 @@ STAGES = Weights(
     },
 )
 PLAN_KEYS = {"intent", "periods", "entities", "weights_intent"}
-STAGE_KEYS = {"fused", "context", "bridges", "period", "latest_wins", "coverage"}
+STAGE_KEYS = {"fused", "context", "bridges", "period", "latest_wins", "freshness", "coverage"}
 
 
 @pytest.fixture

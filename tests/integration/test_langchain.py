@@ -351,6 +351,7 @@ def test_result_to_document() -> None:
             "bridges": 0.0,
             "period": 0.0,
             "latest_wins": -0.05,
+            "freshness": 0.0,
             "coverage": 0.0,
         },
     }

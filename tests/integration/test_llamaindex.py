@@ -510,6 +510,7 @@ def test_result_to_node() -> None:
             "bridges": 0.0,
             "period": 0.0,
             "latest_wins": 0.0,
+            "freshness": 0.0,
             "coverage": 0.0,
         },
     }
@@ -534,6 +535,7 @@ def test_reranked_copies_the_node() -> None:
             "bridges": 0.0,
             "period": 0.0,
             "latest_wins": 0.0,
+            "freshness": 0.0,
             "coverage": 0.0,
         },
     }
