@@ -78,6 +78,15 @@ class NoraxConfig:
             newer one counts as restating the older one.
         latest_wins_depth: How many of the best candidates latest wins compares and reorders
             (it never changes which memories are the best ``latest_wins_depth``).
+        bridge_weight: Bridges (:mod:`norax_core.stages.bridges`): every candidate gains this
+            much times its normalised walk mass in a personalised PageRank over the
+            namespace's memories and entities, seeded by the best ``bridge_seeds`` first-pass
+            memories and the query's entities, and the best ``bridge_candidates`` memories the
+            walk reaches join the candidates. 0 turns it off.
+        bridge_seeds: First-pass memories (best after context propagation) that seed the walk.
+        bridge_candidates: Memories with the most walk mass that join the candidates.
+        bridge_query_share: Share of the walk's restart on the query's own entities (the
+            rest on the first-pass memories).
         period_boost: Period boost (:mod:`norax_core.stages.period`): when the query names a
             period ("in June", "last week"), a candidate created inside it scores
             ``1 + period_boost`` times its own score (a boost, never a filter). 0 turns it off.
@@ -89,6 +98,10 @@ class NoraxConfig:
             session costs the next one from it this share of the best score. 0 turns it off.
         coverage_depth: How many of the best candidates coverage reorders (it never changes
             which memories are the best ``coverage_depth``).
+        freshness_weight: Freshness (:mod:`norax_core.stages.freshness`): every score is
+            scaled by ``(1 - w) + w * exp(-age_days / tau_kind)``, so a stale memory of a
+            fast-decaying kind loses against a fresh one without a recency weight lifting
+            unrelated recent memories. In [0, 1]; 0 turns it off.
         supersede_weight: Supersession (:mod:`norax_core.stages.supersede`): a memory linked
             at write time as superseding a candidate (:mod:`norax_core.supersession`) joins
             the candidates and closes this share of the gap to the older one (above 1:
@@ -129,10 +142,15 @@ class NoraxConfig:
     latest_wins_weight: float = 0.0
     latest_wins_similarity: float = 0.5
     latest_wins_depth: int = 10
+    bridge_weight: float = 0.0
+    bridge_seeds: int = 5
+    bridge_candidates: int = 10
+    bridge_query_share: float = 0.0
     period_boost: float = 0.0
     period_margin: float = 0.0
     coverage_weight: float = 0.0
     coverage_depth: int = 30
+    freshness_weight: float = 0.0
     supersede_weight: float = 0.0
     supersede_depth: int = 10
     supersede_ratio: float = 0.0
@@ -178,9 +196,22 @@ class NoraxConfig:
         depth = self.latest_wins_depth
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2:
             raise InvalidInputError(f"latest_wins_depth must be an int >= 2, got {depth!r}")
+        bw = self.bridge_weight
+        if isinstance(bw, bool) or not (
+            isinstance(bw, (int, float)) and math.isfinite(bw) and bw >= 0
+        ):
+            raise InvalidInputError(f"bridge_weight must be a finite number >= 0, got {bw!r}")
+        _count("bridge_seeds", self.bridge_seeds, 1)
+        _count("bridge_candidates", self.bridge_candidates, 0)
+        share = self.bridge_query_share
+        if isinstance(share, bool) or not (isinstance(share, (int, float)) and 0 <= share <= 1):
+            raise InvalidInputError(f"bridge_query_share must be in [0, 1], got {share!r}")
         for name in ("period_boost", "period_margin", "coverage_weight"):
             _non_negative(name, getattr(self, name))
         _count("coverage_depth", self.coverage_depth, 2)
+        fw = self.freshness_weight
+        if isinstance(fw, bool) or not (isinstance(fw, (int, float)) and 0 <= fw <= 1):
+            raise InvalidInputError(f"freshness_weight must be a number in [0, 1], got {fw!r}")
         _non_negative("supersede_weight", self.supersede_weight)
         _count("supersede_depth", self.supersede_depth, 1)
         sr = self.supersede_ratio
@@ -217,6 +248,11 @@ class NoraxConfig:
     def latest_on(self) -> bool:
         """Whether searches apply the latest-wins rule."""
         return self.latest_wins_weight > 0
+
+    @property
+    def bridges_on(self) -> bool:
+        """Whether searches take the bridge step over the entity graph."""
+        return self.bridge_weight > 0
 
     def tau_days(self, kind: str) -> float:
         """Decay constant (days) for ``kind``."""

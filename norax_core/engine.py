@@ -399,8 +399,8 @@ class NoraxMemory:
         With ``ids``, nothing is proposed: exactly those ids (the ones in ``namespace`` and
         the filter; others score 0) are scored, as a reranker of store memories needs.
 
-        Without ``ids`` and with a zero graph weight, the query's entities are not extracted
-        and every candidate's graph score is 0.
+        Without ``ids``, with a zero graph weight and the bridge step off, the query's
+        entities are not extracted and every candidate's graph score is 0.
 
         The query's intent (:func:`~norax_core.plan_query`) selects the weights first
         (:meth:`Weights.for_intent`: a per-intent override where the weights have one), so
@@ -424,8 +424,10 @@ class NoraxMemory:
         # The query's entities: by default its words matched against the namespace's entity
         # graph (under the lock, microseconds; only graph nodes can score anyway). With
         # query_entities="extract", spaCy runs in a worker thread while the query is embedded.
-        # With a zero graph weight neither runs: the signal would not count.
-        extractor = self.extractor if w.graph > 0 or ids is not None else None
+        # With a zero graph weight neither runs (the signal would not count), unless the
+        # bridge step walks from them.
+        wants = w.graph > 0 or cfg.bridges_on or ids is not None
+        extractor = self.extractor if wants else None
         extracting = (
             in_background(extractor.extract_query, head)
             if extractor and cfg.query_entities is QueryEntities.EXTRACT

@@ -67,10 +67,11 @@ SEARCH_KEYS = (
 
 @dataclass(frozen=True)
 class Explanation:
-    """Which ranking stage moved a result; the six values sum to its ``score``.
+    """Which ranking stage moved a result; the eight values sum to its ``score``.
 
-    The stages run in the order ``context``, ``period``, ``latest_wins``, ``supersede``,
-    ``coverage`` (:func:`norax_core.ranking.rank`); a stage that is off adds 0.
+    The stages run in the order ``context``, ``bridges``, ``period``, ``latest_wins``,
+    ``supersede``, ``freshness``, ``coverage`` (:func:`norax_core.ranking.rank`); a stage
+    that is off adds 0.
 
     Attributes:
         fused: The fused signal score (weighted sum or reciprocal rank fusion).
@@ -80,8 +81,12 @@ class Explanation:
             one); 0 when it is off or did not apply.
         period: What the period boost added (the memory was created in or near a period the
             query names); 0 when it is off or the query names none.
+        freshness: What freshness changed (at most 0: the score scaled by the memory's
+            decay); 0 when it is off.
         coverage: What coverage changed (the best results reordered to spread over
             sessions: positive for a memory moved up, negative for one moved down).
+        bridges: What the bridge step added (the result shares entities with the best
+            first-pass results or the query's, in the entity graph); 0 when it is off.
         supersede: What supersession added (a memory linked at write time as superseding
             a better-scored candidate); 0 when it is off or did not apply.
     """
@@ -90,17 +95,21 @@ class Explanation:
     context: float = 0.0
     latest_wins: float = 0.0
     period: float = 0.0
+    freshness: float = 0.0
     coverage: float = 0.0
+    bridges: float = 0.0
     supersede: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
-        """Every stage's contribution by name (:meth:`norax_core.ranking.Ranking.explain`)."""
+        """Every stage's contribution by name, in stage order, JSON-ready."""
         return {
             "fused": self.fused,
             "context": self.context,
+            "bridges": self.bridges,
             "period": self.period,
             "latest_wins": self.latest_wins,
             "supersede": self.supersede,
+            "freshness": self.freshness,
             "coverage": self.coverage,
         }
 

@@ -22,6 +22,7 @@ from norax_core.models import SIGNALS, Explanation, Memory, SearchResult
 from norax_core.ranking import NEVER, Extend, Ranking, Table
 from norax_core.signals.base import Query, Signal
 from norax_core.signals.dense import DenseSignal
+from norax_core.stages.bridges import BridgeInput, MemoryEntities
 from norax_core.supersession import link_slots
 from norax_core.weights import Weights
 
@@ -142,6 +143,7 @@ def search_table(
     catalog = indexes.temporal
     links = indexes.supersede
     state = {"signals": cands.signals}
+    bridge = bridge_source(indexes, q) if cfg.bridges_on else None
 
     def newer_of(ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         # same namespace by construction; an excluded memory never joins
@@ -199,11 +201,12 @@ def search_table(
             vectors=vecs,
             ids=[ids],
             plans=[q.plan],
+            entities=None if bridge is None else [bridge.at(ids)],
             sessions=sessions,
             newer=link_slots([rows], [newer_of(ids)], n),
         )
 
-    def extend(t: Table, wanted: np.ndarray) -> Table:
+    def extend(t: Table, wanted: np.ndarray, add: Sequence[Sequence[str]] = ()) -> Table:
         ids = t.ids[0] if t.ids is not None else []
         seeds = [ids[r] for r in np.flatnonzero(wanted[0]).tolist()]
         # neighbours among the memories the filter allows: an excluded one never takes a slot
@@ -211,10 +214,11 @@ def search_table(
             q.namespace, seeds, cfg.context_window, cfg.context_gap_seconds, allowed=q.allowed
         )
         known = set(ids)
-        extra = [
-            m for m in dict.fromkeys(x for s in seeds for x in near.get(s, ())) if m not in known
-        ]
-        extra += joined([*ids, *extra])
+        joining = [x for s in seeds for x in near.get(s, ())]
+        if add:  # the bridge step's memories: the namespace's graph, so only check the filter
+            joining += [m for m in add[0] if q.allowed is None or m in q.allowed]
+        extra = [m for m in dict.fromkeys(joining) if m not in known]
+        extra += joined([*ids, *extra])  # and the memories superseding any of them
         if not extra:
             return t
         scored(extra)
@@ -224,6 +228,37 @@ def search_table(
     if first:
         scored(first)
     return table(sorted([*cands.ids, *first])), extend
+
+
+@dataclass(frozen=True)
+class BridgeSource:
+    """What the bridge stage reads for one search: the namespace's graph, query, filter."""
+
+    graph: MemoryEntities
+    query: np.ndarray
+    allowed: np.ndarray | None
+
+    def at(self, ids: Sequence[str], pad: int | None = None) -> BridgeInput:
+        """The view of a table whose rows are ``ids`` (padded with none to ``pad`` rows)."""
+        return BridgeInput(self.graph, self.graph.rows_for(ids, pad), self.query, self.allowed)
+
+
+def bridge_source(indexes: DerivedIndexes, q: Query) -> BridgeSource | None:
+    """What the bridge stage reads for query ``q``; ``None`` if its namespace has no graph.
+
+    The namespace's memories x entities (cached until the graph changes), the query's entity
+    ids and the rows its filter admits. The caller holds the store's lock.
+    """
+    space = indexes.graph.space(q.namespace)
+    if space is None:
+        return None
+    graph: MemoryEntities = space.memo("bridges", MemoryEntities.of)
+    ents = np.array([space.eid[e] for e in q.entities if e in space.eid], np.int64)
+    allowed = None
+    if q.allowed is not None:
+        allowed = np.zeros(graph.n_rows, bool)
+        allowed[graph.rows_for([m for m in q.allowed if m in graph.row_of])] = True
+    return BridgeSource(graph, ents, allowed)
 
 
 def neighbour_slots(

@@ -42,6 +42,7 @@ class Setting:
         latest_wins_weight: ``NoraxConfig.latest_wins_weight`` (0: off).
         latest_wins_similarity: ``NoraxConfig.latest_wins_similarity``.
         latest_wins_depth: ``NoraxConfig.latest_wins_depth``.
+        freshness_weight: ``NoraxConfig.freshness_weight`` (0: off).
     """
 
     weights: tuple[float, float, float, float]
@@ -55,6 +56,7 @@ class Setting:
     latest_wins_weight: float = 0.0
     latest_wins_similarity: float = 0.5
     latest_wins_depth: int = 10
+    freshness_weight: float = 0.0
 
     def plan(self, config: NoraxConfig) -> Plan:
         """The :class:`~norax_core.ranking.Plan` of this setting under ``config``."""
@@ -70,6 +72,7 @@ class Setting:
             latest_weight=self.latest_wins_weight,
             latest_similarity=self.latest_wins_similarity,
             latest_depth=self.latest_wins_depth,
+            freshness=self.freshness_weight,
         )
 
     def params(self) -> dict[str, object]:
@@ -91,6 +94,8 @@ class Setting:
             out["latest_wins_weight"] = self.latest_wins_weight
             out["latest_wins_similarity"] = self.latest_wins_similarity
             out["latest_wins_depth"] = self.latest_wins_depth
+        if self.freshness_weight > 0:
+            out["freshness_weight"] = self.freshness_weight
         return out
 
 

@@ -77,6 +77,8 @@ LATEST_WEIGHT_GRID = (0.0, 0.5, 1.05, 1.5)
 """``latest_wins_weight`` values tried (pools must carry their vectors)."""
 LATEST_SIMILARITY_GRID = (0.5, 0.6, 0.7, 0.8)
 """``latest_wins_similarity`` values tried with each weight."""
+FRESHNESS_GRID = (0.0, 0.1, 0.2, 0.3, 0.5)
+"""``freshness_weight`` values tried."""
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,7 @@ def _setting_from(weights: Weights, batch: PoolBatch) -> Setting:
         latest_wins_weight=cfg.latest_wins_weight,
         latest_wins_similarity=cfg.latest_wins_similarity,
         latest_wins_depth=cfg.latest_wins_depth,
+        freshness_weight=cfg.freshness_weight,
     )
 
 
@@ -202,6 +205,7 @@ class _Objective:
             s.latest_wins_weight,
             s.latest_wins_similarity,
             s.latest_wins_depth,
+            s.freshness_weight,
         )
         hit = self._memo.get(key)
         if hit is not None:
@@ -243,6 +247,8 @@ def _neighbours(
     for r in RECENCY_GRID:
         if r <= recency_cap:
             yield replace(s, recency_candidates=r)
+    for f in FRESHNESS_GRID:
+        yield replace(s, freshness_weight=f)
     # BM25's parameters only matter with its weight: move the pair and the share together.
     for i, (k1, b) in enumerate(bm25):  # the first pair is the pools' own: None
         for v in PAIR_SHARE_GRID:

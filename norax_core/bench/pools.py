@@ -22,6 +22,7 @@ from norax_core.engine import NoraxMemory
 from norax_core.models import DEFAULT_NAMESPACE, SIGNALS
 from norax_core.query import QueryPlan, plan_query
 from norax_core.ranking import Plan, Table, rank, signal_ranks
+from norax_core.retrieval import BridgeSource, bridge_source
 from norax_core.signals.base import Query
 from norax_core.signals.bm25 import BM25Index, BM25Signal
 from norax_core.signals.context import neighbour_map, session_numbers
@@ -90,6 +91,7 @@ class Pool:
         config: The store configuration the scores were computed with.
         vectors: ``(n, dim)`` stored embeddings of the candidates (for latest wins), or
             ``None``; pools of one namespace with the same ids share one array.
+        bridge: The bridge step's view of the namespace and query (``None``: no entity graph).
         newer: The memories superseding each candidate (:mod:`norax_core.supersession`).
     """
 
@@ -102,6 +104,7 @@ class Pool:
     size: int
     config: NoraxConfig
     vectors: np.ndarray | None = field(default=None, repr=False)
+    bridge: BridgeSource | None = field(default=None, repr=False)
     newer: Mapping[str, tuple[str, ...]] | None = field(default=None, repr=False)
     bm25_rows: dict[tuple[float, float], np.ndarray] = field(default_factory=dict, repr=False)
     """BM25 scores of the candidates under other ``(k1, b)`` (see :func:`add_bm25_variants`)."""
@@ -257,6 +260,7 @@ def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Tabl
         vectors=PoolVectors(pools, n),
         ids=[p.ids for p in pools],
         plans=[p.plan for p in pools],
+        entities=[None if p.bridge is None else p.bridge.at(p.ids, n) for p in pools],
         sessions=PoolSessions(pools, n),
         newer=link_slots([p.index_of for p in pools], [p.newer or {} for p in pools], n),
     )
@@ -400,8 +404,8 @@ def build_pools(
         if key not in shared:
             got = memory.embeddings(ids)
             shared[key] = np.stack([got[m] for m in ids]) if ids else np.zeros((0, 0), np.float32)
-        out.append(
-            Pool(
+        with memory.store.lock:  # the bridge view reads the store's entity graph
+            pool = Pool(
                 request=req,
                 ids=ids,
                 scores=scores,
@@ -411,9 +415,10 @@ def build_pools(
                 size=size,
                 config=replace(memory.config, embed_context=memory.add_config.embed_context),
                 vectors=shared[key],
+                bridge=bridge_source(memory.store.indexes, cands.query),
                 newer=memory.store.superseding(cands.query.namespace, ids),
             )
-        )
+        out.append(pool)
         if progress:
             progress(1)
     return out

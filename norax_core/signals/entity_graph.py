@@ -321,6 +321,7 @@ class NamespaceGraph:
         self.touched: set[int] | None = None  # entity ids (re)used or freed since a snapshot
         self.fingerprint = 0  # XOR of the memories' hashes: equal graphs, equal prints
         self.version = next(_CLOCK)
+        self._memo: dict[str, tuple[int, Any]] = {}  # key -> (version, value): see memo()
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -471,6 +472,25 @@ class NamespaceGraph:
             )
             self.adj_arr[e] = arrs
         return arrs
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every ``(row, entity id)`` of the namespace as two aligned arrays, rows ascending.
+
+        The memory-entity incidence the bridge stage walks (:mod:`norax_core.stages.bridges`).
+        """
+        lengths = np.fromiter((len(e) for e in self.ents), np.int64, len(self.ents))
+        rows = np.repeat(np.arange(len(self.ents), dtype=np.int64), lengths)
+        ents = np.fromiter((e for es in self.ents for e in es), np.int64, int(lengths.sum()))
+        return rows, ents
+
+    def memo(self, key: str, build: Callable[[NamespaceGraph], Any]) -> Any:
+        """``build(self)``, kept until the namespace next changes (derived views of readers)."""
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] == self.version:
+            return hit[1]
+        value = build(self)
+        self._memo[key] = (self.version, value)
+        return value
 
     def lookup(self, candidate: str) -> tuple[str, ...]:
         """The node ``candidate`` names, ``()`` if none.

@@ -4,8 +4,8 @@ One whole LoCoMo conversation (conv-30: 369 turns, 105 questions) and one whole 
 chat (chat 1: 188 long messages, 18 questions) are ingested with the real ONNX embedder and
 spaCy pipeline, exactly as ``norax bench`` ingests them. For every question and several
 weightings (the shipped presets, single signals, RRF, context propagation, latest wins, the
-period boost, supersession, coverage, a weights file with per-intent overrides: each question ranked
-with its intent's weights), the
+bridge step, the period boost, supersession, coverage, a weights file with per-intent
+overrides: each question ranked with its intent's weights), the
 ids the benchmark ranks from its pools must be the ids a plain loop over
 :meth:`NoraxMemory.search` returns, and the benchmark's per-question recall must be the
 recall of those ids. Cold (no embedding cache) this embeds about 560 texts, 1-2 minutes.
@@ -58,8 +58,20 @@ METHODS = {
     ),
     "period": Weights(**{**vars(DEFAULT), "params": {**DEFAULT.params, "period_boost": 0.5}}),
     "coverage": Weights(**{**vars(DEFAULT), "params": {**DEFAULT.params, "coverage_weight": 0.2}}),
-    "supersede": Weights(
-        **{**vars(DEFAULT), "params": {**DEFAULT.params, "supersede_weight": 1.1}}
+    "bridges": Weights(
+        0.3,
+        0.6,
+        0.0,
+        0.1,
+        params={
+            "pool_min": 10,
+            "context_window": 1,
+            "context_weight": 0.75,
+            "bridge_weight": 0.2,
+            "bridge_seeds": 5,
+            "bridge_candidates": 10,
+            "bridge_query_share": 0.5,
+        },
     ),
     "staged": Weights(
         0.3,
@@ -72,12 +84,23 @@ METHODS = {
             "period_boost": 1.0,
             "period_margin": 0.5,
             "latest_wins_weight": 1.0,
+            "coverage_weight": 0.5,
+            "coverage_depth": 12,
+            "bridge_weight": 0.1,
             "supersede_weight": 1.05,
             "supersede_depth": 5,
             "supersede_pull": False,
-            "coverage_weight": 0.5,
-            "coverage_depth": 12,
         },
+    ),
+    "supersede": Weights(
+        **{**vars(DEFAULT), "params": {**DEFAULT.params, "supersede_weight": 1.1}}
+    ),
+    "freshness": Weights(  # no recency weight: freshness reads the decay all the same
+        0.3,
+        0.6,
+        0.0,
+        0.1,
+        params={"context_window": 1, "context_weight": 0.5, "freshness_weight": 0.3},
     ),
 }
 PER_INTENT = Weights(
@@ -141,7 +164,15 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
     with open_store(tmp_path / "cache") as mem:
         run, pools = run_benchmark(ds, METHODS, KS, memory=mem, progress=False)
         assert all(len(p.ids) == len(conv.memories) for p in pools)  # whole namespace
-        moved = {"context2": 0, "latest": 0, "period": 0, "supersede": 0, "coverage": 0}
+        moved = {
+            "context2": 0,
+            "latest": 0,
+            "period": 0,
+            "coverage": 0,
+            "bridges": 0,
+            "freshness": 0,
+            "supersede": 0,
+        }
         overridden: set[str] = set()
         for name, w in METHODS.items():
             # the queries grouped by the weights their intent selects (one group without
@@ -169,9 +200,14 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
                         if name in moved and k == 10:
                             before, after = _stage(bench, name)
                             moved[name] += int((before[j] != after[j])[bench.top(j)].any())
+                            if name == "bridges":  # the step's part, as search explains it
+                                top = bench.top(j)
+                                want = sorted(float(after[j, r] - before[j, r]) for r in top)
+                                parts = sorted(r.explanation.bridges for r in got)
+                                assert parts == pytest.approx(want, abs=1e-12)
         # the context, latest-wins, coverage (and on LoCoMo period) stages really acted
         assert moved["context2"] > 0 and moved["latest"] > 0 and moved["coverage"] > 0
-        assert moved["supersede"] > 0
+        assert moved["bridges"] > 0 and moved["freshness"] > 0 and moved["supersede"] > 0
         assert moved["period"] > 0 or kind == "beam"  # BEAM chat 1 names no period
         # and overrides really ranked some questions, visibly in their results
         assert overridden, "no question of this conversation had an overridden intent"
@@ -180,9 +216,13 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
 def _stage(ranking: Ranking, method: str) -> tuple[np.ndarray, np.ndarray]:
     """The scores before and after the stage ``method`` turns on."""
     if method == "period":
-        return ranking.context, ranking.after["period"]
+        return ranking.after["bridges"], ranking.after["period"]
+    if method == "bridges":
+        return ranking.context, ranking.after["bridges"]
+    if method == "coverage":
+        return ranking.after["freshness"], ranking.score
+    if method == "freshness":
+        return ranking.after["supersede"], ranking.after["freshness"]
     if method == "supersede":
         return ranking.after["latest_wins"], ranking.after["supersede"]
-    if method == "coverage":
-        return ranking.after["supersede"], ranking.score
     return ranking.fused, ranking.context

@@ -56,7 +56,16 @@ STAGES = Weights(
     },
 )
 PLAN_KEYS = {"intent", "periods", "entities", "weights_intent"}
-STAGE_KEYS = {"fused", "context", "period", "latest_wins", "supersede", "coverage"}
+STAGE_KEYS = {
+    "fused",
+    "context",
+    "bridges",
+    "period",
+    "latest_wins",
+    "supersede",
+    "freshness",
+    "coverage",
+}
 
 
 @pytest.fixture

@@ -507,9 +507,11 @@ def test_result_to_node() -> None:
         "explanation": {
             "fused": 0.5,
             "context": 0.0,
+            "bridges": 0.0,
             "period": 0.0,
             "latest_wins": 0.0,
             "supersede": 0.0,
+            "freshness": 0.0,
             "coverage": 0.0,
         },
     }
@@ -531,9 +533,11 @@ def test_reranked_copies_the_node() -> None:
         "explanation": {
             "fused": 0.7,
             "context": 0.0,
+            "bridges": 0.0,
             "period": 0.0,
             "latest_wins": 0.0,
             "supersede": 0.0,
+            "freshness": 0.0,
             "coverage": 0.0,
         },
     }

@@ -165,3 +165,68 @@ def test_with_period_boost_and_coverage_a_filtered_search_is_the_allowed_memorie
     finally:
         full.close()
         only.close()
+
+
+# Maria's trip: the flight turn is found by meaning; the bridge step walks from its entities.
+# The dropped turns share those entities (Lisbon, Maria, the conference): were they walked
+# through or brought in, the filtered search would differ from the store without them.
+TRIP = [
+    ("f", "Maria booked the early flight to Lisbon for the conference.", "keep"),
+    ("h", "The hotel near the Lisbon venue has a rooftop pool.", "keep"),
+    ("d1", "Maria's sister lives in Lisbon and will host the dinner.", "drop"),
+    ("d2", "The conference badge pickup opens at eight.", "drop"),
+    ("s", "The venue shuttle leaves from the hotel at nine.", "keep"),
+    ("o", "The printer on the second floor is out of toner.", "keep"),
+]
+BRIDGES = Weights(
+    bm25=0.0,
+    dense=0.8,
+    temporal=0.2,
+    graph=0.0,
+    params={
+        "context_window": 1,
+        "context_weight": 0.5,
+        "bridge_weight": 0.5,
+        "bridge_seeds": 1,
+        "bridge_candidates": 5,
+        "bridge_query_share": 0.5,
+        "pool_min": 2,
+        "pool_factor": 1,
+        "recency_candidates": 0,
+    },
+    name="bridges-test",
+)
+
+
+def _trip(embedder, extractor, turns):
+    mem = NoraxMemory(embedder=embedder, extractor=extractor, weights=BRIDGES)
+    hour = {i: 3 * j for j, (i, _, _) in enumerate(TRIP)}  # each its own session: no context
+    for i, text, topic in turns:
+        mem.add(
+            text,
+            ids=i,
+            namespace="trip",
+            created_at=START + timedelta(hours=hour[i]),
+            metadata={"topic": topic},
+        )
+    return mem
+
+
+def test_an_excluded_memory_is_never_walked_through_nor_brought_in(embedder, extractor):
+    full = _trip(embedder, extractor, TRIP)
+    only = _trip(embedder, extractor, [t for t in TRIP if t[2] == "keep"])
+    try:
+        query = "Which flight did Maria book?"
+        got = full.search(query, k=3, namespace="trip", where={"topic": "keep"}, now=NOW)
+        want = only.search(query, k=3, namespace="trip", now=NOW)
+        assert [r.id for r in got] == [r.id for r in want]
+        assert [r.score for r in got] == pytest.approx([r.score for r in want], abs=1e-9)
+        assert all(r.metadata["topic"] == "keep" for r in got)
+        # the step acted: the hotel (Lisbon, via the flight) came in and rose
+        hotel = next(r for r in got if r.id == "h")
+        assert "f" in [r.id for r in got] and hotel.explanation.bridges > 0
+        unfiltered = full.search(query, k=3, namespace="trip", now=NOW)
+        assert {"d1", "d2"} & {r.id for r in unfiltered}  # without the filter they bridge
+    finally:
+        full.close()
+        only.close()

@@ -45,6 +45,12 @@ STAGED = Weights(
         "period_boost": 1.0,
         "period_margin": 0.5,
         "coverage_weight": 0.3,
+        # the bridge step walks the namespace's entity graph: B's entities and edges (the
+        # same words) must never carry A's walk, join A's results or change a score
+        "bridge_weight": 0.5,
+        "bridge_seeds": 2,
+        "bridge_candidates": 4,
+        "bridge_query_share": 0.5,
     },
 )
 CASES = 1000
@@ -197,6 +203,7 @@ def check_isolation(strategy, cases: int, members, label: str) -> None:
             stats["results"] += len(want[4])
             stats["period"] += sum(e.period != 0 for _, _, e in want[5])
             stats["coverage"] += sum(e.coverage != 0 for _, _, e in want[5])
+            stats["bridges"] += sum(e.bridges != 0 for _, _, e in want[5])
             stats["candidates"] += len(want[1])
 
     try:
@@ -209,12 +216,12 @@ def check_isolation(strategy, cases: int, members, label: str) -> None:
             f"compared, {stats['b_memories']} memories in the "
             f"other namespaces, {stats['leaks']} leaks; stores of {alone.count()} and "
             f"{mixed.count()} memories; staged results moved by the period boost "
-            f"{stats['period']}, by coverage {stats['coverage']}"
+            f"{stats['period']}, by coverage {stats['coverage']}, by bridges {stats['bridges']}"
         )
         alone.close()
         mixed.close()
     assert stats["cases"] >= cases and stats["leaks"] == 0
-    assert stats["period"] > 0 and stats["coverage"] > 0  # the stages acted
+    assert stats["period"] > 0 and stats["coverage"] > 0 and stats["bridges"] > 0  # they acted
 
 
 def test_other_namespaces_never_change_a_namespaces_answers():
