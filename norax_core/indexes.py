@@ -328,16 +328,14 @@ class DerivedIndexes:
         collection: Any,
         row_from_record: Callable[[str, str, dict[str, Any]], IndexRow],
         progress: Callable[[int], None] | None = None,
-        *,
-        full: bool = True,
     ) -> tuple[int, int]:
         """Make the indexes hold exactly Chroma's ids: index what is missing, drop extras.
 
         Ids left pending by an interrupted write are re-derived from Chroma even when both
         sides hold them, since their rows may predate the write. A complete sidecar
-        (embedded) is compared with every id in Chroma when ``full`` or when the two counts
-        differ (so an open reads ids only when something is off); a client compares its
-        loaded namespaces only (the others are read from Chroma when they load).
+        (embedded) is compared with every id in Chroma (ids only: no memory is read); a
+        client compares its loaded namespaces only (the others are read from Chroma when
+        they load).
 
         Returns ``(added, removed)``.
         """
@@ -347,11 +345,9 @@ class DerivedIndexes:
             truth = {m for ns_pages in pages for got in ns_pages for m in got["ids"]}
             mine = set(self.namespace_of)
             extra, missing = mine - truth, (truth - mine) | pending
-        elif full or self.sidecar.count() != collection.count():
+        else:
             truth, mine = chroma_ids(collection), self.sidecar.ids()
             extra, missing = mine - truth, (truth - mine) | (pending & truth)
-        else:  # counts agree: only an interrupted write's ids can be off
-            extra, missing = set(), pending
         if extra:
             self.remove(extra)
         todo = sorted(missing)

@@ -150,8 +150,8 @@ class Store(WritePath):
             exact_limit=self.config.dense_exact_limit,
         )
         self.indexes.load()
-        if reconcile:  # reads ids only if the counts differ: an open reads no memory
-            self.indexes.reconcile(self.collection, self.row_from_record, full=False)
+        if reconcile:  # ids only (embedded: every id; a client: none), never a memory
+            self.indexes.reconcile(self.collection, self.row_from_record)
 
     # -- closing ------------------------------------------------------------------------
 
