@@ -83,7 +83,8 @@ class NoraxConfig:
             entity graph; MB, estimated per memory by :func:`norax_core.indexes.row_bytes`).
             A namespace loads on first use (from the sidecar, or from Chroma for a client of
             a server); the least recently used ones are dropped beyond this and reloaded
-            when next used. The namespace in use is kept even if it alone exceeds it.
+            when next used. The namespace in use is kept even if it alone exceeds it. The
+            default holds about 140,000 short chat memories (7.3 KB each).
         query_entities: How a search finds the query's entities (:class:`QueryEntities`):
             ``"match"`` looks the query's words up in the namespace's entity graph (only graph
             nodes can score, so this loses nothing a model would find there, and costs
@@ -108,7 +109,7 @@ class NoraxConfig:
     latest_wins_depth: int = 10
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
-    index_cache_mb: float = 512.0
+    index_cache_mb: float = 1024.0
     query_entities: QueryEntities | str = QueryEntities.MATCH
 
     def __post_init__(self) -> None:

@@ -246,6 +246,7 @@ class DerivedIndexes:
             self.vectors.mark_stale(ns, members)
 
     def _index(self, rows: Iterable[IndexRow]) -> None:
+        groups: dict[str, list[IndexRow]] = {}
         for r in rows:
             old = self.namespace_of.get(r.id)
             if old is not None and old != r.namespace:
@@ -254,10 +255,13 @@ class DerivedIndexes:
             if old is None:
                 self._loaded[r.namespace] += row_bytes(r)
             self.namespace_of[r.id] = r.namespace
-            self.bm25.add(r.namespace, r.id, r.tokens)
-            self.temporal.add(r.namespace, r.id, r.created_at, r.kind, r.seq)
-            self.graph.add(r.namespace, r.id, r.entities)
-            self.last_seq = max(self.last_seq, r.seq)
+            groups.setdefault(r.namespace, []).append(r)
+        for ns, group in groups.items():  # one call per index and namespace: a load is bulk
+            self.bm25.add_many(ns, [(r.id, r.tokens) for r in group])
+            for r in group:
+                self.temporal.add(ns, r.id, r.created_at, r.kind, r.seq)
+            self.graph.add_many(ns, [(r.id, r.entities) for r in group])
+            self.last_seq = max(self.last_seq, *(r.seq for r in group))
 
     def remove(self, ids: Iterable[str]) -> list[str]:
         """Forget ``ids``; returns those that were known (loaded, or in the sidecar)."""

@@ -50,14 +50,17 @@ class IndexRow:
     seq: int = 0
 
 
-ROW_BYTES = 1_500
+ROW_BYTES = 3_000
 """Estimated bytes one loaded memory costs in the derived indexes beyond its tokens and
-entities (ids in several maps, numpy slots, graph rows), measured with tracemalloc
-(``benchmarks``: see the lazy-loading figures in the README)."""
+entities (ids in several maps, numpy slots, graph rows). Fitted with tracemalloc on loaded
+namespaces (BM25, recency, graph and its communities): the 10k-memory store of
+``benchmarks/scale.py`` (11 tokens, 4.1 entities a memory) traced 5,174 bytes a memory, the
+estimate says 7,317; on synthetic rows of 0-200 tokens and 0-10 entities the estimate is
+1.15 to 1.8 x the traced bytes (6 x for rows with neither): it errs on the high side."""
 TOKEN_BYTES = 60
 """Estimated bytes per BM25 token of a loaded memory (postings, term lists)."""
-ENTITY_BYTES = 250
-"""Estimated bytes per entity of a loaded memory (graph postings, edges)."""
+ENTITY_BYTES = 900
+"""Estimated bytes per entity of a loaded memory (graph postings, edges, communities)."""
 
 
 def row_bytes(row: IndexRow) -> int:
