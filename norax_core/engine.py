@@ -18,17 +18,16 @@ from norax_core.config import NoraxConfig, QueryEntities
 from norax_core.embedders import Embedder, resolve_embedder
 from norax_core.entities import load_extractor
 from norax_core.errors import DuplicateIdError, InvalidInputError
-from norax_core.models import SIGNALS, Explanation, Memory, MetadataValue, SearchResult
+from norax_core.models import SIGNALS, Memory, MetadataValue, SearchResult
 from norax_core.presets import WeightsLike, resolve_weights
 from norax_core.query import plan_query
 from norax_core.ranking import Plan, proposal_sizes, rank
-from norax_core.retrieval import Candidates, gather, search_table
+from norax_core.retrieval import Candidates, gather, search_results, search_table
 from norax_core.signals.base import Query
 from norax_core.store import DEFAULT_COLLECTION, SIDECAR_FILE, Store, consistency
 from norax_core.store.chroma import change_log
 from norax_core.store.consistency import CheckReport, RepairReport
 from norax_core.store_settings import EmbedSettings, settle
-from norax_core.weights import Weights
 
 __all__ = ["DEFAULT_COLLECTION", "SIDECAR_FILE", "NoraxMemory", "WeightsLike", "resolve_weights"]
 
@@ -91,7 +90,7 @@ class NoraxMemory:
         sync = change_log(client, collection, sync_interval)
         self.config = config or NoraxConfig()
         self.weights = resolve_weights(weights)
-        self._embed = EmbedSettings.of(self._session_config())
+        self._embed = EmbedSettings.of(self.weights.applied(self.config))
         self.embedder: Embedder = resolve_embedder(embedder)
         self.extractor = None if extractor is False else load_extractor(extractor)
         self.path = Path(path) if path is not None else None
@@ -116,7 +115,7 @@ class NoraxMemory:
                 self._store.collection,
                 self.collection_name,
                 None if weights is None else self.weights,
-                self._config_for,
+                lambda w: w.applied(self.config),
                 record=reconcile,
             )
             if reconcile:
@@ -250,14 +249,6 @@ class NoraxMemory:
         )
         return dataclasses.replace(p, basis=basis)
 
-    def _config_for(self, weights: Weights) -> NoraxConfig:
-        """The store's configuration with ``weights``' learned parameters applied."""
-        return self.config.with_params(weights.params) if weights.params else self.config
-
-    def _session_config(self) -> NoraxConfig:
-        """The store's configuration with its default weights' parameters applied."""
-        return self._config_for(self.weights)
-
     @property
     def add_config(self) -> NoraxConfig:
         """The configuration memories are added with.
@@ -266,7 +257,7 @@ class NoraxMemory:
         weights'), and the embedding settings the store recorded once it held memories (see
         :mod:`norax_core.store_settings`).
         """
-        cfg, embed = self._session_config(), self._embed
+        cfg, embed = self.weights.applied(self.config), self._embed
         if EmbedSettings.of(cfg) == embed:
             return cfg
         return dataclasses.replace(
@@ -353,7 +344,9 @@ class NoraxMemory:
 
         Candidates are the union of each signal's own top hits (so a keyword-only or
         graph-only hit can surface); every candidate then gets all four signals' scores,
-        which are fused with ``weights`` (default: the store's). With a single-signal
+        which are fused with ``weights`` (default: the store's; where they hold a per-intent
+        override for the query's intent, that one, see :meth:`Weights.for_intent`; the
+        result's ``query_plan.weights_intent`` names it). With a single-signal
         preset (``bm25``, ``dense``, ``temporal``, ``graph``) only that signal's proposals
         are candidates, so ``search`` may return fewer than ``k`` results (``bm25`` proposes
         only memories that share a query term). Every result carries the query's plan
@@ -371,31 +364,19 @@ class NoraxMemory:
         cands = self.candidates(query, k=k, namespace=namespace, where=where, now=now, weights=w)
         if not cands.k:
             return []
-        cfg = self._config_for(w)
+        chosen = cands.weights or w  # the query's intent selected them (Weights.for_intent)
         with self._store.lock:  # the context stage reads the indexes
             self._store.indexes.ensure(cands.query.namespace)  # another thread may evict it
             table, extend = search_table(
-                cands, self._store.indexes, self._store.dense, cfg, self.embeddings
+                cands,
+                self._store.indexes,
+                self._store.dense,
+                chosen.applied(self.config),
+                self.embeddings,
             )
-            ranking = rank(table, Plan.of(w, self.config), cands.k, extend)
-        rows = ranking.top()
-        ids = ranking.ids()
-        scores = ranking.table.scores[:, 0, :]
-        records = {m.id: m for m in self.get(ids, namespace=cands.query.namespace)}
-        qp = cands.query.plan
-        info = None if qp is None else qp.info()
-        return [
-            SearchResult(
-                **vars(records[mid]),
-                score=float(ranking.score[0, r]),
-                signals={s: float(scores[i, r]) for i, s in enumerate(SIGNALS)},
-                matched_entities=tuple(cands.matched.get(mid, ())),
-                query_plan=info,
-                explanation=Explanation(**ranking.explain(0, r)),
-            )
-            for mid, r in zip(ids, rows, strict=True)
-            if mid in records
-        ]
+            ranking = rank(table, Plan.of(chosen, self.config), cands.k, extend)
+        found = self.get(ranking.ids(), namespace=cands.query.namespace)
+        return search_results(ranking, cands, {m.id: m for m in found}, w)
 
     def candidates(
         self,
@@ -420,14 +401,22 @@ class NoraxMemory:
 
         Without ``ids`` and with a zero graph weight, the query's entities are not extracted
         and every candidate's graph score is 0.
+
+        The query's intent (:func:`~norax_core.plan_query`) selects the weights first
+        (:meth:`Weights.for_intent`: a per-intent override where the weights have one), so
+        proposal sizes and signal parameters follow them; ``Candidates.weights`` holds them.
         """
         text = check.query(query)
         k = check.k(k)
         ns = check.namespace(namespace)
         flt = check.where(where)
         now_ts = time.time() if now is None else check.timestamp(now, "now")
+        # The query's reading picks its weights before anything is proposed: proposal sizes,
+        # the graph's entities and the signals' parameters all follow the chosen weights.
+        reading = plan_query(text, now_ts)
         w = self.weights if weights is None else resolve_weights(weights)
-        cfg = self._config_for(w)
+        w = w.for_intent(reading.intent)
+        cfg = w.applied(self.config)
         if pool is not None and (isinstance(pool, bool) or not isinstance(pool, int) or pool < 1):
             raise InvalidInputError(f"pool must be an integer >= 1, got {pool!r}")
 
@@ -443,7 +432,6 @@ class NoraxMemory:
             else None
         )
         embedding = self.embedder.embed([head])[0]
-        reading = plan_query(text, now_ts)
         with self._store.lock:
             self._store.maybe_sync()
             self._store.indexes.ensure(ns)
@@ -463,7 +451,7 @@ class NoraxMemory:
             size = self.count(ns) if allowed is None else len(allowed)
             k = min(k, size)
             if k == 0:
-                return Candidates(q, 0, [], {s: {} for s in SIGNALS}, {}, {}, size)
+                return Candidates(q, 0, [], {s: {} for s in SIGNALS}, {}, {}, size, w)
             known = self._store.indexes.homes(check.memory_id(i) for i in ids or ())
             plan = Plan.of(w, self.config)
             if pool is not None:
@@ -477,6 +465,7 @@ class NoraxMemory:
                 proposal_sizes(plan, k, size) if ids is None else {},
                 k=k,
                 size=size,
+                weights=w,
                 forced=[
                     m for m in dict.fromkeys(check.memory_id(i) for i in ids or ()) if m in known
                 ],

@@ -105,24 +105,27 @@ class NamedPeriod:
 class QueryInfo:
     """The search's reading of its query (:func:`norax_core.plan_query`), as results report it.
 
-    Reported, not yet used by ranking.
-
     Attributes:
         intent: The query's intent (an :class:`norax_core.Intent` value, e.g. ``"temporal"``).
         periods: The periods the query names, in text order.
         entities: Candidate entity strings as written in the query.
+        weights_intent: The intent whose per-intent weights ranked the results (the search's
+            weights hold an override for the query's intent), ``None`` when their global
+            weights did.
     """
 
     intent: str
     periods: tuple[NamedPeriod, ...] = ()
     entities: tuple[str, ...] = ()
+    weights_intent: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"intent", "periods": [{"start", "end", "text"}], "entities"}``, JSON-ready."""
+        """``{"intent", "periods": [{"start", "end", "text"}], "entities", "weights_intent"}``."""
         return {
             "intent": self.intent,
             "periods": [{"start": p.start, "end": p.end, "text": p.text} for p in self.periods],
             "entities": list(self.entities),
+            "weights_intent": self.weights_intent,
         }
 
 

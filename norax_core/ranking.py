@@ -39,7 +39,7 @@ from norax_core.models import SIGNALS
 from norax_core.weights import FusionMethod, Weights
 
 if TYPE_CHECKING:
-    from norax_core.query import QueryPlan
+    from norax_core.query import Intent, QueryPlan
 
 __all__ = [
     "CONTEXT_SEEDS",
@@ -104,14 +104,21 @@ class Plan:
     latest_depth: int = 10
 
     @classmethod
-    def of(cls, weights: Weights, config: NoraxConfig) -> Plan:
-        """The plan of a search with ``weights`` under ``config`` (weights' params applied)."""
-        cfg = config.with_params(weights.params) if weights.params else config
-        w = weights.as_dict()
+    def of(cls, weights: Weights, config: NoraxConfig, intent: Intent | str | None = None) -> Plan:
+        """The plan of a search with ``weights`` under ``config``.
+
+        The one place a search's weights become its ranking: the weights of the query's
+        ``intent`` are selected (:meth:`Weights.for_intent`, the global ones without an
+        override or without an intent) and their ``params`` applied to ``config``
+        (:meth:`Weights.applied`).
+        """
+        chosen = weights.for_intent(intent)
+        cfg = chosen.applied(config)
+        w = chosen.as_dict()
         return cls(
             weights=tuple(float(w[s]) for s in SIGNALS),  # type: ignore[arg-type]
-            method=weights.method,
-            rrf_k=weights.rrf_k,
+            method=chosen.method,
+            rrf_k=chosen.rrf_k,
             pool_min=cfg.pool_min,
             pool_factor=cfg.pool_factor,
             recency_candidates=cfg.recency_candidates,

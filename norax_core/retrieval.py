@@ -18,10 +18,11 @@ import numpy as np
 from norax_core.batch import in_background
 from norax_core.config import NoraxConfig
 from norax_core.indexes import DerivedIndexes
-from norax_core.models import SIGNALS
-from norax_core.ranking import NEVER, Extend, Table
+from norax_core.models import SIGNALS, Explanation, Memory, SearchResult
+from norax_core.ranking import NEVER, Extend, Ranking, Table
 from norax_core.signals.base import Query, Signal
 from norax_core.signals.dense import DenseSignal
+from norax_core.weights import Weights
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class Candidates:
         proposed: Each signal's own proposals, best first (empty for a signal that proposed
             none).
         size: How many memories the namespace (and filter) holds.
+        weights: The weights chosen for the query (its intent's, where the search's weights
+            have an override for it), which decided the proposals.
     """
 
     query: Query
@@ -46,6 +49,7 @@ class Candidates:
     matched: dict[str, tuple[str, ...]]
     proposed: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     size: int = 0
+    weights: Weights | None = None
 
 
 def signal_set(indexes: DerivedIndexes, dense: DenseSignal, cfg: NoraxConfig) -> dict[str, Signal]:
@@ -68,6 +72,7 @@ def gather(
     *,
     k: int,
     size: int,
+    weights: Weights | None = None,
     forced: Sequence[str] = (),
 ) -> Candidates:
     """Each weighted signal proposes its top ``pool``; every candidate gets all four scores.
@@ -82,6 +87,7 @@ def gather(
             (:func:`~norax_core.ranking.proposal_sizes`); signals not listed propose none.
         k: Results asked for (at most ``size``).
         size: How many memories the namespace (and filter) holds.
+        weights: The weights chosen for the query (recorded on the candidates).
         forced: Ids that are candidates whatever the signals propose.
     """
     signals = signal_set(indexes, dense, cfg)
@@ -104,7 +110,7 @@ def gather(
     cand = list(union)
     scores = {name: sig.score(q, cand) for name, sig in signals.items()}
     matched = indexes.graph_signal.explain(q, cand)
-    return Candidates(q, k, cand, scores, matched, proposed, size)
+    return Candidates(q, k, cand, scores, matched, proposed, size, weights)
 
 
 def search_table(
@@ -203,3 +209,38 @@ def neighbour_slots(
         found = [rows_of[x] for x in near.get(m, ()) if x in rows_of]
         out[: len(found), 0, r] = found
     return list(out)
+
+
+def search_results(
+    ranking: Ranking,
+    cands: Candidates,
+    records: Mapping[str, Memory],
+    weights: Weights,
+) -> list[SearchResult]:
+    """A search's results from its ranking: each with its signals, plan and explanation.
+
+    Args:
+        ranking: The ranking of the search's table.
+        cands: The search's candidates (query, matched entities).
+        records: The stored memories of the ranked ids (one deleted meanwhile is skipped).
+        weights: The weights the search was given (their per-intent overrides are named in
+            ``query_plan.weights_intent``).
+    """
+    scores = ranking.table.scores[:, 0, :]
+    qp = cands.query.plan
+    info = None
+    if qp is not None:
+        override = qp.intent.value if qp.intent.value in weights.intents else None
+        info = dataclasses.replace(qp.info(), weights_intent=override)
+    return [
+        SearchResult(
+            **vars(records[mid]),
+            score=float(ranking.score[0, r]),
+            signals={s: float(scores[i, r]) for i, s in enumerate(SIGNALS)},
+            matched_entities=tuple(cands.matched.get(mid, ())),
+            query_plan=info,
+            explanation=Explanation(**ranking.explain(0, r)),
+        )
+        for mid, r in zip(ranking.ids(), ranking.top(), strict=True)
+        if mid in records
+    ]

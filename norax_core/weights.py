@@ -1,11 +1,19 @@
-"""Fusion weights, named presets and versioned weights files."""
+"""Fusion weights, named presets and versioned weights files.
+
+A weights file holds the four fusion weights, the fusion method and learned engine
+``params``, and (version 2) optional per-intent overrides under ``intents``: for a query whose
+:class:`~norax_core.query.Intent` has one, the override's weights (and method / ``rrf_k`` if it
+gives them) replace the global ones and its ``params`` are merged over the global ``params``
+(:meth:`Weights.for_intent`). Files without ``intents`` are written as version 1, which every
+Norax reads.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -13,9 +21,15 @@ from typing import Any
 from norax_core.config import NoraxConfig
 from norax_core.errors import InvalidInputError, WeightsError
 from norax_core.models import SIGNALS
+from norax_core.query.intents import Intent
 
 WEIGHTS_FORMAT = "norax-weights"
-WEIGHTS_VERSION = 1
+WEIGHTS_VERSION = 2
+"""The newest weights-file version: 2 adds per-intent overrides (``intents``)."""
+READ_VERSIONS = (1, 2)
+"""Versions this Norax reads (a file without ``intents`` is written as version 1)."""
+INTENTS = tuple(i.value for i in Intent)
+"""The intent names an override may be keyed by (:class:`~norax_core.query.Intent` values)."""
 
 
 TOKENIZER_PARAMS = frozenset({"stem", "stopwords"})
@@ -25,6 +39,10 @@ memories are added, so a search's weights cannot change the tokenizer (set them 
 
 PARAMS = frozenset(NoraxConfig.__dataclass_fields__) - TOKENIZER_PARAMS
 """The learned engine parameters a weights file may carry in ``params``."""
+
+STORE_PARAMS = frozenset({"embed_context", "dense_exact_limit", "dense_cache_mb"})
+"""Parameters of the store, not of one search: global ``params`` may carry them, a per-intent
+override may not (memories are embedded before any query's intent is known)."""
 
 
 def check_params(params: Any) -> None:
@@ -73,6 +91,11 @@ class Weights:
             unknown or out-of-range ones, and the tokenizer's (:data:`TOKENIZER_PARAMS`),
             raise :class:`WeightsError`.
         name: A label for reports.
+        intents: Per-intent overrides, keyed by :class:`~norax_core.query.Intent` value (an
+            unknown name raises :class:`WeightsError`): for a query of that intent the
+            override's four weights, ``method`` and ``rrf_k`` replace these and its
+            ``params`` are merged over these ``params`` (:meth:`for_intent`). An override has
+            no overrides of its own and no store parameters (:data:`STORE_PARAMS`).
     """
 
     bm25: float = 0.25
@@ -83,6 +106,7 @@ class Weights:
     rrf_k: float = 60.0
     params: Mapping[str, Any] = field(default_factory=dict)
     name: str = "custom"
+    intents: Mapping[str, Weights] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         try:
@@ -101,6 +125,30 @@ class Weights:
         if not (math.isfinite(self.rrf_k) and self.rrf_k > 0):
             raise WeightsError(f"rrf_k must be a finite number > 0, got {self.rrf_k!r}")
         check_params(self.params)
+        object.__setattr__(self, "intents", _check_intents(self.intents, self.name))
+
+    def for_intent(self, intent: Intent | str | None) -> Weights:
+        """The weights a query of ``intent`` is ranked with (these when it has no override).
+
+        Raises:
+            WeightsError: ``intent`` is not an :class:`~norax_core.query.Intent` value.
+        """
+        if intent is None or not self.intents:
+            return self
+        key = _intent_name(intent)
+        over = self.intents.get(key)
+        if over is None:
+            return self
+        return replace(
+            over, params=merge_params(self.params, over.params), name=f"{self.name}[{key}]"
+        )
+
+    def applied(self, config: NoraxConfig) -> NoraxConfig:
+        """``config`` with these weights' ``params`` applied.
+
+        The global ones: select a query's weights with :meth:`for_intent` first.
+        """
+        return config.with_params(self.params) if self.params else config
 
     def as_dict(self) -> dict[str, float]:
         """The four weights keyed by signal name."""
@@ -116,16 +164,63 @@ class Weights:
 
     def to_file_dict(self, **info: Any) -> dict[str, Any]:
         """The versioned weights-file representation."""
-        return {
+        out: dict[str, Any] = {
             "format": WEIGHTS_FORMAT,
-            "version": WEIGHTS_VERSION,
+            "version": WEIGHTS_VERSION if self.intents else 1,
             "name": self.name,
             "method": self.method.value,
             "rrf_k": self.rrf_k,
             "weights": self.as_dict(),
             "params": dict(self.params),
-            **info,
         }
+        if self.intents:
+            out["intents"] = {
+                i: {
+                    "weights": o.as_dict(),
+                    "method": o.method.value,
+                    "rrf_k": o.rrf_k,
+                    "params": dict(o.params),
+                }
+                for i, o in self.intents.items()
+            }
+        return {**out, **info}
+
+
+def _intent_name(intent: Intent | str) -> str:
+    try:
+        return Intent(intent).value
+    except ValueError:
+        raise WeightsError(f"unknown intent {intent!r}; valid: {list(INTENTS)}") from None
+
+
+def _check_intents(intents: Any, name: str) -> dict[str, Weights]:
+    """Validated per-intent overrides keyed by intent value, named ``name[intent]``."""
+    if not isinstance(intents, Mapping):
+        raise WeightsError(f"intents must be a mapping of intent -> Weights, got {intents!r}")
+    out: dict[str, Weights] = {}
+    for key, over in intents.items():
+        key_name = _intent_name(key)
+        if not isinstance(over, Weights):
+            raise WeightsError(f"intents[{key_name!r}] must be Weights, got {over!r}")
+        if over.intents:
+            raise WeightsError(f"intents[{key_name!r}] cannot hold per-intent overrides of its own")
+        store = sorted(STORE_PARAMS & set(over.params))
+        if store:
+            raise WeightsError(
+                f"intents[{key_name!r}]: params[{store[0]!r}] is a store parameter, not a "
+                "per-intent one (set it in the global params)"
+            )
+        label = f"{name}[{key_name}]"
+        out[key_name] = over if over.name == label else replace(over, name=label)
+    return out
+
+
+def merge_params(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over``'s params over ``base``'s (``decay_days`` merged kind by kind)."""
+    out = {**base, **over}
+    if "decay_days" in base and "decay_days" in over:
+        out["decay_days"] = {**base["decay_days"], **over["decay_days"]}
+    return out
 
 
 def save_weights(weights: Weights, path: str | Path, **info: Any) -> None:
@@ -139,24 +234,61 @@ def weights_from_dict(data: Any, *, source: str = "weights") -> Weights:
         raise WeightsError(f"{source}: expected a JSON object")
     if data.get("format") != WEIGHTS_FORMAT:
         raise WeightsError(f"{source}: not a Norax weights file (format != {WEIGHTS_FORMAT!r})")
-    if data.get("version") != WEIGHTS_VERSION:
+    version = data.get("version")
+    if isinstance(version, bool) or version not in READ_VERSIONS:
         raise WeightsError(
-            f"{source}: weights file version {data.get('version')!r} is not supported "
-            f"(this Norax reads version {WEIGHTS_VERSION})"
+            f"{source}: weights file version {version!r} is not supported "
+            f"(this Norax reads versions {list(READ_VERSIONS)})"
         )
+    name = str(data.get("name", source))
+    method = data.get("method", FusionMethod.WEIGHTED_SUM.value)
+    rrf_k = data.get("rrf_k", 60.0)
+    raw_intents = data.get("intents", {})
+    if raw_intents and version < 2:
+        raise WeightsError(f"{source}: 'intents' needs a version 2 weights file")
+    if not isinstance(raw_intents, dict):
+        raise WeightsError(f"{source}: 'intents' must be an object of intent -> override")
+    intents = {}
+    for key, over in raw_intents.items():
+        where = f"{source}: intents[{key!r}]"
+        try:
+            intent = _intent_name(key)
+        except WeightsError as exc:
+            raise WeightsError(f"{source}: {exc}") from None
+        if not isinstance(over, dict):
+            raise WeightsError(f"{where} must be an object with 'weights' (and 'params')")
+        unknown = sorted(set(over) - _OVERRIDE_KEYS)
+        if unknown:
+            raise WeightsError(
+                f"{where}: unknown key {unknown[0]!r}; valid: {sorted(_OVERRIDE_KEYS)}"
+            )
+        try:
+            intents[intent] = _weights_of(
+                over,
+                method=over.get("method", method),
+                rrf_k=over.get("rrf_k", rrf_k),
+                name=f"{name}[{intent}]",
+            )
+        except WeightsError as exc:
+            raise WeightsError(f"{where}: {exc}") from None
+    try:
+        return _weights_of(data, method=method, rrf_k=rrf_k, name=name, intents=intents)
+    except WeightsError as exc:
+        raise WeightsError(f"{source}: {exc}") from None
+
+
+_OVERRIDE_KEYS = frozenset({"weights", "method", "rrf_k", "params"})
+
+
+def _weights_of(data: Mapping[str, Any], **extra: Any) -> Weights:
+    """:class:`Weights` from an object with ``weights`` and optional ``params``."""
     raw = data.get("weights")
     if not isinstance(raw, dict):
-        raise WeightsError(f"{source}: 'weights' must be an object of signal -> number")
+        raise WeightsError("'weights' must be an object of signal -> number")
     params = data.get("params", {})
     if not isinstance(params, dict):
-        raise WeightsError(f"{source}: 'params' must be an object")
-    return Weights.from_mapping(
-        raw,
-        method=data.get("method", FusionMethod.WEIGHTED_SUM.value),
-        rrf_k=data.get("rrf_k", 60.0),
-        params=params,
-        name=str(data.get("name", source)),
-    )
+        raise WeightsError("'params' must be an object")
+    return Weights.from_mapping(raw, params=params, **extra)
 
 
 def load_weights(path: str | Path) -> Weights:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -193,8 +194,11 @@ class NoraxPostprocessor(BaseNodePostprocessor):
     ) -> list[NodeWithScore]:
         # A memory's own scores win over the candidate-set ones.
         signals = {s: {**cands.get(s, {}), **store.get(s, {})} for s in SIGNALS}
-        fused = fuse(signals, list(unique), self._fusion_weights())
-        info = plan_query(query, self.now).info()
+        plan = plan_query(query, self.now)
+        weights = self._fusion_weights()  # the query's intent picks them, as search does
+        fused = fuse(signals, list(unique), weights.for_intent(plan.intent))
+        override = plan.intent.value if plan.intent.value in weights.intents else None
+        info = dataclasses.replace(plan.info(), weights_intent=override)
         return [_reranked(unique[i], fused[i], signals, info) for i in rank(fused, self.top_n)]
 
 

@@ -150,7 +150,7 @@ class CVResult:
 
 
 def _setting_from(weights: Weights, batch: PoolBatch) -> Setting:
-    cfg = batch.config.with_params(weights.params) if weights.params else batch.config
+    cfg = weights.applied(batch.config)
     check_store_params(batch.config, cfg)
     w = weights.as_dict()
     total = sum(w.values())

@@ -25,7 +25,7 @@ from norax_core.bench.pools import (
     PoolRequest,
     add_bm25_variants,
     build_pools,
-    pool_table,
+    plan_groups,
 )
 from norax_core.config import NoraxConfig
 from norax_core.embedders import resolve_embedder
@@ -34,7 +34,7 @@ from norax_core.entities import load_extractor
 from norax_core.errors import InvalidInputError
 from norax_core.models import SIGNALS
 from norax_core.presets import get_preset
-from norax_core.ranking import Plan, rank
+from norax_core.ranking import rank
 from norax_core.weights import Weights
 
 __all__ = [
@@ -129,8 +129,9 @@ def bm25_needed(pools: Sequence[Pool], methods: Mapping[str, Weights]) -> set[tu
     base = pools[0].config
     out = set()
     for w in methods.values():
-        cfg = base.with_params(w.params) if w.params else base
-        out.add((cfg.bm25_k1, cfg.bm25_b))
+        for chosen in (w, *(w.for_intent(i) for i in w.intents)):
+            cfg = chosen.applied(base)
+            out.add((cfg.bm25_k1, cfg.bm25_b))
     return out - {(base.bm25_k1, base.bm25_b)}
 
 
@@ -219,28 +220,30 @@ def evaluate(
     config: NoraxConfig | None = None,
 ) -> BenchRun:
     """Recall@k of every method on every pooled question (and latest-wins where defined)."""
-    recall: dict[str, dict[int, list[float]]] = {m: {k: [] for k in ks} for m in methods}
+    recall: dict[str, dict[int, list[float]]] = {
+        m: {k: [0.0] * len(pools) for k in ks} for m in methods
+    }
     latest: dict[str, list[bool]] = {m: [] for m in methods}
     if not pools:
         methods = {}
-    updates = [i for i, p in enumerate(pools) if p.request.original and p.request.updated]
+    updates = {i for i, p in enumerate(pools) if p.request.original and p.request.updated}
     for name, w in methods.items():
-        # every pool at once, through the ranking function search calls
-        base = config or pools[0].config
-        table = pool_table(pools, base.with_params(w.params) if w.params else base)
-        plan = Plan.of(w, base)
-        for k in ks:
-            got = rank(table, plan, k)
-            recall[name][k] = [
-                recall_at_k(got.ids(i), p.request.relevant, k) for i, p in enumerate(pools)
-            ]
-        if updates:
-            full = rank(table, plan, table.size)
-            for i in updates:
-                req = pools[i].request
-                verdict = latest_wins(full.ids(i), req.original, req.updated)
-                if verdict is not None:
-                    latest[name].append(verdict)
+        # every pool of a group at once, through the ranking function search calls
+        verdicts: dict[int, bool] = {}
+        for idx, table, plan in plan_groups(pools, w, config):
+            for k in ks:
+                got = rank(table, plan, k)
+                for j, i in enumerate(idx):
+                    recall[name][k][i] = recall_at_k(got.ids(j), pools[i].request.relevant, k)
+            if updates.intersection(idx):
+                full = rank(table, plan, table.size)
+                for j, i in enumerate(idx):
+                    req = pools[i].request
+                    if i in updates:
+                        verdict = latest_wins(full.ids(j), req.original, req.updated)
+                        if verdict is not None:
+                            verdicts[i] = verdict
+        latest[name] = [verdicts[i] for i in sorted(verdicts)]
     return BenchRun(
         dataset=dataset,
         ks=tuple(ks),

@@ -39,6 +39,7 @@ __all__ = [
     "pool_bm25",
     "pool_table",
     "pool_temporal",
+    "plan_groups",
     "rank_pool",
 ]
 
@@ -177,14 +178,43 @@ def rank_pool(pool: Pool, weights: Weights, k: int, config: NoraxConfig | None =
 
     Args:
         pool: A pool built with every signal on, holding the whole namespace.
-        weights: Fusion weights; their ``params`` apply to ``config`` as in the engine.
+        weights: Fusion weights; the query's intent selects them and their ``params`` apply
+            to ``config`` as in the engine.
         k: Results wanted (``pool.size`` ranks every candidate).
         config: Engine configuration (default: the one the pool was scored with).
     """
-    base = config or pool.config
-    plan = Plan.of(weights, base)
-    cfg = base.with_params(weights.params) if weights.params else base
-    return rank(pool_table([pool], cfg), plan, k).ids(0)
+    ((_, table, plan),) = plan_groups([pool], weights, config)
+    return rank(table, plan, k).ids(0)
+
+
+def plan_groups(
+    pools: Sequence[Pool], weights: Weights, config: NoraxConfig | None = None
+) -> list[tuple[list[int], Table, Plan]]:
+    """The pools grouped by the weights their query's intent selects, ready to rank.
+
+    Queries whose intent has an override in ``weights`` (:meth:`Weights.for_intent`) form
+    one group per intent, the rest one group under the global weights; each group comes with
+    its :func:`pool_table` (scored under the chosen weights' ``params``) and its
+    :meth:`Plan.of <norax_core.ranking.Plan.of>`, so ``rank(table, plan, k)`` ranks each pool
+    as :meth:`NoraxMemory.search` ranks its query.
+
+    Returns:
+        ``[(pool indices, table, plan)]``, the global group first.
+    """
+    if not pools:
+        raise ValueError("no pools to rank")
+    base = config or pools[0].config
+    groups: dict[str | None, list[int]] = {}
+    for i, p in enumerate(pools):
+        intent = p.plan.intent.value
+        groups.setdefault(intent if intent in weights.intents else None, []).append(i)
+    out = []
+    for key in sorted(groups, key=lambda g: "" if g is None else g):
+        chosen = weights.for_intent(key)
+        idx = groups[key]
+        table = pool_table([pools[i] for i in idx], chosen.applied(base))
+        out.append((idx, table, Plan.of(chosen, base)))
+    return out
 
 
 def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Table:

@@ -3,7 +3,8 @@
 One whole LoCoMo conversation (conv-30: 369 turns, 105 questions) and one whole BEAM 100K
 chat (chat 1: 188 long messages, 18 questions) are ingested with the real ONNX embedder and
 spaCy pipeline, exactly as ``norax bench`` ingests them. For every question and several
-weightings (the shipped presets, single signals, RRF, context propagation, latest wins), the
+weightings (the shipped presets, single signals, RRF, context propagation, latest wins, a
+weights file with per-intent overrides: each question ranked with its intent's weights), the
 ids the benchmark ranks from its pools must be the ids a plain loop over
 :meth:`NoraxMemory.search` returns, and the benchmark's per-question recall must be the
 recall of those ids. Cold (no embedding cache) this embeds about 560 texts, 1-2 minutes.
@@ -19,10 +20,10 @@ import pytest
 from norax_core.bench.data import BenchDataset, load_beam, load_locomo
 from norax_core.bench.harness import open_store, run_benchmark
 from norax_core.bench.metrics import recall_at_k
-from norax_core.bench.pools import pool_table
+from norax_core.bench.pools import plan_groups
 from norax_core.presets import get_preset
-from norax_core.ranking import Plan, rank
-from norax_core.weights import Weights
+from norax_core.ranking import rank
+from norax_core.weights import FusionMethod, Weights
 
 pytestmark = pytest.mark.integration
 
@@ -53,6 +54,21 @@ METHODS = {
         },
     ),
 }
+PER_INTENT = Weights(
+    **get_preset("default").as_dict(),
+    params=get_preset("default").params,
+    name="per-intent",
+    intents={
+        "temporal": Weights(0.1, 0.4, 0.3, 0.2, params={"pool_min": 20, "bm25_k1": 2.0}),
+        "multi_hop": Weights(0.4, 0.3, 0.0, 0.3, params={"context_window": 2}),
+        "current_state": Weights(
+            0.2, 0.6, 0.2, 0.0, params={"latest_wins_weight": 1.5, "decay_days": {"episodic": 5}}
+        ),
+        "coverage": Weights(0.0, 1.0, 0.0, 0.0, method=FusionMethod.RRF, rrf_k=10.0),
+    },
+)
+"""A per-intent weights file: each intent's questions ranked with its own weights."""
+METHODS["per_intent"] = PER_INTENT
 KS = (1, 5, 10, 25)
 
 
@@ -83,27 +99,34 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
         run, pools = run_benchmark(ds, METHODS, KS, memory=mem, progress=False)
         assert all(len(p.ids) == len(conv.memories) for p in pools)  # whole namespace
         moved = {"context2": 0, "latest": 0}
+        overridden: set[str] = set()
         for name, w in METHODS.items():
-            table = pool_table(pools, mem.config.with_params(w.params))
-            plan = Plan.of(w, mem.config)
-            for k in KS if name == "default" else (10,):
-                bench = rank(table, plan, k)
-                for i, pool in enumerate(pools):
-                    req = pool.request
-                    got = mem.search(
-                        req.query, k=k, namespace=req.namespace, now=req.now, weights=w
-                    )
-                    ids = [r.id for r in got]
-                    assert bench.ids(i) == ids, (name, k, req.qid, req.query)
-                    scores = [float(bench.score[i, r]) for r in bench.top(i)]
-                    assert scores == pytest.approx([r.score for r in got], abs=1e-12), (
-                        name,
-                        k,
-                        req.qid,
-                    )
-                    assert run.recall[name][k][i] == recall_at_k(ids, req.relevant, k)
-                    if name in moved and k == 10:
-                        ctx, fused = bench.context[i], bench.fused[i]
-                        moved[name] += int((ctx != fused)[bench.top(i)].any())
+            # the queries grouped by the weights their intent selects (one group without
+            # per-intent overrides), each group ranked by the one ranking function
+            for idx, table, plan in plan_groups(pools, w, mem.config):
+                for k in KS if name in ("default", "per_intent") else (10,):
+                    bench = rank(table, plan, k)
+                    for j, i in enumerate(idx):
+                        req = pools[i].request
+                        got = mem.search(
+                            req.query, k=k, namespace=req.namespace, now=req.now, weights=w
+                        )
+                        ids = [r.id for r in got]
+                        assert bench.ids(j) == ids, (name, k, req.qid, req.query)
+                        scores = [float(bench.score[j, r]) for r in bench.top(j)]
+                        assert scores == pytest.approx([r.score for r in got], abs=1e-12), (
+                            name,
+                            k,
+                            req.qid,
+                        )
+                        assert run.recall[name][k][i] == recall_at_k(ids, req.relevant, k)
+                        info = got[0].query_plan if got else None
+                        if name == "per_intent" and info is not None and info.weights_intent:
+                            overridden.add(info.weights_intent)
+                        if name in moved and k == 10:
+                            ctx, fused = bench.context[j], bench.fused[j]
+                            moved[name] += int((ctx != fused)[bench.top(j)].any())
         # the context and latest-wins stages really acted on these questions
         assert moved["context2"] > 0 and moved["latest"] > 0
+        # and overrides really ranked some questions, visibly in their results
+        assert overridden, "no question of this conversation had an overridden intent"

@@ -55,7 +55,7 @@ STAGES = Weights(
         "latest_wins_similarity": 0.5,
     },
 )
-PLAN_KEYS = {"intent", "periods", "entities"}
+PLAN_KEYS = {"intent", "periods", "entities", "weights_intent"}
 STAGE_KEYS = {"fused", "context", "latest_wins"}
 
 
@@ -87,7 +87,7 @@ def test_search_results_carry_the_plan_and_stages_that_sum_to_the_score(
         e = r.explanation
         assert abs(e.fused + e.context + e.latest_wins - r.score) <= 1e-9
         assert r.to_dict()["explanation"] == e.to_dict()
-        plan = {"intent": "temporal", "periods": [], "entities": ["Colby"]}
+        plan = {"intent": "temporal", "periods": [], "entities": ["Colby"], "weights_intent": None}
         assert r.to_dict()["query_plan"] == plan
     assert any(r.explanation and r.explanation.context != 0 for r in results)
     by_id = {r.id: r.explanation for r in results}

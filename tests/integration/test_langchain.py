@@ -343,6 +343,7 @@ def test_result_to_document() -> None:
                 }
             ],
             "entities": ["Colby"],
+            "weights_intent": None,
         },
         "explanation": {"fused": 0.4, "context": 0.15, "latest_wins": -0.05},
     }

@@ -498,7 +498,12 @@ def test_result_to_node() -> None:
         "score": 0.5,
         "signals": {"bm25": 0.1, "dense": 0.2, "temporal": 0.3, "graph": 0.4},
         "matched_entities": ["colby"],
-        "query_plan": {"intent": "lookup", "periods": [], "entities": ["Colby"]},
+        "query_plan": {
+            "intent": "lookup",
+            "periods": [],
+            "entities": ["Colby"],
+            "weights_intent": None,
+        },
         "explanation": {"fused": 0.5, "context": 0.0, "latest_wins": 0.0},
     }
     hidden = {"namespace", "score", "signals", "matched_entities", "query_plan", "explanation"}
@@ -515,7 +520,7 @@ def test_reranked_copies_the_node() -> None:
         "x": 1,
         "score": 0.7,
         "signals": {"bm25": 1.0, "dense": 0.0, "temporal": 0.5, "graph": 0.0},
-        "query_plan": {"intent": "lookup", "periods": [], "entities": []},
+        "query_plan": {"intent": "lookup", "periods": [], "entities": [], "weights_intent": None},
         "explanation": {"fused": 0.7, "context": 0.0, "latest_wins": 0.0},
     }
     assert got.node.excluded_llm_metadata_keys == [
