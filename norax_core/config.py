@@ -23,6 +23,12 @@ def _positive(name: str, value: float) -> None:
         raise InvalidInputError(f"{name} must be a finite number > 0, got {value!r}")
 
 
+def _non_negative(name: str, value: float) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (ok and math.isfinite(value) and value >= 0):
+        raise InvalidInputError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
 def _count(name: str, value: int, low: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise InvalidInputError(f"{name} must be an int >= {low}, got {value!r}")
@@ -72,6 +78,17 @@ class NoraxConfig:
             newer one counts as restating the older one.
         latest_wins_depth: How many of the best candidates latest wins compares and reorders
             (it never changes which memories are the best ``latest_wins_depth``).
+        period_boost: Period boost (:mod:`norax_core.stages.period`): when the query names a
+            period ("in June", "last week"), a candidate created inside it scores
+            ``1 + period_boost`` times its own score (a boost, never a filter). 0 turns it off.
+        period_margin: Outside the period the boost fades to nothing over this share of the
+            period's length (0: only memories inside it gain).
+        coverage_weight: Coverage (:mod:`norax_core.stages.coverage`): the best
+            ``coverage_depth`` candidates are reordered to spread over the sessions (split at
+            ``context_gap_seconds``) they come from; each result already picked from a
+            session costs the next one from it this share of the best score. 0 turns it off.
+        coverage_depth: How many of the best candidates coverage reorders (it never changes
+            which memories are the best ``coverage_depth``).
         dense_exact_limit: A namespace of at most this many memories is ranked by the dense
             signal exactly, over its own vectors held in process (one float32 matrix, loaded
             from Chroma on first use); a larger one through Chroma's HNSW index, which is
@@ -107,6 +124,10 @@ class NoraxConfig:
     latest_wins_weight: float = 0.0
     latest_wins_similarity: float = 0.5
     latest_wins_depth: int = 10
+    period_boost: float = 0.0
+    period_margin: float = 0.0
+    coverage_weight: float = 0.0
+    coverage_depth: int = 30
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
     index_cache_mb: float = 1024.0
@@ -149,6 +170,9 @@ class NoraxConfig:
         depth = self.latest_wins_depth
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2:
             raise InvalidInputError(f"latest_wins_depth must be an int >= 2, got {depth!r}")
+        for name in ("period_boost", "period_margin", "coverage_weight"):
+            _non_negative(name, getattr(self, name))
+        _count("coverage_depth", self.coverage_depth, 2)
         limit = self.dense_exact_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")

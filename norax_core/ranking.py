@@ -17,9 +17,13 @@ The stages, in order (each one a plain array operation over the whole batch):
 2. **fusion**: weighted sum of the normalised scores, or weighted reciprocal rank fusion;
 3. **context** (:mod:`norax_core.signals.context`): the neighbours of the best
    ``CONTEXT_SEEDS * k`` candidates join, and every candidate borrows from its best neighbour;
-4. **latest wins** (:mod:`norax_core.latest`): among the best ``latest_wins_depth``, a newer
+4. **period** (:mod:`norax_core.stages.period`): when the query names a period, candidates
+   created inside it (or just outside) gain a share of their score;
+5. **latest wins** (:mod:`norax_core.latest`): among the best ``latest_wins_depth``, a newer
    memory similar to an older, better one closes part of the gap;
-5. **order**: best first, ties to the smaller id.
+6. **coverage** (:mod:`norax_core.stages.coverage`): the best ``coverage_depth`` are
+   reordered to spread over the sessions they come from;
+7. **order**: best first, ties to the smaller id.
 
 New stages (query intents, date windows, coverage, supersession) belong here too, as fields of
 :class:`Plan` and steps of :func:`rank`, so that search and the benchmarks cannot drift apart.
@@ -27,8 +31,8 @@ New stages (query intents, date windows, coverage, supersession) belong here too
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -36,6 +40,7 @@ import numpy as np
 
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
+from norax_core.stages import coverage, period
 from norax_core.weights import FusionMethod, Weights
 
 if TYPE_CHECKING:
@@ -43,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTEXT_SEEDS",
+    "STAGES",
     "NEVER",
     "POSITIVE_ONLY",
     "Plan",
@@ -61,6 +67,8 @@ NEVER = np.iinfo(np.int32).max
 POSITIVE_ONLY = frozenset({"bm25", "graph"})
 """Signals that propose only memories they score above zero (BM25 needs a shared term, the
 graph a shared entity); dense and temporal rank every memory."""
+STAGES = ("context", "period", "latest_wins", "coverage")
+"""The stages after fusion, in the order :func:`rank` runs them (:meth:`Ranking.explain`)."""
 _B, _D, _T, _G = (SIGNALS.index(s) for s in ("bm25", "dense", "temporal", "graph"))
 
 Neighbours = Callable[[int, float], list[np.ndarray]]
@@ -69,6 +77,9 @@ neighbour of each row, ``n`` where there is none (a padding column that scores 0
 Vectors = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 """``(queries (q,), rows (q, m)) -> (vectors (q, m, dim), present (q, m))``: stored
 embeddings of those rows; ``present`` is False for a memory deleted meanwhile."""
+Sessions = Callable[[float], np.ndarray]
+"""``gap -> (q, n)`` each row's session in its namespace's timeline split where consecutive
+memories are more than ``gap`` seconds apart (equal numbers: same session; padding any)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,11 @@ class Plan:
         latest_weight: Latest wins' share of the gap (0: off).
         latest_similarity: Cosine from which a newer memory restates an older one.
         latest_depth: How many of the best candidates latest wins compares.
+        period_boost: Share of its score a candidate inside a named period gains (0: off).
+        period_margin: The boost's fade outside the period, a share of its length.
+        coverage_weight: Coverage's penalty per result already picked from a session, a
+            share of the best score (0: off).
+        coverage_depth: How many of the best candidates coverage reorders.
     """
 
     weights: tuple[float, float, float, float]
@@ -102,6 +118,10 @@ class Plan:
     latest_weight: float = 0.0
     latest_similarity: float = 0.5
     latest_depth: int = 10
+    period_boost: float = 0.0
+    period_margin: float = 0.0
+    coverage_weight: float = 0.0
+    coverage_depth: int = 30
 
     @classmethod
     def of(cls, weights: Weights, config: NoraxConfig, intent: Intent | str | None = None) -> Plan:
@@ -128,6 +148,10 @@ class Plan:
             latest_weight=cfg.latest_wins_weight,
             latest_similarity=cfg.latest_wins_similarity,
             latest_depth=cfg.latest_wins_depth,
+            period_boost=cfg.period_boost,
+            period_margin=cfg.period_margin,
+            coverage_weight=cfg.coverage_weight,
+            coverage_depth=cfg.coverage_depth,
         )
 
     @property
@@ -189,6 +213,7 @@ class Table:
         ids: Each query's row ids, for reading results (optional in a batch).
         plans: Each query's reading (:class:`~norax_core.query.QueryPlan`: intent, named
             periods, entities), for stages that adapt to the question; ``None`` if unknown.
+        sessions: The rows' sessions in their namespace's timeline (coverage).
     """
 
     scores: np.ndarray
@@ -201,6 +226,7 @@ class Table:
     vectors: Vectors | None = None
     ids: list[list[str]] | None = None
     plans: Sequence[QueryPlan | None] | None = None
+    sessions: Sessions | None = None
 
 
 Extend = Callable[[Table, np.ndarray], Table]
@@ -218,7 +244,9 @@ class Ranking:
         candidates: ``(q, n)`` rows that are candidates (proposed, or context neighbours).
         fused: ``(q, n)`` fused signal scores.
         context: ``(q, n)`` after context propagation (``fused`` when it is off).
-        score: ``(q, n)`` final scores (after latest wins).
+        score: ``(q, n)`` final scores (after the last stage).
+        after: ``(q, n)`` scores after each of :data:`STAGES` (the previous ones where a
+            stage is off), for :meth:`explain`.
     """
 
     table: Table
@@ -227,6 +255,7 @@ class Ranking:
     fused: np.ndarray
     context: np.ndarray
     score: np.ndarray
+    after: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     @cached_property
     def order(self) -> np.ndarray:
@@ -263,9 +292,16 @@ class Ranking:
         return [names[r] for r in self.top(q)]
 
     def explain(self, q: int, row: int) -> dict[str, float]:
-        """What moved a result: its fused score and each later stage's change of it."""
-        fused, ctx, final = (float(a[q, row]) for a in (self.fused, self.context, self.score))
-        return {"fused": fused, "context": ctx - fused, "latest_wins": final - ctx}
+        """What moved a result: its fused score and each later stage's change of it.
+
+        Keys ``fused`` and each of :data:`STAGES`; their values sum to the final score.
+        """
+        out = {"fused": float(self.fused[q, row])}
+        prev = out["fused"]
+        for name in STAGES:
+            now = float(self.after.get(name, self.score)[q, row])
+            out[name], prev = now - prev, now
+        return out
 
 
 def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = None) -> Ranking:
@@ -292,10 +328,14 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     ctx = fused
     if plan.context_on:
         table, cand, fused, ctx = _context(table, plan, kk, cand, fused, extend)
-    score = ctx
+    after = {"context": ctx}
+    score = after["period"] = _period(table, plan, ctx) if plan.period_boost > 0 else ctx
     if plan.latest_weight > 0:
-        score = _latest(table, plan, cand, ctx)
-    return Ranking(table, kk, cand, fused, ctx, score)
+        score = _latest(table, plan, cand, score)
+    after["latest_wins"] = score
+    if plan.coverage_weight > 0:
+        score = after["coverage"] = _coverage(table, plan, cand, score)
+    return Ranking(table, kk, cand, fused, ctx, score, after)
 
 
 def _order(score: np.ndarray, cand: np.ndarray, tie: np.ndarray | None) -> np.ndarray:
@@ -421,3 +461,24 @@ def _latest(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np
     out = score.copy()
     np.put_along_axis(out, top, lifted, axis=1)
     return out
+
+
+def _period(table: Table, plan: Plan, score: np.ndarray) -> np.ndarray:
+    """Period stage: candidates created in (or near) a period the query names gain."""
+    if table.created is None:
+        raise ValueError("the period boost needs the table's creation times")
+    named = [[(p.start, p.end) for p in (x.periods if x else ())] for x in table.plans or ()]
+    starts, ends = period.period_bounds(named)
+    if starts.size == 0:
+        return score
+    u = period.inside(table.created, starts, ends, plan.period_margin)
+    return period.boost(score, u, plan.period_boost)
+
+
+def _coverage(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Coverage stage: the best ``coverage_depth`` reordered to spread over sessions."""
+    if table.sessions is None:
+        raise ValueError("coverage needs the table's sessions")
+    top = _order(score, cand, table.tie)[:, : plan.coverage_depth]
+    live = np.take_along_axis(cand, top, axis=1)
+    return coverage.spread(score, top, live, table.sessions(plan.context_gap), plan.coverage_weight)

@@ -162,6 +162,9 @@ def search_table(
                     out[0, j], present[0, j] = found[m], True
             return out, present
 
+        def sessions(gap: float) -> np.ndarray:
+            return np.array([catalog.sessions(q.namespace, ids, gap, allowed=q.allowed)])
+
         return Table(
             scores=scores.reshape(len(SIGNALS), 1, n),
             proposed=proposed,
@@ -173,6 +176,7 @@ def search_table(
             vectors=vecs,
             ids=[ids],
             plans=[q.plan],
+            sessions=sessions,
         )
 
     def extend(t: Table, wanted: np.ndarray) -> Table:

@@ -24,7 +24,7 @@ from norax_core.query import QueryPlan, plan_query
 from norax_core.ranking import Plan, Table, rank, signal_ranks
 from norax_core.signals.base import Query
 from norax_core.signals.bm25 import BM25Index, BM25Signal
-from norax_core.signals.context import neighbour_map
+from norax_core.signals.context import neighbour_map, session_numbers
 from norax_core.signals.temporal import SECONDS_PER_DAY, decay
 from norax_core.tokenize import Tokenizer
 from norax_core.weights import Weights
@@ -254,6 +254,7 @@ def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Tabl
         vectors=PoolVectors(pools, n),
         ids=[p.ids for p in pools],
         plans=[p.plan for p in pools],
+        sessions=PoolSessions(pools, n),
     )
 
 
@@ -279,6 +280,29 @@ class PoolNeighbours:
                 out[: len(near), i, row[m]] = [row[x] for x in near]
         self._cache[(window, gap)] = slots = list(out)
         return slots
+
+
+class PoolSessions:
+    """Session numbers of pools that hold whole namespaces (cached per gap)."""
+
+    def __init__(self, pools: Sequence[Pool], n: int) -> None:
+        self.pools, self.n = pools, n
+        self._cache: dict[float, np.ndarray] = {}
+
+    def __call__(self, gap: float) -> np.ndarray:
+        """See :data:`~norax_core.ranking.Sessions`."""
+        hit = self._cache.get(gap)
+        if hit is not None:
+            return hit
+        if any(len(p.ids) < p.size for p in self.pools):
+            raise ValueError("coverage needs pools that hold the whole namespace")
+        out = np.full((len(self.pools), self.n), -1, dtype=np.int64)
+        for i, p in enumerate(self.pools):
+            ordered, times = timeline(p)
+            row = p.index_of
+            out[i, [row[m] for m in ordered]] = session_numbers(times, gap)
+        self._cache[gap] = out
+        return out
 
 
 class PoolVectors:

@@ -345,7 +345,13 @@ def test_result_to_document() -> None:
             "entities": ["Colby"],
             "weights_intent": None,
         },
-        "explanation": {"fused": 0.4, "context": 0.15, "latest_wins": -0.05},
+        "explanation": {
+            "fused": 0.4,
+            "context": 0.15,
+            "period": 0.0,
+            "latest_wins": -0.05,
+            "coverage": 0.0,
+        },
     }
 
 
