@@ -120,6 +120,12 @@ class NoraxConfig:
             finds). 250,000 MiniLM vectors take 366 MB.
         dense_cache_mb: Memory for those matrices (MB); the least recently used namespaces'
             are dropped beyond it and reloaded from Chroma when next searched.
+        index_cache_mb: Memory for the loaded namespaces' derived indexes (BM25, recency,
+            entity graph; MB, estimated per memory by :func:`norax_core.indexes.row_bytes`).
+            A namespace loads on first use (from the sidecar, or from Chroma for a client of
+            a server); the least recently used ones are dropped beyond this and reloaded
+            when next used. The namespace in use is kept even if it alone exceeds it. The
+            default holds about 140,000 short chat memories (7.3 KB each).
         query_entities: How a search finds the query's entities (:class:`QueryEntities`):
             ``"match"`` looks the query's words up in the namespace's entity graph (only graph
             nodes can score, so this loses nothing a model would find there, and costs
@@ -157,6 +163,7 @@ class NoraxConfig:
     supersede_pull: bool = True
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
+    index_cache_mb: float = 1024.0
     query_entities: QueryEntities | str = QueryEntities.MATCH
 
     def __post_init__(self) -> None:
@@ -225,6 +232,10 @@ class NoraxConfig:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")
         _positive("dense_cache_mb", self.dense_cache_mb)
+        ic = self.index_cache_mb
+        ok = isinstance(ic, (int, float)) and not isinstance(ic, bool)
+        if not (ok and math.isfinite(ic) and ic >= 0):
+            raise InvalidInputError(f"index_cache_mb must be a finite number >= 0, got {ic!r}")
         if not isinstance(self.stem, bool):
             raise InvalidInputError(f"stem must be True or False, got {self.stem!r}")
         sw = self.stopwords

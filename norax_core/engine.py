@@ -171,7 +171,8 @@ class NoraxMemory:
         prepared = self._prepare(texts, ids, kind, created_at, namespace, metadata)
         with self._store.lock:
             self._store.maybe_sync()
-            existing = [i for i in prepared.ids if i in self._store.indexes.namespace_of]
+            stored = self._store.indexes.homes(prepared.ids)
+            existing = [i for i in prepared.ids if i in stored]
             if existing:
                 raise DuplicateIdError(
                     f"{len(existing)} id(s) already stored, e.g. {existing[0]!r}; use upsert()"
@@ -211,7 +212,7 @@ class NoraxMemory:
         prepared = self._prepare(texts, ids, kind, created_at, namespace, metadata)
         with self._store.lock:
             self._store.maybe_sync()
-            known = self._store.indexes.namespace_of
+            known = self._store.indexes.homes(prepared.ids)
             moved = [r.id for r in prepared.rows if known.get(r.id, r.namespace) != r.namespace]
             if moved:
                 raise InvalidInputError(
@@ -233,7 +234,7 @@ class NoraxMemory:
     ) -> Prepared:
         """Validate and embed a batch, outside the lock (see :func:`~norax_core.batch.prepare`)."""
         with self._store.lock:
-            basis = self._store.indexes.temporal.writes
+            basis = self._store.indexes.writes
         p = prepare(
             texts,
             ids,
@@ -277,7 +278,7 @@ class NoraxMemory:
         ns = None if namespace is None else check.namespace(namespace)
         with self._store.lock:
             self._store.maybe_sync()
-            home = self._store.indexes.namespace_of
+            home = self._store.indexes.homes(id_list)
             known = [
                 i for i in dict.fromkeys(id_list) if i in home and (ns is None or home[i] == ns)
             ]
@@ -366,6 +367,7 @@ class NoraxMemory:
         chosen = cands.weights or w  # the query's intent selected them (Weights.for_intent)
         plan = Plan.of(chosen, self.config)
         with self._store.lock:  # the context stage reads the indexes
+            self._store.indexes.ensure(cands.query.namespace)  # another thread may evict it
             table, extend = search_table(
                 cands,
                 self._store.indexes,
@@ -436,6 +438,7 @@ class NoraxMemory:
         embedding = self.embedder.embed([head])[0]
         with self._store.lock:
             self._store.maybe_sync()
+            self._store.indexes.ensure(ns)
             if extractor and extracting is None:
                 extracting = resolved(self._store.indexes.graph.match_query(ns, head))
             allowed = self._store.allowed(ns, flt)
@@ -453,7 +456,7 @@ class NoraxMemory:
             k = min(k, size)
             if k == 0:
                 return Candidates(q, 0, [], {s: {} for s in SIGNALS}, {}, {}, size, w)
-            known = self._store.indexes.namespace_of
+            known = self._store.indexes.homes(check.memory_id(i) for i in ids or ())
             plan = Plan.of(w, self.config)
             if pool is not None:
                 plan = dataclasses.replace(plan, pool_min=pool, pool_factor=0)

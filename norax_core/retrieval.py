@@ -23,7 +23,7 @@ from norax_core.ranking import NEVER, Extend, Ranking, Table
 from norax_core.signals.base import Query, Signal
 from norax_core.signals.dense import DenseSignal
 from norax_core.stages.bridges import BridgeInput, MemoryEntities
-from norax_core.supersession import link_slots
+from norax_core.stages.supersede import link_slots
 from norax_core.weights import Weights
 
 

@@ -22,9 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
-from norax_core.sidecar import IndexRow
+from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.tokenize import Tokenizer
 
 __all__ = [
@@ -33,7 +31,6 @@ __all__ = [
     "SupersessionIndex",
     "derive_links",
     "link_score",
-    "link_slots",
 ]
 
 CUE_WORDS = (
@@ -49,6 +46,8 @@ messages."""
 
 Links = dict[str, tuple[str, ...]]
 """``{newer id: the older ids it supersedes}``; an empty tuple means none (any more)."""
+Stored = dict[str, tuple[str, tuple[str, ...]]]
+"""Links in the sidecar's form: ``{newer id: (namespace, older ids)}``."""
 
 
 @dataclass(frozen=True)
@@ -304,6 +303,62 @@ class SupersessionIndex:
             del self._spaces[namespace]
         return changed
 
+    # -- what the store persists --------------------------------------------------------
+
+    def written(self, rows: Sequence[IndexRow], home: Mapping[str, str]) -> Stored:
+        """Index a write's rows (of loaded namespaces): the links it changes, to store with them.
+
+        ``home`` is each known id's namespace before the write (a row may move). Every
+        row's own links are included, so a re-derived row rewrites them (repair relies on it).
+        """
+        out: Stored = {}
+        groups: dict[str, list[IndexRow]] = {}
+        for r in rows:
+            old = home.get(r.id)
+            if old is not None and old != r.namespace:  # moves out of its namespace
+                out.update(_tagged(old, self.remove(old, [r.id])))
+            groups.setdefault(r.namespace, []).append(r)
+        for ns, group in groups.items():  # one batch per namespace: see add
+            out.update(_tagged(ns, self.add(ns, group)))
+        for r in rows:
+            out[r.id] = (r.namespace, self.older(r.namespace, r.id))
+        return out
+
+    def removed(self, ids: Sequence[str], home: Mapping[str, str]) -> Stored:
+        """Forget a delete's ids (of loaded namespaces): the links it changes, to store."""
+        out: Stored = {}
+        for mid in ids:
+            ns = home.get(mid)
+            if ns is not None:
+                out.update(_tagged(ns, self.remove(ns, [mid])))
+        return out
+
+    def loaded(self, namespace: str, rows: Sequence[IndexRow], sidecar: Sidecar | None) -> None:
+        """Hold a namespace being loaded, with its links as ``sidecar`` stored them.
+
+        Links are re-derived (and stored) for the memories written while the namespace was
+        not loaded (marked unlinked in the sidecar) and for those whose stored links point to
+        a memory since deleted or moved. Without a sidecar that holds every memory (a
+        client's is a cache), all are derived.
+        """
+        present = {r.id for r in rows}
+        stored: dict[str, tuple[str, ...]] = {}
+        redo = list(rows)
+        if sidecar is not None:
+            stored = {m: older for m, (_, older) in sidecar.links(namespace).items()}
+            marked = set(sidecar.unlinked(namespace))
+            broken = {m for m, older in stored.items() if any(o not in present for o in older)}
+            redo = [r for r in rows if r.id in marked or r.id in broken]
+            if not (redo or marked):
+                self.load(rows, stored)
+                return
+        self.load(rows, stored)
+        links = _tagged(namespace, self.add(namespace, redo))
+        for r in redo:
+            links[r.id] = (namespace, self.older(namespace, r.id))
+        if sidecar is not None:
+            sidecar.relink(namespace, links)
+
     def drop(self, namespace: str) -> None:
         """Forget a whole namespace (for a store that unloads it)."""
         self._spaces.pop(namespace, None)
@@ -331,6 +386,10 @@ class SupersessionIndex:
                     self._spaces[ns].set_links(mid, keep)
 
 
+def _tagged(namespace: str, links: Mapping[str, tuple[str, ...]]) -> Stored:
+    return {m: (namespace, older) for m, older in links.items()}
+
+
 def derive_links(
     rows: Iterable[IndexRow], tokenizer: Tokenizer, rule: LinkRule | None = None
 ) -> dict[str, Links]:
@@ -342,27 +401,3 @@ def derive_links(
     for ns, group in by_ns.items():
         index.add(ns, group)
     return {ns: index.links(ns) for ns in by_ns}
-
-
-def link_slots(
-    rows: Sequence[Mapping[str, int]], newer: Sequence[Mapping[str, Sequence[str]]], n: int
-) -> np.ndarray:
-    """A ranking table's ``newer`` field (:class:`norax_core.ranking.Table`).
-
-    Args:
-        rows: Per query, the row of each id in its table.
-        newer: Per query, the memories that supersede each id (:meth:`SupersessionIndex.newer`).
-        n: The table's width (the padding row).
-
-    Returns:
-        ``(s, q, n)``: per slot, the row of a memory that supersedes each row, ``n`` where
-        there is none (or it is not in the table).
-    """
-    depth = max((len(v) for links in newer for v in links.values()), default=0)
-    out = np.full((depth, len(rows), n), n, dtype=np.int64)
-    for q, (row, links) in enumerate(zip(rows, newer, strict=True)):
-        for mid, later in links.items():
-            have = [row[x] for x in later if x in row]
-            if mid in row and have:
-                out[: len(have), q, row[mid]] = have
-    return out

@@ -27,7 +27,7 @@ from norax_core.signals.base import Query
 from norax_core.signals.bm25 import BM25Index, BM25Signal
 from norax_core.signals.context import neighbour_map, session_numbers
 from norax_core.signals.temporal import SECONDS_PER_DAY, decay
-from norax_core.supersession import link_slots
+from norax_core.stages.supersede import link_slots
 from norax_core.tokenize import Tokenizer
 from norax_core.weights import Weights
 

@@ -172,6 +172,10 @@ class TemporalSignal:
         self.writes += 1
         return ns.remove(memory_id) if ns else False
 
+    def drop(self, namespace: str) -> None:
+        """Forget a whole namespace (its owner reloads it when it is next used)."""
+        self._ns.pop(namespace, None)
+
     def count(self, namespace: str) -> int:
         """Number of memories in ``namespace``."""
         ns = self._ns.get(namespace)

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["supersede", "supersede_arrays"]
+__all__ = ["link_slots", "supersede", "supersede_arrays"]
 
 
 def supersede(
@@ -122,3 +122,28 @@ def supersede_arrays(
     pulled = np.isfinite(best)
     lifted = score + weight * np.maximum(0.0, np.where(pulled, best, score) - score)
     return cand | pulled, np.where(pulled, lifted, score)
+
+
+def link_slots(
+    rows: Sequence[Mapping[str, int]], newer: Sequence[Mapping[str, Sequence[str]]], n: int
+) -> np.ndarray:
+    """A ranking table's ``newer`` field (:class:`norax_core.ranking.Table`).
+
+    Args:
+        rows: Per query, the row of each id in its table.
+        newer: Per query, the memories that supersede each id
+            (:meth:`~norax_core.supersession.SupersessionIndex.newer`).
+        n: The table's width (the padding row).
+
+    Returns:
+        ``(s, q, n)``: per slot, the row of a memory that supersedes each row, ``n`` where
+        there is none (or it is not in the table).
+    """
+    depth = max((len(v) for links in newer for v in links.values()), default=0)
+    out = np.full((depth, len(rows), n), n, dtype=np.int64)
+    for q, (row, links) in enumerate(zip(rows, newer, strict=True)):
+        for mid, later in links.items():
+            have = [row[x] for x in later if x in row]
+            if mid in row and have:
+                out[: len(have), q, row[mid]] = have
+    return out

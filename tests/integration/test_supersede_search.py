@@ -53,7 +53,9 @@ def store(tmp_path: Path, embedder: Any, extractor: Any) -> Iterator[NoraxMemory
 
 
 def test_real_entities_link_each_restatement_to_what_it_replaces(store: NoraxMemory) -> None:
-    links = store.store.indexes.supersede.links("team")
+    with store.store.lock:  # namespaces load lazily
+        store.store.indexes.ensure("team")
+        links = store.store.indexes.supersede.links("team")
     assert "team-old-deadline" in links.get("team-new-deadline", ())
     assert "team-old-latency" in links.get("team-new-latency", ())
     # nothing is superseded by a distractor, and nothing points into another namespace

@@ -29,7 +29,9 @@ OFF = {"bm25": 1.0}
 
 
 def _links(mem, ns: str = "default") -> dict[str, tuple[str, ...]]:
-    return mem.store.indexes.supersede.links(ns)
+    with mem.store.lock:  # namespaces load lazily: this one now
+        mem.store.indexes.ensure(ns)
+        return mem.store.indexes.supersede.links(ns)
 
 
 def _seed(mem, ns: str = "default", **kw) -> None:
@@ -205,3 +207,23 @@ def test_concurrent_writers_leave_the_links_a_rebuild_derives(tmp_path: Path) ->
             t.join()
         assert _links(mem)  # restatements were linked
         assert mem.check().ok  # sidecar == memory == derived from Chroma
+
+
+def test_writes_to_an_unloaded_namespace_are_linked_when_it_loads(tmp_path: Path) -> None:
+    with open_store(tmp_path / "s") as mem:
+        mem.add(FILLER, ids=[f"f{i}" for i in range(3)], created_at=1_000.0)
+        mem.add(OLD, ids="old", created_at=2_000.0)
+    with open_store(tmp_path / "s") as mem:  # nothing loaded: the write goes to the sidecar
+        mem.add(NEW, ids="new", created_at=3_000.0)
+        assert "default" not in mem.store.indexes.loaded()
+        assert mem.store.indexes.sidecar.unlinked("default") == ["new"]
+    with open_store(tmp_path / "s") as mem:
+        assert _links(mem) == {"new": ("old",)}  # derived at load, and stored
+        assert mem.store.indexes.sidecar.unlinked("default") == []
+        assert mem.check().ok
+    with open_store(tmp_path / "s") as mem:  # deleting the older one while unloaded
+        mem.delete("old")
+        assert "default" not in mem.store.indexes.loaded()
+    with open_store(tmp_path / "s") as mem:
+        assert _links(mem) == {} and mem.check().ok
+        assert mem.store.indexes.sidecar.links("default") == {}

@@ -208,6 +208,8 @@ COHESIVE = {
     "sessions, bridges, supersession links) for the one ranking function",
     "entities.py": "entity extraction and its normalisation",
     "engine.py": "NoraxMemory (held under 500 lines by test_engine_is_short)",
+    "indexes.py": "the derived indexes' life cycle (lazy loads, eviction, writes, reconcile) "
+    "for BM25, recency, the graph and the supersession links",
     "ranking.py": "the one ranking function: candidates, fusion and each stage's call (the "
     "stages' own math lives in norax_core/stages/)",
     "signals/bm25.py": "the incremental per-namespace BM25 index and its scorer",
