@@ -33,6 +33,7 @@ import numpy as np
 from norax_core import validation as check
 from norax_core.bench.fastrank import PoolBatch, Setting
 from norax_core.bench.pools import Pool, PoolRequest, build_pools, check_store_params
+from norax_core.config import NoraxConfig
 from norax_core.engine import NoraxMemory
 from norax_core.errors import InvalidInputError
 from norax_core.models import SIGNALS
@@ -77,6 +78,18 @@ LATEST_WEIGHT_GRID = (0.0, 0.5, 1.05, 1.5)
 """``latest_wins_weight`` values tried (pools must carry their vectors)."""
 LATEST_SIMILARITY_GRID = (0.5, 0.6, 0.7, 0.8)
 """``latest_wins_similarity`` values tried with each weight."""
+STAGE_GRID: dict[str, tuple[Any, ...]] = {
+    # one line per ranking stage: its NoraxConfig parameter -> the values tried (off first)
+}
+"""The ranking stages' own parameters the fitter moves, one coordinate each (globally and per
+intent). A stage gated by a new ``NoraxConfig`` field is fitted by adding one line here;
+names that are not ``NoraxConfig`` fields are skipped."""
+
+
+def stage_params() -> dict[str, tuple[Any, ...]]:
+    """The :data:`STAGE_GRID` entries this engine knows (``NoraxConfig`` fields)."""
+    fields = NoraxConfig.__dataclass_fields__
+    return {name: values for name, values in STAGE_GRID.items() if name in fields}
 
 
 @dataclass(frozen=True)
@@ -108,6 +121,11 @@ class FitResult:
         n_queries: Judged queries used.
         evaluations: Settings scored during the search.
         seconds: Wall time of the search.
+        global_score: Mean recall@k of the global weights alone (without per-intent
+            overrides) on the fitting data.
+        intents: Per intent: training questions, and recall@k of the global weights and of
+            its own on them (:class:`~norax_core.bench.intentfit.IntentFit`), when fitted
+            per intent.
     """
 
     weights: Weights
@@ -117,15 +135,22 @@ class FitResult:
     n_queries: int
     evaluations: int = 0
     seconds: float = 0.0
+    global_score: float | None = None
+    intents: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def save(self, path: str | Path, **info: Any) -> None:
         """Write the weights as a versioned weights file, with the fit's figures."""
-        fit = {
+        fit: dict[str, Any] = {
             f"train_recall@{self.k}": round(self.score, 4),
             f"baseline_recall@{self.k}": round(self.baseline, 4),
             "n_queries": self.n_queries,
             "method": "coordinate ascent on recall@k over candidate pools",
         }
+        if self.intents:
+            fit[f"train_recall@{self.k} (global weights only)"] = round(
+                self.global_score if self.global_score is not None else self.score, 4
+            )
+            fit["intents"] = self.intents
         save_weights(self.weights, path, fit={**fit, **info})
 
 
@@ -137,11 +162,16 @@ class CVResult:
         folds: Per held-out group: its learned weights and train / test recall@k.
         test_recall: Held-out recall@k of each pool, in input order.
         weights_of: Held-out group -> the weights it was evaluated with.
+        test_recall_global: Held-out recall@k of each pool under the same fold's global
+            weights alone (equal to ``test_recall`` without per-intent fitting).
+        global_of: Held-out group -> that fold's global weights (no overrides).
     """
 
     folds: list[dict[str, Any]]
     test_recall: np.ndarray
     weights_of: dict[str, Weights] = field(default_factory=dict)
+    test_recall_global: np.ndarray | None = None
+    global_of: dict[str, Weights] = field(default_factory=dict)
 
     @property
     def mean(self) -> float:
@@ -166,7 +196,12 @@ def _setting_from(weights: Weights, batch: PoolBatch) -> Setting:
         latest_wins_weight=cfg.latest_wins_weight,
         latest_wins_similarity=cfg.latest_wins_similarity,
         latest_wins_depth=cfg.latest_wins_depth,
+        extra=tuple((name, getattr(cfg, name)) for name in sorted(stage_params())),
     )
+
+
+def _with_extra(s: Setting, name: str, value: Any) -> Setting:
+    return replace(s, extra=tuple(sorted({**dict(s.extra), name: value}.items())))
 
 
 def _with_share(w: Sequence[float], i: int, share: float) -> tuple[float, float, float, float]:
@@ -202,6 +237,7 @@ class _Objective:
             s.latest_wins_weight,
             s.latest_wins_similarity,
             s.latest_wins_depth,
+            s.extra,
         )
         hit = self._memo.get(key)
         if hit is not None:
@@ -260,6 +296,9 @@ def _neighbours(
         for lam in LATEST_WEIGHT_GRID:
             for theta in LATEST_SIMILARITY_GRID:
                 yield replace(s, latest_wins_weight=lam, latest_wins_similarity=theta)
+    for name, values in stage_params().items():
+        for value in values:
+            yield _with_extra(s, name, value)
 
 
 def _ascend(
@@ -303,6 +342,8 @@ def fit_pools(
     max_sweeps: int = 8,
     name: str = "fitted",
     batch: PoolBatch | None = None,
+    per_intent: bool = False,
+    min_intent_questions: int = 30,
 ) -> FitResult:
     """Fit weighted-sum weights (and engine parameters) on scored pools.
 
@@ -318,6 +359,10 @@ def fit_pools(
         max_sweeps: Coordinate sweeps per start at most.
         name: Name of the learned weights.
         batch: A prebuilt :class:`PoolBatch` of ``pools`` (saves packing them again).
+        per_intent: Then fit each intent's own weights and parameters, starting from the
+            global fit (:func:`~norax_core.bench.intentfit.fit_intents`), as per-intent
+            overrides of the result.
+        min_intent_questions: An intent with fewer questions keeps the global weights.
 
     Returns:
         The best setting found, as :class:`FitResult`.
@@ -361,25 +406,23 @@ def fit_pools(
     depth = min(len(p.ids) for p in pools)
     best, best_val = first, obj(first)
     baseline = best_val[0]
+    ascend: dict[str, Any] = {
+        "params": fit_params,
+        "max_sweeps": max_sweeps,
+        "pool_cap": max(depth, 1),
+        "recency_cap": max(depth, 1),
+        "context": fit_params and batch.full,
+        "latest": fit_params and batch.vector_row is not None,
+        "bm25": [
+            v
+            for i, v in enumerate(batch.bm25_variants())
+            if i == 0 or (v[0] in K1_GRID and v[1] in B_GRID)
+        ]
+        if fit_params
+        else (),
+    }
     for s in starts:
-        found, val = _ascend(
-            obj,
-            s,
-            batch.kind_names,
-            params=fit_params,
-            max_sweeps=max_sweeps,
-            pool_cap=max(depth, 1),
-            recency_cap=max(depth, 1),
-            context=fit_params and batch.full,
-            latest=fit_params and batch.vector_row is not None,
-            bm25=[
-                v
-                for i, v in enumerate(batch.bm25_variants())
-                if i == 0 or (v[0] in K1_GRID and v[1] in B_GRID)
-            ]
-            if fit_params
-            else (),
-        )
+        found, val = _ascend(obj, s, batch.kind_names, **ascend)
         if val > best_val:
             best, best_val = found, val
     w = dict(zip(SIGNALS, best.weights, strict=True))
@@ -387,9 +430,54 @@ def fit_pools(
     if batch.config.embed_context:  # add-time: the weights only hold for stores built so
         params["embed_context"] = batch.config.embed_context
     weights = Weights.from_mapping(w, params=params, name=name)
+    score, calls, report = best_val[0], obj.calls, {}
+    if per_intent:
+        from norax_core.bench.intentfit import fit_intents, intent_report, override_of
+
+        fits = fit_intents(
+            pools,
+            best,
+            k=k,
+            sample_weight=obj.sw,
+            min_questions=min_intent_questions,
+            config=batch.config,
+            **ascend,
+        )
+        overrides = {
+            i: override_of(f.setting, best, batch.config)
+            for i, f in fits.items()
+            if f.setting is not None
+        }
+        weights = replace(weights, intents=overrides)
+        score = _combined(obj.sw, pools, fits, best_val[0])
+        report = intent_report(fits)
     return FitResult(
-        weights, best_val[0], baseline, k, len(pools), obj.calls, time.perf_counter() - t0
+        weights,
+        score,
+        baseline,
+        k,
+        len(pools),
+        calls,
+        time.perf_counter() - t0,
+        global_score=best_val[0],
+        intents=report,
     )
+
+
+def _combined(sw: np.ndarray, pools: Sequence[Pool], fits: Any, global_score: float) -> float:
+    """The objective with every intent's own setting.
+
+    The global one plus each intent's gain on its questions, weighted by their share (the
+    objective is a weighted mean).
+    """
+    from norax_core.bench.intentfit import intents_of
+
+    out = global_score
+    for intent, idx in intents_of(pools).items():
+        f = fits[intent]
+        if f.setting is not None:
+            out += float(sw[idx].sum()) * (f.score - f.global_score)
+    return out
 
 
 def fit_weights(
@@ -469,32 +557,40 @@ def cross_validate(
         raise InvalidInputError("cross-validation needs at least two groups")
     sw = np.ones(len(pools)) if sample_weight is None else np.asarray(sample_weight, float)
     test = np.zeros(len(pools))
+    test_global = np.zeros(len(pools))
     folds: list[dict[str, Any]] = []
     weights_of: dict[str, Weights] = {}
+    global_of: dict[str, Weights] = {}
     for g in names:
         held = [i for i, x in enumerate(groups) if x == g]
         train = [i for i, x in enumerate(groups) if x != g]
         fit = fit_pools(
             [pools[i] for i in train], k=k, sample_weight=sw[train], name=f"cv-{g}", **fit_kwargs
         )
-        held_batch = PoolBatch([pools[i] for i in held])
-        r = held_batch.recall(_setting_from(fit.weights, held_batch), k)
-        test[held] = r
-        weights_of[g] = fit.weights
+        from norax_core.bench.intentfit import recall_by_intent
+
+        held_pools = [pools[i] for i in held]
+        r = recall_by_intent(held_pools, fit.weights, k)
+        plain = replace(fit.weights, intents={})
+        r_global = r if not fit.weights.intents else recall_by_intent(held_pools, plain, k)
+        test[held], test_global[held] = r, r_global
+        weights_of[g], global_of[g] = fit.weights, plain
         folds.append(
             {
                 "held_out": g,
                 "n_test": len(held),
                 f"train_recall@{k}": fit.score,
                 f"test_recall@{k}": float(r.mean()),
+                f"test_recall@{k} (global weights only)": float(r_global.mean()),
                 "weights": fit.weights.as_dict(),
                 "params": dict(fit.weights.params),
+                "intents": fit.weights.to_file_dict().get("intents", {}),
             }
         )
         logger.info("norax: CV fold %s: train %.4f test %.4f", g, fit.score, float(r.mean()))
         if progress:
             progress(1)
-    return CVResult(folds, test, weights_of)
+    return CVResult(folds, test, weights_of, test_global, global_of)
 
 
 def _finite(x: float) -> float:
