@@ -18,7 +18,7 @@ import numpy as np
 from norax_core.bench.pools import Pool, pool_bm25, pool_table
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
-from norax_core.ranking import Plan, Ranking, rank, signal_ranks
+from norax_core.ranking import Plan, Ranking, Table, rank, signal_ranks
 from norax_core.signals.temporal import decay
 from norax_core.weights import Weights
 
@@ -150,6 +150,7 @@ class PoolBatch:
         """Every (pool, gold slot) pair that holds a candidate: the only ranks needed."""
         self._temporal_cache: dict[tuple[float, ...], tuple[np.ndarray, np.ndarray]] = {}
         self._bm25_cache: dict[tuple[float, float], tuple[np.ndarray, np.ndarray]] = {}
+        self._tables: dict[tuple[Any, ...], Table] = {}
         self.full = all(len(p.ids) >= p.size for p in pools)
         """Whether every pool holds its whole namespace (needed for context propagation)."""
         self.vector_row = self.table.vectors.row if self.table.vectors.ok else None  # type: ignore[union-attr]
@@ -206,13 +207,21 @@ class PoolBatch:
             raise ValueError(f"weights must be >= 0 with a positive sum, got {w}")
         if setting.context_window > 0 and setting.context_weight > 0 and not self.full:
             raise ValueError("context propagation needs pools that hold the whole namespace")
-        t_scores, t_rank = self.temporal(setting.decay_days)
-        b_scores, b_rank = self.bm25(setting.bm25_k1, setting.bm25_b)
-        scores = self.table.scores.copy()
-        proposed = self.table.proposed.copy()
-        scores[_T], proposed[_T] = t_scores, t_rank
-        scores[_B], proposed[_B] = b_scores, b_rank
-        table = replace(self.table, scores=scores, proposed=proposed)
+        # a fit moves one coordinate at a time: most settings share the decay and BM25 of
+        # the last ones, so the table built for them is kept (a few of them, by key)
+        key = (self._taus(setting.decay_days), setting.bm25_k1, setting.bm25_b)
+        table = self._tables.get(key)
+        if table is None:
+            t_scores, t_rank = self.temporal(setting.decay_days)
+            b_scores, b_rank = self.bm25(setting.bm25_k1, setting.bm25_b)
+            scores = self.table.scores.copy()
+            proposed = self.table.proposed.copy()
+            scores[_T], proposed[_T] = t_scores, t_rank
+            scores[_B], proposed[_B] = b_scores, b_rank
+            table = replace(self.table, scores=scores, proposed=proposed)
+            if len(self._tables) >= 4:
+                self._tables.pop(next(iter(self._tables)))
+            self._tables[key] = table
         return rank(table, setting.plan(self.config), k)
 
     def fused(self, setting: Setting, k: int) -> tuple[np.ndarray, np.ndarray]:
