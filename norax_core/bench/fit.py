@@ -316,7 +316,7 @@ def _ascend(
 ) -> tuple[Setting, tuple[float, float]]:
     """Coordinate ascent from ``start``: keep any strictly better move, stop at a fixpoint."""
     best, best_val = start, obj(start)
-    for _ in range(max_sweeps):
+    for sweep in range(max_sweeps):
         improved = False
         moves = _neighbours(best, kinds, params, pool_cap, recency_cap, context, bm25, latest)
         for cand in list(moves):
@@ -325,6 +325,9 @@ def _ascend(
             val = obj(cand)
             if val > best_val:
                 best, best_val, improved = cand, val, True
+        logger.debug(
+            "norax fit: sweep %d: %.4f (%d settings scored)", sweep, best_val[0], obj.calls
+        )
         if not improved:
             break
     return best, best_val
