@@ -18,11 +18,11 @@ from norax_core.config import NoraxConfig, QueryEntities
 from norax_core.embedders import Embedder, resolve_embedder
 from norax_core.entities import load_extractor
 from norax_core.errors import DuplicateIdError, InvalidInputError
-from norax_core.models import SIGNALS, Explanation, Memory, MetadataValue, SearchResult
+from norax_core.models import SIGNALS, Memory, MetadataValue, SearchResult
 from norax_core.presets import WeightsLike, resolve_weights
 from norax_core.query import plan_query
 from norax_core.ranking import Plan, proposal_sizes, rank
-from norax_core.retrieval import Candidates, gather, search_table
+from norax_core.retrieval import Candidates, gather, search_results, search_table
 from norax_core.signals.base import Query
 from norax_core.store import DEFAULT_COLLECTION, SIDECAR_FILE, Store, consistency
 from norax_core.store.chroma import change_log
@@ -373,27 +373,8 @@ class NoraxMemory:
                 self.embeddings,
             )
             ranking = rank(table, Plan.of(chosen, self.config), cands.k, extend)
-        rows = ranking.top()
-        ids = ranking.ids()
-        scores = ranking.table.scores[:, 0, :]
-        records = {m.id: m for m in self.get(ids, namespace=cands.query.namespace)}
-        qp = cands.query.plan
-        info = None
-        if qp is not None:
-            override = qp.intent.value if qp.intent.value in w.intents else None
-            info = dataclasses.replace(qp.info(), weights_intent=override)
-        return [
-            SearchResult(
-                **vars(records[mid]),
-                score=float(ranking.score[0, r]),
-                signals={s: float(scores[i, r]) for i, s in enumerate(SIGNALS)},
-                matched_entities=tuple(cands.matched.get(mid, ())),
-                query_plan=info,
-                explanation=Explanation(**ranking.explain(0, r)),
-            )
-            for mid, r in zip(ids, rows, strict=True)
-            if mid in records
-        ]
+        found = self.get(ranking.ids(), namespace=cands.query.namespace)
+        return search_results(ranking, cands, {m.id: m for m in found}, w)
 
     def candidates(
         self,

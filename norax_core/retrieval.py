@@ -18,8 +18,8 @@ import numpy as np
 from norax_core.batch import in_background
 from norax_core.config import NoraxConfig
 from norax_core.indexes import DerivedIndexes
-from norax_core.models import SIGNALS
-from norax_core.ranking import NEVER, Extend, Table
+from norax_core.models import SIGNALS, Explanation, Memory, SearchResult
+from norax_core.ranking import NEVER, Extend, Ranking, Table
 from norax_core.signals.base import Query, Signal
 from norax_core.signals.dense import DenseSignal
 from norax_core.weights import Weights
@@ -209,3 +209,38 @@ def neighbour_slots(
         found = [rows_of[x] for x in near.get(m, ()) if x in rows_of]
         out[: len(found), 0, r] = found
     return list(out)
+
+
+def search_results(
+    ranking: Ranking,
+    cands: Candidates,
+    records: Mapping[str, Memory],
+    weights: Weights,
+) -> list[SearchResult]:
+    """A search's results from its ranking: each with its signals, plan and explanation.
+
+    Args:
+        ranking: The ranking of the search's table.
+        cands: The search's candidates (query, matched entities).
+        records: The stored memories of the ranked ids (one deleted meanwhile is skipped).
+        weights: The weights the search was given (their per-intent overrides are named in
+            ``query_plan.weights_intent``).
+    """
+    scores = ranking.table.scores[:, 0, :]
+    qp = cands.query.plan
+    info = None
+    if qp is not None:
+        override = qp.intent.value if qp.intent.value in weights.intents else None
+        info = dataclasses.replace(qp.info(), weights_intent=override)
+    return [
+        SearchResult(
+            **vars(records[mid]),
+            score=float(ranking.score[0, r]),
+            signals={s: float(scores[i, r]) for i, s in enumerate(SIGNALS)},
+            matched_entities=tuple(cands.matched.get(mid, ())),
+            query_plan=info,
+            explanation=Explanation(**ranking.explain(0, r)),
+        )
+        for mid, r in zip(ranking.ids(), ranking.top(), strict=True)
+        if mid in records
+    ]

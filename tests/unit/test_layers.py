@@ -2,8 +2,8 @@
 
 The layers (STYLE.md, "Modules talk through small internal APIs"): tools (CLI, benchmarks,
 maintenance, ingest, the package's public surface) -> engine -> ranking and store -> derived
-indexes and write batches -> signals and query analysis -> base (models, config, errors,
-...). Every import counts: module-level, inside a function (a lazy import is still a
+indexes and write batches -> signals -> base (models, config, errors, weights, query
+analysis, ...). Every import counts: module-level, inside a function (a lazy import is still a
 dependency) and under ``TYPE_CHECKING``. A ``from a.b import c`` where ``a.b.c`` is a module
 depends on that module; importing a submodule also runs its packages' ``__init__`` (except
 the root package's, which every module shares), so those count too.
@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "norax_core.locking",
             "norax_core.models",
             "norax_core.presets",
+            "norax_core.query",  # weights files pick per-intent overrides by its Intent
             "norax_core.sidecar",
             "norax_core.store_settings",
             "norax_core.tokenize",
@@ -40,11 +41,12 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "norax_core.weights",
         ),
     ),
-    ("signals", ("norax_core.query", "norax_core.signals")),  # query analysis beside signals
+    ("signals", ("norax_core.signals",)),
     (
         "derived",
         ("norax_core.batch", "norax_core.fusion", "norax_core.indexes", "norax_core.sync"),
     ),
+    ("stages", ("norax_core.stages",)),  # ranking stages' math, on arrays
     ("store", ("norax_core.store",)),
     ("ranking", ("norax_core.ranking", "norax_core.retrieval")),
     ("engine", ("norax_core.engine",)),
@@ -203,6 +205,8 @@ COHESIVE = {
     "bench/fit.py": "the coordinate-ascent fitter of weights and parameters",
     "entities.py": "entity extraction and its normalisation",
     "engine.py": "NoraxMemory (held under 500 lines by test_engine_is_short)",
+    "ranking.py": "the one ranking function: candidates, fusion and each stage's call (the "
+    "stages' own math lives in norax_core/stages/)",
     "signals/bm25.py": "the incremental per-namespace BM25 index and its scorer",
     "signals/entity_graph.py": "per-namespace co-occurrence graphs, postings and communities",
     "signals/graph.py": "the graph signal's scoring formula",
