@@ -5,7 +5,7 @@ After :func:`~norax_core.bench.fit.fit_pools` has fitted the global weights, eve
 :func:`~norax_core.query.plan_query`, as a search reads it) with at least ``min_questions``
 questions gets its own coordinate ascent: it starts from the global setting and maximises the
 same objective restricted to that intent's questions, over the same grid (weights, decay,
-pool sizes, BM25, context, latest wins and :data:`~norax_core.bench.fit.STAGE_GRID`). A move
+pool sizes, BM25, context, latest wins and :data:`~norax_core.bench.ascent.STAGE_GRID`). A move
 is kept only if it strictly improves the intent's objective, so an intent keeps the global
 weights unless its own questions prefer others; intents with fewer questions fall back to
 them. The result is one weights file whose ``intents`` hold the overrides.
@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from norax_core.bench.ascent import Objective, ascend, setting_from
 from norax_core.bench.fastrank import PoolBatch, Setting
 from norax_core.bench.pools import Pool
 from norax_core.config import NoraxConfig
@@ -74,7 +75,7 @@ def fit_intents(
     sample_weight: np.ndarray,
     min_questions: int = MIN_INTENT_QUESTIONS,
     config: NoraxConfig | None = None,
-    **ascend: Any,
+    **options: Any,
 ) -> dict[str, IntentFit]:
     """Fit each intent with at least ``min_questions`` questions, starting from ``start``.
 
@@ -85,23 +86,21 @@ def fit_intents(
         sample_weight: Each pool's weight in the objective (e.g. balancing datasets).
         min_questions: Fewer questions keep the global setting.
         config: The pools' configuration (default: their own).
-        **ascend: The coordinate ascent's options (grid switches and caps), as the global
+        **options: The coordinate ascent's options (grid switches and caps), as the global
             fit used them.
 
     Returns:
         Intent -> :class:`IntentFit`, for every intent the pools hold.
     """
-    from norax_core.bench.fit import _ascend, _Objective
-
     out: dict[str, IntentFit] = {}
     for intent, idx in intents_of(pools).items():
         if len(idx) < min_questions:
             out[intent] = IntentFit(len(idx), None, float("nan"), float("nan"))
             continue
         batch = PoolBatch([pools[i] for i in idx], config)
-        obj = _Objective(batch, k, np.asarray(sample_weight, dtype=float)[idx])
+        obj = Objective(batch, k, np.asarray(sample_weight, dtype=float)[idx])
         base = obj(start)
-        found, val = _ascend(obj, start, batch.kind_names, **ascend)
+        found, val = ascend(obj, start, batch.kind_names, **options)
         own = found if val > base else None
         out[intent] = IntentFit(len(idx), own, base[0], val[0])
     return out
@@ -127,15 +126,13 @@ def recall_by_intent(
     pools: Sequence[Pool], weights: Weights, k: int, config: NoraxConfig | None = None
 ) -> np.ndarray:
     """Recall@k of each pool under the weights its question's intent selects."""
-    from norax_core.bench.fit import _setting_from
-
     out = np.zeros(len(pools))
     groups: dict[str | None, list[int]] = {}
     for intent, idx in intents_of(pools).items():
         groups.setdefault(intent if intent in weights.intents else None, []).extend(idx)
     for key, idx in groups.items():
         batch = PoolBatch([pools[i] for i in idx], config)
-        out[idx] = batch.recall(_setting_from(weights.for_intent(key), batch), k)
+        out[idx] = batch.recall(setting_from(weights.for_intent(key), batch), k)
     return out
 
 

@@ -152,9 +152,10 @@ def test_pooled_rankings_equal_search_with_context_in_the_embedding(
     tiny_locomo: Path, tmp_path: Path
 ) -> None:
     """The same parity on a store whose memories were embedded with their previous turns."""
+    from norax_core.bench.ascent import setting_from as _setting_from
     from norax_core.bench.data import load_locomo
     from norax_core.bench.fastrank import PoolBatch
-    from norax_core.bench.fit import _setting_from, fit_pools
+    from norax_core.bench.fit import fit_pools
     from norax_core.bench.harness import (
         ingest,
         open_store,

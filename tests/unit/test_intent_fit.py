@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from norax_core.bench import fit as fitmod
+from norax_core.bench import ascent
+from norax_core.bench.ascent import neighbours, setting_from
 from norax_core.bench.fastrank import PoolBatch, Setting
-from norax_core.bench.fit import _neighbours, _setting_from, cross_validate, fit_pools
+from norax_core.bench.fit import cross_validate, fit_pools
 from norax_core.bench.intentfit import intents_of, override_of, recall_by_intent
 from norax_core.bench.pools import Pool, PoolRequest, rank_pool
 from norax_core.config import NoraxConfig
@@ -154,13 +155,13 @@ def test_cross_validation_refits_per_intent_inside_each_fold() -> None:
 
 def test_stage_grid_is_one_line_per_parameter(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
-        fitmod, "STAGE_GRID", {"latest_wins_depth": (10, 3), "not_a_config_field": (1, 2)}
+        ascent, "STAGE_GRID", {"latest_wins_depth": (10, 3), "not_a_config_field": (1, 2)}
     )
     pools = _two_intents(n=4)
     batch = PoolBatch(pools)
-    start = _setting_from(Weights(), batch)
+    start = setting_from(Weights(), batch)
     assert dict(start.extra) == {"latest_wins_depth": 10}
-    moves = [m for m in _neighbours(start, [], True, 10, 10) if m.extra != start.extra]
+    moves = [m for m in neighbours(start, [], True, 10, 10) if m.extra != start.extra]
     assert [dict(m.extra) for m in moves] == [{"latest_wins_depth": 3}]
     assert moves[0].plan(batch.config).latest_depth == 3
     assert moves[0].params()["latest_wins_depth"] == 3
