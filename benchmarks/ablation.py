@@ -12,6 +12,11 @@ Run from the repository root (the data path is an argument; nothing is copied)::
         --json benchmarks/results/ablation.json
 
 ``--data`` is the folder holding ``locomo/locomo10_dev.json`` and ``beam/100K``.
+
+``--params JSON`` adds engine parameters to every preset, for example the bridge step
+(``'{"bridge_weight": 0.1}'``). With the bridge step on, ``- graph`` drops the whole entity
+graph (the graph signal and the bridge step, which walks the same graph) and ``- bridges``
+only the step.
 """
 
 from __future__ import annotations
@@ -32,10 +37,16 @@ PRESETS = ("default", "chat", "project", "seed", "rrf")
 
 
 def variants(preset: Weights) -> dict[str, Weights]:
-    """The preset itself, and one copy per positive-weight signal with that signal off."""
+    """The preset itself, and one copy per positive-weight signal with that signal off.
+
+    With the bridge step on, removing the graph removes the step too; ``- bridges`` removes
+    only the step.
+    """
     out = {preset.name: preset}
     weights = preset.as_dict()
     live = [s for s in SIGNALS if weights[s] > 0]
+    bridges = float(preset.params.get("bridge_weight", 0.0)) > 0
+    no_bridges = {**preset.params, "bridge_weight": 0.0}
     for s in live:
         if len(live) > 1:
             off = {**weights, s: 0.0}
@@ -45,8 +56,13 @@ def variants(preset: Weights) -> dict[str, Weights]:
                 dense=off["dense"],
                 temporal=off["temporal"],
                 graph=off["graph"],
+                params=no_bridges if s == "graph" and bridges else preset.params,
                 name=f"{preset.name}-{s}",
             )
+    if bridges:
+        out[f"{preset.name} - bridges"] = replace(
+            preset, params=no_bridges, name=f"{preset.name}-bridges"
+        )
     return out
 
 
@@ -59,13 +75,20 @@ def datasets(root: Path) -> list[tuple[str, BenchDataset]]:
 
 
 def ablate(
-    root: Path, ks: Sequence[int], cache: str | None, progress: bool
+    root: Path,
+    ks: Sequence[int],
+    cache: str | None,
+    progress: bool,
+    params: dict[str, object] | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """``{dataset: {method: {"recall@k": value, ..., ["latest_wins": value]}}}``."""
     names = [p for p in PRESETS if p in preset_names()]
     methods: dict[str, Weights] = {}
     for p in names:
-        methods.update(variants(get_preset(p)))
+        preset = get_preset(p)
+        if params:
+            preset = replace(preset, params={**preset.params, **params})
+        methods.update(variants(preset))
     # a preset that embeds context needs its own store build; the others get a plain one
     builds: dict[int, dict[str, Weights]] = {}
     for m, w in methods.items():
@@ -103,9 +126,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--cache", help="embedding/entity cache folder (default ~/.cache/norax)")
     ap.add_argument("-q", "--quiet", action="store_true")
+    ap.add_argument("--params", help="engine parameters (JSON) added to every preset")
     args = ap.parse_args(argv)
     ks = tuple(int(x) for x in args.k.split(","))
-    results = ablate(args.data, ks, args.cache, not args.quiet)
+    params = json.loads(args.params) if args.params else None
+    results = ablate(args.data, ks, args.cache, not args.quiet, params)
     print(table(results, 10 if 10 in ks else ks[-1]))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")

@@ -53,6 +53,17 @@ Run from the repository root (100k embeddings take ~15 min once; they are cached
     python benchmarks/scale.py --server http://127.0.0.1:8000 --n 10000 \\
         --json benchmarks/results/scale_server.json
 
+Scale-out and ingest rows (issue 15), in the same JSON: ``--stores`` (open time, RSS,
+cold-namespace and steady queries for stores of each size, embedded and over ``chroma run``,
+and 4 worker processes over one server; :mod:`scale_store`) and ``--ingest`` (where
+``NoraxMemory.add`` spends its time on short and long texts; :mod:`scale_ingest`)::
+
+    python benchmarks/scale.py --data ../shared/data --n "" --stores 10000,100000 \\
+        --workers-n 100000 --json benchmarks/results/scale.json --merge
+    python benchmarks/scale.py --data ../shared/data --n "" --ingest \\
+        --json benchmarks/results/scale.json --merge
+    python benchmarks/scale.py --json benchmarks/results/scale.json --show
+
 Benchmark-only dependencies: ``pip install -e '.[scale]'``.
 """
 
@@ -78,6 +89,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scale_ingest  # noqa: E402 (the ingest rows, a module beside this one)
+import scale_store  # noqa: E402 (the scale-out rows, likewise)
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEMS = ("norax", "norax_hnsw", "chroma", "langchain_ensemble", "llamaindex_fusion")
@@ -805,6 +820,24 @@ def main() -> None:
     ap.add_argument("--server", help="Chroma server URL: measure norax and chroma over HttpClient")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "norax-scale")
     ap.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
+    ap.add_argument(
+        "--stores",
+        default="",
+        help="scale-out rows (benchmarks/scale_store.py): store sizes, e.g. 10000,100000,1000000",
+    )
+    ap.add_argument(
+        "--workers-n",
+        type=int,
+        default=100_000,
+        help="the multi-process run uses the largest --stores size up to this",
+    )
+    ap.add_argument("--worker-ops", type=int, default=400, help="operations per worker process")
+    ap.add_argument(
+        "--ingest",
+        action="store_true",
+        help="ingest rows (benchmarks/scale_ingest.py): add vs embed + Chroma add, short and long",
+    )
+    ap.add_argument("--show", action="store_true", help="print the tables of --json, run nothing")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
@@ -816,9 +849,13 @@ def main() -> None:
     if args.worker:
         worker(args)
         return
+    if args.show:
+        print_report(json.loads(args.json.read_text()))
+        return
     if args.quick:
         args.n, args.queries, args.warmup = "2000", 40, 5
-    sizes = [int(x) for x in args.n.split(",")]
+    sizes = [int(x) for x in args.n.split(",") if x]
+    stores = [int(x) for x in args.stores.split(",") if x]
     systems = [s for s in args.systems.split(",") if s]
     if args.server:
         systems = [s for s in systems if s in SERVER_SYSTEMS]
@@ -832,15 +869,20 @@ def main() -> None:
     )
     embedder = OnnxMiniLMEmbedder()
     # Embeddings are cached in aligned chunks: a smaller N reuses the larger run's prefix.
-    full = make_corpus(src, -(-max(sizes) // EMB_CHUNK) * EMB_CHUNK, args.queries)
-    log(f"embedding {len(full.texts)} memories (cached in {args.cache}) ...")
-    vectors = embed_cached(full.texts, args.cache, embedder)
-    qvectors = embed_cached(full.queries, args.cache, embedder)
-    rates = throughput(src, 300 if args.quick else 2_000)
-    log(
-        f"  embedder {rates['embed_per_s']:.0f} texts/s,"
-        f" spaCy extraction {rates['extract_per_s']:.0f} texts/s"
-    )
+    pool_n = scale_store.POOL if stores else 0
+    corpus_n = -(-max([*sizes, pool_n, 1]) // EMB_CHUNK) * EMB_CHUNK
+    full = make_corpus(src, corpus_n if sizes or stores else 1, args.queries)
+    vectors = qvectors = np.empty((0, 384), np.float32)
+    if sizes or stores:
+        log(f"embedding {len(full.texts)} memories (cached in {args.cache}) ...")
+        vectors = embed_cached(full.texts, args.cache, embedder)
+        qvectors = embed_cached(full.queries, args.cache, embedder)
+    rates = throughput(src, 300 if args.quick else 2_000) if sizes else {}
+    if rates:
+        log(
+            f"  embedder {rates['embed_per_s']:.0f} texts/s,"
+            f" spaCy extraction {rates['extract_per_s']:.0f} texts/s"
+        )
     report: dict[str, Any] = {"n": {}}
     if args.merge and args.json and args.json.exists():
         report = json.loads(args.json.read_text())
@@ -872,6 +914,31 @@ def main() -> None:
             report["n"][str(n)] = {**report["n"].get(str(n), {}), **rows}
             _save(report, rates, args)
         shutil.rmtree(work, ignore_errors=True)
+    if args.ingest:
+        log("ingest: short chat turns and long BEAM messages ...")
+        report["ingest"] = scale_ingest.run(args.data, args.tmp)
+        _save(report, rates, args)
+    if stores:
+
+        def save_stores(part: dict[str, Any]) -> None:
+            report["stores"] = part["sizes"]
+            report["workers"] = part["workers"]
+            _save(report, rates, args)
+
+        save_stores(
+            scale_store.run(
+                stores,
+                texts=full.texts,
+                vectors=vectors,
+                queries=full.queries,
+                qvectors=qvectors,
+                cache=args.cache,
+                tmp=args.tmp,
+                workers_n=args.workers_n,
+                worker_ops=args.worker_ops,
+                save=save_stores,
+            )
+        )
     _save(report, rates, args)
     print_report(report)
 
@@ -879,6 +946,7 @@ def main() -> None:
 def _save(report: dict[str, Any], rates: dict[str, float], args: argparse.Namespace) -> None:
     """Write the JSON after every system, so a long run that is stopped keeps its results."""
     report["meta"] = {
+        **report.get("meta", {}),
         **rates,
         "k": K,
         "queries": args.queries,
@@ -894,6 +962,10 @@ def _save(report: dict[str, Any], rates: dict[str, float], args: argparse.Namesp
 
 
 def print_report(report: dict[str, Any]) -> None:
+    if report.get("stores") or report.get("workers") or report.get("ingest"):
+        print(markdown_scale_out(report) + "\n")
+    if not report.get("n"):
+        return
     print(markdown_table(report))
     meta = report["meta"]
     print(
@@ -961,6 +1033,99 @@ def print_report(report: dict[str, Any]) -> None:
             f"{b['query_p50_ms'] / a['query_p50_ms']:.2f}x "
             f"(no embed {b['query_p50_ms_no_embed'] / a['query_p50_ms_no_embed']:.2f}x)"
         )
+
+
+def markdown_scale_out(report: dict[str, Any]) -> str:
+    """The scale-out and ingest rows (``--stores``, ``--ingest``) as Markdown tables."""
+    lines = []
+    stores = report.get("stores") or {}
+    if stores:
+        lines += [
+            "| N (namespaces) | mode | system | open s | RSS after open MB | RSS after first"
+            " queries MB | first query on a cold 1k namespace ms (max of 4)"
+            " | steady p50 / p95 ms |",
+            "|---|---|---|---:|---:|---:|---:|---:|",
+        ]
+        for n, row in stores.items():
+            b = row.get("build", {})
+            for mode in ("embedded", "client"):
+                for system in ("norax", "chroma"):
+                    r = row.get(f"{mode}_{system}")
+                    if not r:
+                        continue
+                    if "error" in r:
+                        lines.append(f"| {int(n):,} | {mode} | {system} | {r['error']} |||||")
+                        continue
+                    lines.append(
+                        f"| {int(n):,} ({b.get('namespaces', '?'):,}) | {mode} | {system} | "
+                        f"{r['open_s']:.2f} | {r['rss_open_mb']:,.0f} | "
+                        f"{r['rss_after_first_queries_mb']:,.0f} | "
+                        f"{r['first_query_ms_max']:,.0f} | "
+                        f"{r['steady_p50_ms']:.1f} / {r['steady_p95_ms']:.1f} |"
+                    )
+        lines.append("")
+        for n, row in stores.items():
+            b = row.get("build", {})
+            if "build_s" in b:
+                lines.append(
+                    f"N={int(n):,}: built in {b['build_s']:,.0f} s ({b['build_per_s']:,.0f} "
+                    f"memories/s through NoraxMemory.add), {b['disk_mb']:,.0f} MB on disk, "
+                    f"load average {b.get('load_avg', [float('nan')])[0]:.1f}"
+                )
+            for mode in ("embedded", "client"):
+                nx, ch = row.get(f"{mode}_norax", {}), row.get(f"{mode}_chroma", {})
+                if "open_s" in nx and "open_s" in ch:
+                    rss = nx["rss_after_first_queries_mb"] / ch["rss_after_first_queries_mb"]
+                    lines.append(
+                        f"N={int(n):,}, {mode}, Norax / plain Chroma: open "
+                        f"{nx['open_s'] / ch['open_s']:.0f}x, RSS after the first queries "
+                        f"{rss:.1f}x,"
+                        f" first query {nx['first_query_ms_max'] / ch['first_query_ms_max']:.1f}x,"
+                        f" steady p50 {nx['steady_p50_ms'] / ch['steady_p50_ms']:.2f}x"
+                    )
+    workers = report.get("workers") or {}
+    if workers.get("norax"):
+        lines += [
+            "",
+            f"Workers: {len(workers['norax']['workers'])} processes over one `chroma run`, "
+            f"N={workers.get('n', 0):,}, each serving its own namespaces "
+            "(80 % searches, 20 % adds)",
+            "",
+            "| system | worker | namespaces | open s | RSS after open / peak MB "
+            "| search p50 / p95 ms | add p50 / p95 ms | mixed results | lost writes |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for system in ("norax", "chroma"):
+            for i, r in enumerate(workers.get(system, {}).get("workers", [])):
+                if "error" in r:
+                    lines.append(f"| {system} | {i} | error {r['error']} |||||||")
+                    continue
+                lines.append(
+                    f"| {system} | {i} | {r['namespaces']} | {r['open_s']:.1f} | "
+                    f"{r['rss_open_mb']:,.0f} / {r['rss_peak_mb']:,.0f} | {r['read_p50_ms']:.1f} / "
+                    f"{r['read_p95_ms']:.1f} | {r['write_p50_ms']:.1f} / {r['write_p95_ms']:.1f} | "
+                    f"{r['mixed_results']} | {r['lost_writes']} |"
+                )
+    ingest = report.get("ingest") or {}
+    if ingest:
+        lines += [
+            "",
+            "| texts | n | mean chars | add /s (with embedding) | embed + Chroma add /s | ratio"
+            " (wall) | ratio (CPU) | inside add: embed / spaCy / tokenize / Chroma / indexes s |",
+            "|---|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        for name, r in ingest.items():
+            inside = r["inside_add_s"]
+            parts = " / ".join(
+                f"{inside.get(k, 0.0):.1f}"
+                for k in ("embed", "extract", "tokenize", "chroma", "indexes")
+            )
+            lines.append(
+                f"| {name} | {r['texts']} | {r['mean_chars']:,.0f} | {r['norax_per_s']:.1f} | "
+                f"{r['embed_chroma_per_s']:.1f} | {r['ratio']:.2f} | "
+                f"{r.get('ratio_cpu', float('nan')):.2f} | {parts} |"
+            )
+    return "\n".join(lines)
 
 
 def markdown_table(report: dict[str, Any]) -> str:

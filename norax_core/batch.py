@@ -160,24 +160,31 @@ def prepare(  # noqa: D417 (the batch's arguments are described together)
 
 
 def sequence_numbers(
-    catalog: TemporalSignal, home: Mapping[str, str], ids: Sequence[str], spaces: Sequence[str]
+    last_seq: int, stored: Mapping[str, tuple[str, int]], ids: Sequence[str], spaces: Sequence[str]
 ) -> list[int]:
     """The write sequence number of each memory of a batch: its order of writing.
 
     Memories that share a creation time are ordered by it (list order within a call, then
     call order), not by their ids' string order (``D1:10`` sorts before ``D1:2``). A stored
     memory (same id, same namespace: an upsert) keeps its number, so a correction keeps its
-    place in the conversation; new ones are numbered after every number the store holds,
-    from the wall clock in microseconds when that is higher (a hybrid logical clock), so
-    writes from several processes on one Chroma server interleave in about the order they
-    happened. Chroma stores the number (:data:`SEQ_KEY`), so a reopen, a rebuild from Chroma
-    or another process sees the same order.
+    place in the conversation; new ones are numbered after every number the store holds
+    (``last_seq``), from the wall clock in microseconds when that is higher (a hybrid
+    logical clock), so writes from several processes on one Chroma server interleave in
+    about the order they happened. Chroma stores the number (:data:`SEQ_KEY`), so a reopen,
+    a rebuild from Chroma or another process sees the same order.
+
+    Args:
+        last_seq: The highest number the store holds.
+        stored: ``id -> (namespace, number)`` of the batch's ids that are stored.
+        ids: The batch's ids.
+        spaces: Their namespaces.
     """
-    start = max(catalog.last_seq + 1, int(time.time() * 1e6))
+    start = max(last_seq + 1, int(time.time() * 1e6))
     out: list[int] = []
     for mid, ns in zip(ids, spaces, strict=True):
-        if home.get(mid) == ns:
-            out.append(catalog.seqs(ns, [mid])[0])
+        held = stored.get(mid)
+        if held is not None and held[0] == ns:
+            out.append(held[1])
         else:
             out.append(start)
             start += 1

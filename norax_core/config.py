@@ -23,6 +23,12 @@ def _positive(name: str, value: float) -> None:
         raise InvalidInputError(f"{name} must be a finite number > 0, got {value!r}")
 
 
+def _non_negative(name: str, value: float) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (ok and math.isfinite(value) and value >= 0):
+        raise InvalidInputError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
 def _count(name: str, value: int, low: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise InvalidInputError(f"{name} must be an int >= {low}, got {value!r}")
@@ -72,6 +78,30 @@ class NoraxConfig:
             newer one counts as restating the older one.
         latest_wins_depth: How many of the best candidates latest wins compares and reorders
             (it never changes which memories are the best ``latest_wins_depth``).
+        bridge_weight: Bridges (:mod:`norax_core.stages.bridges`): every candidate gains this
+            much times its normalised walk mass in a personalised PageRank over the
+            namespace's memories and entities, seeded by the best ``bridge_seeds`` first-pass
+            memories and the query's entities, and the best ``bridge_candidates`` memories the
+            walk reaches join the candidates. 0 turns it off.
+        bridge_seeds: First-pass memories (best after context propagation) that seed the walk.
+        bridge_candidates: Memories with the most walk mass that join the candidates.
+        bridge_query_share: Share of the walk's restart on the query's own entities (the
+            rest on the first-pass memories).
+        period_boost: Period boost (:mod:`norax_core.stages.period`): when the query names a
+            period ("in June", "last week"), a candidate created inside it scores
+            ``1 + period_boost`` times its own score (a boost, never a filter). 0 turns it off.
+        period_margin: Outside the period the boost fades to nothing over this share of the
+            period's length (0: only memories inside it gain).
+        coverage_weight: Coverage (:mod:`norax_core.stages.coverage`): the best
+            ``coverage_depth`` candidates are reordered to spread over the sessions (split at
+            ``context_gap_seconds``) they come from; each result already picked from a
+            session costs the next one from it this share of the best score. 0 turns it off.
+        coverage_depth: How many of the best candidates coverage reorders (it never changes
+            which memories are the best ``coverage_depth``).
+        freshness_weight: Freshness (:mod:`norax_core.stages.freshness`): every score is
+            scaled by ``(1 - w) + w * exp(-age_days / tau_kind)``, so a stale memory of a
+            fast-decaying kind loses against a fresh one without a recency weight lifting
+            unrelated recent memories. In [0, 1]; 0 turns it off.
         dense_exact_limit: A namespace of at most this many memories is ranked by the dense
             signal exactly, over its own vectors held in process (one float32 matrix, loaded
             from Chroma on first use); a larger one through Chroma's HNSW index, which is
@@ -79,6 +109,12 @@ class NoraxConfig:
             finds). 250,000 MiniLM vectors take 366 MB.
         dense_cache_mb: Memory for those matrices (MB); the least recently used namespaces'
             are dropped beyond it and reloaded from Chroma when next searched.
+        index_cache_mb: Memory for the loaded namespaces' derived indexes (BM25, recency,
+            entity graph; MB, estimated per memory by :func:`norax_core.indexes.row_bytes`).
+            A namespace loads on first use (from the sidecar, or from Chroma for a client of
+            a server); the least recently used ones are dropped beyond this and reloaded
+            when next used. The namespace in use is kept even if it alone exceeds it. The
+            default holds about 140,000 short chat memories (7.3 KB each).
         query_entities: How a search finds the query's entities (:class:`QueryEntities`):
             ``"match"`` looks the query's words up in the namespace's entity graph (only graph
             nodes can score, so this loses nothing a model would find there, and costs
@@ -101,8 +137,18 @@ class NoraxConfig:
     latest_wins_weight: float = 0.0
     latest_wins_similarity: float = 0.5
     latest_wins_depth: int = 10
+    bridge_weight: float = 0.0
+    bridge_seeds: int = 5
+    bridge_candidates: int = 10
+    bridge_query_share: float = 0.0
+    period_boost: float = 0.0
+    period_margin: float = 0.0
+    coverage_weight: float = 0.0
+    coverage_depth: int = 30
+    freshness_weight: float = 0.0
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
+    index_cache_mb: float = 1024.0
     query_entities: QueryEntities | str = QueryEntities.MATCH
 
     def __post_init__(self) -> None:
@@ -142,10 +188,30 @@ class NoraxConfig:
         depth = self.latest_wins_depth
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2:
             raise InvalidInputError(f"latest_wins_depth must be an int >= 2, got {depth!r}")
+        bw = self.bridge_weight
+        if isinstance(bw, bool) or not (
+            isinstance(bw, (int, float)) and math.isfinite(bw) and bw >= 0
+        ):
+            raise InvalidInputError(f"bridge_weight must be a finite number >= 0, got {bw!r}")
+        _count("bridge_seeds", self.bridge_seeds, 1)
+        _count("bridge_candidates", self.bridge_candidates, 0)
+        share = self.bridge_query_share
+        if isinstance(share, bool) or not (isinstance(share, (int, float)) and 0 <= share <= 1):
+            raise InvalidInputError(f"bridge_query_share must be in [0, 1], got {share!r}")
+        for name in ("period_boost", "period_margin", "coverage_weight"):
+            _non_negative(name, getattr(self, name))
+        _count("coverage_depth", self.coverage_depth, 2)
+        fw = self.freshness_weight
+        if isinstance(fw, bool) or not (isinstance(fw, (int, float)) and 0 <= fw <= 1):
+            raise InvalidInputError(f"freshness_weight must be a number in [0, 1], got {fw!r}")
         limit = self.dense_exact_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")
         _positive("dense_cache_mb", self.dense_cache_mb)
+        ic = self.index_cache_mb
+        ok = isinstance(ic, (int, float)) and not isinstance(ic, bool)
+        if not (ok and math.isfinite(ic) and ic >= 0):
+            raise InvalidInputError(f"index_cache_mb must be a finite number >= 0, got {ic!r}")
         if not isinstance(self.stem, bool):
             raise InvalidInputError(f"stem must be True or False, got {self.stem!r}")
         sw = self.stopwords
@@ -169,6 +235,11 @@ class NoraxConfig:
     def latest_on(self) -> bool:
         """Whether searches apply the latest-wins rule."""
         return self.latest_wins_weight > 0
+
+    @property
+    def bridges_on(self) -> bool:
+        """Whether searches take the bridge step over the entity graph."""
+        return self.bridge_weight > 0
 
     def tau_days(self, kind: str) -> float:
         """Decay constant (days) for ``kind``."""

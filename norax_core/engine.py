@@ -171,7 +171,8 @@ class NoraxMemory:
         prepared = self._prepare(texts, ids, kind, created_at, namespace, metadata)
         with self._store.lock:
             self._store.maybe_sync()
-            existing = [i for i in prepared.ids if i in self._store.indexes.namespace_of]
+            stored = self._store.indexes.homes(prepared.ids)
+            existing = [i for i in prepared.ids if i in stored]
             if existing:
                 raise DuplicateIdError(
                     f"{len(existing)} id(s) already stored, e.g. {existing[0]!r}; use upsert()"
@@ -211,7 +212,7 @@ class NoraxMemory:
         prepared = self._prepare(texts, ids, kind, created_at, namespace, metadata)
         with self._store.lock:
             self._store.maybe_sync()
-            known = self._store.indexes.namespace_of
+            known = self._store.indexes.homes(prepared.ids)
             moved = [r.id for r in prepared.rows if known.get(r.id, r.namespace) != r.namespace]
             if moved:
                 raise InvalidInputError(
@@ -233,7 +234,7 @@ class NoraxMemory:
     ) -> Prepared:
         """Validate and embed a batch, outside the lock (see :func:`~norax_core.batch.prepare`)."""
         with self._store.lock:
-            basis = self._store.indexes.temporal.writes
+            basis = self._store.indexes.writes
         p = prepare(
             texts,
             ids,
@@ -277,7 +278,7 @@ class NoraxMemory:
         ns = None if namespace is None else check.namespace(namespace)
         with self._store.lock:
             self._store.maybe_sync()
-            home = self._store.indexes.namespace_of
+            home = self._store.indexes.homes(id_list)
             known = [
                 i for i in dict.fromkeys(id_list) if i in home and (ns is None or home[i] == ns)
             ]
@@ -365,6 +366,7 @@ class NoraxMemory:
             return []
         chosen = cands.weights or w  # the query's intent selected them (Weights.for_intent)
         with self._store.lock:  # the context stage reads the indexes
+            self._store.indexes.ensure(cands.query.namespace)  # another thread may evict it
             table, extend = search_table(
                 cands,
                 self._store.indexes,
@@ -397,8 +399,8 @@ class NoraxMemory:
         With ``ids``, nothing is proposed: exactly those ids (the ones in ``namespace`` and
         the filter; others score 0) are scored, as a reranker of store memories needs.
 
-        Without ``ids`` and with a zero graph weight, the query's entities are not extracted
-        and every candidate's graph score is 0.
+        Without ``ids``, with a zero graph weight and the bridge step off, the query's
+        entities are not extracted and every candidate's graph score is 0.
 
         The query's intent (:func:`~norax_core.plan_query`) selects the weights first
         (:meth:`Weights.for_intent`: a per-intent override where the weights have one), so
@@ -422,8 +424,10 @@ class NoraxMemory:
         # The query's entities: by default its words matched against the namespace's entity
         # graph (under the lock, microseconds; only graph nodes can score anyway). With
         # query_entities="extract", spaCy runs in a worker thread while the query is embedded.
-        # With a zero graph weight neither runs: the signal would not count.
-        extractor = self.extractor if w.graph > 0 or ids is not None else None
+        # With a zero graph weight neither runs (the signal would not count), unless the
+        # bridge step walks from them.
+        wants = w.graph > 0 or cfg.bridges_on or ids is not None
+        extractor = self.extractor if wants else None
         extracting = (
             in_background(extractor.extract_query, head)
             if extractor and cfg.query_entities is QueryEntities.EXTRACT
@@ -432,6 +436,7 @@ class NoraxMemory:
         embedding = self.embedder.embed([head])[0]
         with self._store.lock:
             self._store.maybe_sync()
+            self._store.indexes.ensure(ns)
             if extractor and extracting is None:
                 extracting = resolved(self._store.indexes.graph.match_query(ns, head))
             allowed = self._store.allowed(ns, flt)
@@ -449,7 +454,7 @@ class NoraxMemory:
             k = min(k, size)
             if k == 0:
                 return Candidates(q, 0, [], {s: {} for s in SIGNALS}, {}, {}, size, w)
-            known = self._store.indexes.namespace_of
+            known = self._store.indexes.homes(check.memory_id(i) for i in ids or ())
             plan = Plan.of(w, self.config)
             if pool is not None:
                 plan = dataclasses.replace(plan, pool_min=pool, pool_factor=0)

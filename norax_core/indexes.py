@@ -5,18 +5,33 @@ index, the recency catalog and the entity graph, all partitioned by namespace, p
 through a :class:`~norax_core.sidecar.Sidecar`, and the loaded namespaces' vector matrices
 (:class:`~norax_core.signals.vectors.VectorCache`, in memory only: Chroma has the vectors).
 Writes go to the sidecar first (one transaction) and then to memory, under the engine's lock.
+
+Namespaces load lazily. Opening a store reads no memory: a namespace's indexes are read on
+first use (:meth:`DerivedIndexes.ensure`: a search, a count, a write's context) from its
+:class:`~norax_core.sidecar.RowSource` (the sidecar's namespace index, embedded; Chroma, by a
+filter on that namespace, for a client of a server) and the least recently used are dropped
+beyond ``NoraxConfig.index_cache_mb`` (their communities saved in the sidecar). A write to an
+unloaded namespace goes to Chroma and the sidecar only; one to a new namespace starts it
+loaded. Id lookups (``add``, ``upsert``, ``delete``) ask the loaded namespaces, then the
+source (:meth:`DerivedIndexes.homes`).
+
+A further per-namespace index joins in :meth:`_index`, :meth:`_unindex` and :meth:`_drop`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from norax_core.config import NoraxConfig
-from norax_core.sidecar import SCHEMA_VERSION, IndexRow, Sidecar
+from norax_core.sidecar import SCHEMA_VERSION, IndexRow, RowSource, Sidecar, SidecarRows, row_bytes
 from norax_core.signals.bm25 import BM25Index, BM25Signal
+from norax_core.signals.dense import NAMESPACE_KEY
+from norax_core.signals.entity_graph import STATE_VERSION
 from norax_core.signals.graph import EntityGraph, GraphSignal
 from norax_core.signals.temporal import TemporalSignal
 from norax_core.signals.vectors import VectorCache
@@ -28,11 +43,23 @@ CHROMA_PAGE = 5_000
 
 
 class DerivedIndexes:
-    """BM25, temporal, graph and vector indexes plus their sidecar persistence."""
+    """BM25, temporal, graph and vector indexes plus their sidecar persistence.
 
-    def __init__(self, sidecar: Sidecar, config: NoraxConfig) -> None:
+    Args:
+        sidecar: Where rows, pending ids and saved communities persist.
+        config: Tokenizer, BM25, decay and memory budgets (``index_cache_mb``).
+        source: Where unloaded namespaces are read from (default: the sidecar).
+
+    ``namespace_of`` maps the ids of the *loaded* namespaces to their namespace; ask
+    :meth:`homes` for any id.
+    """
+
+    def __init__(
+        self, sidecar: Sidecar, config: NoraxConfig, source: RowSource | None = None
+    ) -> None:
         self.sidecar = sidecar
         self.config = config
+        self.source: RowSource = source if source is not None else SidecarRows(sidecar)
         self.tokenizer = Tokenizer(stem=config.stem, stopwords=config.stopwords)
         self.bm25 = BM25Index(k1=config.bm25_k1, b=config.bm25_b)
         self.temporal = TemporalSignal(config.tau_days)
@@ -41,14 +68,166 @@ class DerivedIndexes:
         self.graph_signal = GraphSignal(self.graph)
         self.namespace_of: dict[str, str] = {}
         self.vectors = VectorCache(int(config.dense_cache_mb * 2**20))
+        self.budget = int(config.index_cache_mb * 2**20)
+        self._loaded: OrderedDict[str, int] = OrderedDict()  # namespace -> est. bytes, LRU first
+        self._held = 0  # > 0: nothing is evicted (a check reads every namespace)
+        self._present: set[str] = set()  # namespaces known to hold memories in the source
+        self.last_seq = 0
+        """The highest write sequence number seen (writes are numbered after it)."""
+        self.writes = 0
+        """Writes applied so far: a write that read a namespace's context can tell, by
+        comparing it, whether another write came in between."""
+        self.loads = 0
+        self.evictions = 0
 
-    # -- writes -------------------------------------------------------------------------
+    # -- loading and eviction -------------------------------------------------------------
+
+    def loaded(self) -> list[str]:
+        """The loaded namespaces, least recently used first."""
+        return list(self._loaded)
+
+    @property
+    def nbytes(self) -> int:
+        """Estimated bytes held by the loaded namespaces (:func:`row_bytes`)."""
+        return sum(self._loaded.values())
+
+    def ensure(self, namespace: str) -> None:
+        """Load ``namespace`` if it is not loaded, and mark it most recently used."""
+        if namespace in self._loaded:
+            self._loaded.move_to_end(namespace)
+            return
+        rows = self.source.rows(namespace)
+        if not self.source.complete:  # the sidecar caches the loaded namespaces' rows
+            self.sidecar.drop_namespace(namespace)
+            self.sidecar.upsert(rows, done=())
+        self._loaded[namespace] = 0
+        self._index(rows)
+        saved = self.sidecar.graph_state(namespace)
+        if saved is not None:
+            try:
+                state = json.loads(saved)
+                if state.get("version") == STATE_VERSION:
+                    self.graph.load_namespace_state(namespace, state)
+            except (ValueError, AttributeError):
+                logger.info("norax: ignoring unreadable saved communities of %r", namespace)
+        self.loads += 1
+        self._trim(keep=namespace)
+
+    @contextlib.contextmanager
+    def held(self, namespaces: Iterable[str] = ()) -> Iterator[None]:
+        """A context in which ``namespaces`` are loaded and nothing is evicted.
+
+        For work that reads several namespaces at once (a write's context, a check). On
+        leaving, the least recently used namespaces are evicted down to the budget again.
+        """
+        self._held += 1
+        try:
+            for ns in dict.fromkeys(namespaces):
+                self.ensure(ns)
+            yield
+        finally:
+            self._held -= 1
+            self._trim(keep=None)
+
+    def load_all(self) -> contextlib.AbstractContextManager[None]:
+        """:meth:`held` for every namespace (``check`` and ``repair`` read them all)."""
+        return self.held(self.source.namespaces())
+
+    def _trim(self, keep: str | None) -> None:
+        if self._held:
+            return
+        total = self.nbytes
+        for ns in list(self._loaded):
+            if total <= self.budget:
+                return
+            if ns != keep:
+                total -= self._loaded[ns]
+                self.evict(ns)
+
+    def evict(self, namespace: str) -> None:
+        """Drop a loaded namespace from memory (it is reloaded on use)."""
+        if self._loaded.pop(namespace, None) is None:
+            return
+        state = self._drop(namespace)
+        if state is not None:
+            self.sidecar.set_graph_states({namespace: _state_json(state)})
+        if not self.source.complete:
+            self.sidecar.drop_namespace(namespace)
+        self.evictions += 1
+
+    def _drop(self, namespace: str) -> dict[str, Any] | None:
+        for mid in self.temporal.ids(namespace):
+            self.namespace_of.pop(mid, None)
+        self.bm25.drop(namespace)
+        self.temporal.drop(namespace)
+        self.vectors.evict(namespace)
+        return self.graph.drop(namespace)
+
+    # -- lookups --------------------------------------------------------------------------
+
+    def homes(self, ids: Iterable[str]) -> dict[str, str]:
+        """``id -> namespace`` for the ``ids`` the store holds (loaded or not)."""
+        return {m: ns for m, (ns, _) in self.stored(ids).items()}
+
+    def stored(self, ids: Iterable[str]) -> dict[str, tuple[str, int]]:
+        """``id -> (namespace, write sequence number)`` for the ``ids`` the store holds."""
+        out: dict[str, tuple[str, int]] = {}
+        rest: list[str] = []
+        for mid in dict.fromkeys(ids):
+            ns = self.namespace_of.get(mid)
+            if ns is not None:
+                out[mid] = (ns, self.temporal.seqs(ns, [mid])[0])
+            else:
+                rest.append(mid)
+        if rest:
+            found = self.source.homes(rest)
+            # a client's source is Chroma: a loaded namespace's id it holds but the indexes
+            # do not (another process's write, not yet synced) is left out, as searches do
+            out.update((m, h) for m, h in found.items() if h[0] not in self._loaded)
+        return out
+
+    def count(self, namespace: str | None = None) -> int:
+        """Memories in ``namespace`` (loaded first) or, ``None``, in all."""
+        if namespace is None:
+            return self.source.count()
+        self.ensure(namespace)
+        return self.temporal.count(namespace)
+
+    def namespaces(self) -> list[str]:
+        """Namespaces that hold at least one memory, sorted."""
+        return self.source.namespaces()
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def claim(self, namespaces: Iterable[str]) -> None:
+        """Before a write: a namespace the store does not hold yet starts loaded (empty).
+
+        Asked before Chroma is written (afterwards the namespace would exist). The answer is
+        kept for namespaces that exist, so a writer asks once per namespace.
+        """
+        for ns in dict.fromkeys(namespaces):
+            if ns in self._loaded or ns in self._present:
+                continue
+            if self.source.has(ns):
+                self._present.add(ns)
+            else:  # nothing to read: its next search would load it anyway
+                self._loaded[ns] = 0
 
     def apply(self, rows: Sequence[IndexRow]) -> None:
-        """Persist and index ``rows`` (replacing any with the same id)."""
-        self.sidecar.upsert(rows)
-        self._index(rows)
-        self.vectors_changed([r.id for r in rows])
+        """Persist ``rows`` and index those of loaded namespaces (replacing same ids).
+
+        Rows of a namespace that is not loaded go to the sidecar only (an embedded store)
+        or nowhere (a client: Chroma has them, and the namespace is read from it when it
+        loads).
+        """
+        live = [r for r in rows if r.namespace in self._loaded]
+        self.sidecar.upsert(rows if self.source.complete else live, done=[r.id for r in rows])
+        self._index(live)
+        if rows:
+            self.last_seq = max(self.last_seq, max(r.seq for r in rows))
+        self.writes += 1
+        self.vectors_changed([r.id for r in live])
+        self._trim(keep=None)
 
     def vectors_changed(self, ids: Iterable[str]) -> None:
         """The stored embeddings of ``ids`` changed: loaded matrices fetch them again.
@@ -67,26 +246,41 @@ class DerivedIndexes:
             self.vectors.mark_stale(ns, members)
 
     def _index(self, rows: Iterable[IndexRow]) -> None:
+        groups: dict[str, list[IndexRow]] = {}
         for r in rows:
             old = self.namespace_of.get(r.id)
             if old is not None and old != r.namespace:
                 self._unindex(r.id)
+                old = None
+            if old is None:
+                self._loaded[r.namespace] += row_bytes(r)
             self.namespace_of[r.id] = r.namespace
-            self.bm25.add(r.namespace, r.id, r.tokens)
-            self.temporal.add(r.namespace, r.id, r.created_at, r.kind, r.seq)
-            self.graph.add(r.namespace, r.id, r.entities)
+            groups.setdefault(r.namespace, []).append(r)
+        for ns, group in groups.items():  # one call per index and namespace: a load is bulk
+            self.bm25.add_many(ns, [(r.id, r.tokens) for r in group])
+            for r in group:
+                self.temporal.add(ns, r.id, r.created_at, r.kind, r.seq)
+            self.graph.add_many(ns, [(r.id, r.entities) for r in group])
+            self.last_seq = max(self.last_seq, *(r.seq for r in group))
 
     def remove(self, ids: Iterable[str]) -> list[str]:
-        """Forget ``ids``; returns those that were known."""
-        known = [i for i in ids if i in self.namespace_of]
+        """Forget ``ids``; returns those that were known (loaded, or in the sidecar)."""
+        wanted = list(dict.fromkeys(ids))
+        held = self.sidecar.homes([m for m in wanted if m not in self.namespace_of])
+        known = [i for i in wanted if i in self.namespace_of or i in held]
         if known:
             self.sidecar.delete(known)
             for mid in known:
-                self._unindex(mid)
+                if mid in self.namespace_of:
+                    self._unindex(mid)
+        self.writes += 1
         return known
 
     def _unindex(self, mid: str) -> None:
         ns = self.namespace_of.pop(mid)
+        n = self.temporal.count(ns)
+        if ns in self._loaded and n:
+            self._loaded[ns] -= self._loaded[ns] // n
         self.bm25.remove(ns, mid)
         self.temporal.remove(ns, mid)
         self.graph.remove(ns, mid)
@@ -95,7 +289,11 @@ class DerivedIndexes:
     # -- load and reconcile -------------------------------------------------------------
 
     def load(self) -> bool:
-        """Load the sidecar into memory; returns False when it must be rebuilt."""
+        """Check the sidecar at open (no memory is read); returns False when it must be rebuilt.
+
+        A sidecar of another schema or tokenizer is emptied (the caller rebuilds it from
+        Chroma); communities saved by an older version in one piece get a row per namespace.
+        """
         tok = json.dumps(self.tokenizer.to_dict(), sort_keys=True)
         if (
             self.sidecar.get_meta("schema") != SCHEMA_VERSION
@@ -104,18 +302,30 @@ class DerivedIndexes:
             self.sidecar.clear()
             self.sidecar.set_meta({"schema": SCHEMA_VERSION, "tokenizer": tok})
             return False
-        self._index(self.sidecar.rows())
-        state = self.sidecar.get_meta("graph_state")
-        if state:
+        if not self.source.complete:  # a cache of another session's loaded namespaces
+            self.sidecar.clear()
+        self.last_seq = self.sidecar.max_seq()
+        old = self.sidecar.get_meta("graph_state")
+        if old:
             try:
-                self.graph.load_state_dict(json.loads(state))
-            except ValueError:  # another version: communities are recomputed
+                spaces = json.loads(old).get("namespaces", {})
+                self.sidecar.set_graph_states(
+                    {ns: _state_json(st) for ns, st in spaces.items() if isinstance(st, dict)}
+                )
+            except (ValueError, AttributeError):
                 logger.info("norax: ignoring saved graph communities of another version")
+            self.sidecar.set_meta({"graph_state": ""})
         return True
 
     def save_state(self) -> None:
-        """Persist what is costly to recompute (graph communities) for the next open."""
-        self.sidecar.set_meta({"graph_state": json.dumps(self.graph.state_dict())})
+        """Persist what is costly to recompute (loaded graph communities) for the next open."""
+        states = {}
+        for ns in self._loaded:
+            state = self.graph.namespace_state(ns)
+            if state is not None:
+                states[ns] = _state_json(state)
+        if states:
+            self.sidecar.set_graph_states(states)
 
     def reconcile(
         self,
@@ -126,27 +336,35 @@ class DerivedIndexes:
         """Make the indexes hold exactly Chroma's ids: index what is missing, drop extras.
 
         Ids left pending by an interrupted write are re-derived from Chroma even when both
-        sides hold them, since their rows may predate the write.
+        sides hold them, since their rows may predate the write. A complete sidecar
+        (embedded) is compared with every id in Chroma (ids only: no memory is read); a
+        client compares its loaded namespaces only (the others are read from Chroma when
+        they load).
 
         Returns ``(added, removed)``.
         """
-        truth = chroma_ids(collection)
         pending = self.sidecar.pending()
-        mine = set(self.namespace_of)
-        extra = mine - truth
+        if not self.source.complete:  # a client: the loaded namespaces
+            pages = [chroma_pages(collection, [], {NAMESPACE_KEY: ns}) for ns in self._loaded]
+            truth = {m for ns_pages in pages for got in ns_pages for m in got["ids"]}
+            mine = set(self.namespace_of)
+            extra, missing = mine - truth, (truth - mine) | pending
+        else:
+            truth, mine = chroma_ids(collection), self.sidecar.ids()
+            extra, missing = mine - truth, (truth - mine) | (pending & truth)
         if extra:
             self.remove(extra)
-        missing = sorted((truth - mine) | (pending & truth))
-        for start in range(0, len(missing), CHROMA_PAGE):
-            chunk = missing[start : start + CHROMA_PAGE]
+        todo = sorted(missing)
+        for start in range(0, len(todo), CHROMA_PAGE):
+            chunk = todo[start : start + CHROMA_PAGE]
             self.resync(collection, chunk, row_from_record)
             if progress:
                 progress(len(chunk))
         if pending:
             self.sidecar.clear_pending(pending)
-        if extra or missing:
-            logger.info("norax: reconciled indexes with Chroma: +%d -%d", len(missing), len(extra))
-        return len(missing), len(extra)
+        if extra or todo:
+            logger.info("norax: reconciled indexes with Chroma: +%d -%d", len(todo), len(extra))
+        return len(todo), len(extra)
 
     def resync(
         self,
@@ -176,6 +394,10 @@ class DerivedIndexes:
             self.apply(rows)
         self.sidecar.clear_pending(ids)
         return len(rows), len(gone)
+
+
+def _state_json(state: dict[str, Any]) -> str:
+    return json.dumps({"version": STATE_VERSION, **state})
 
 
 def chroma_pages(

@@ -67,7 +67,11 @@ SEARCH_KEYS = (
 
 @dataclass(frozen=True)
 class Explanation:
-    """Which ranking stage moved a result: ``fused + context + latest_wins == score``.
+    """Which ranking stage moved a result; the seven values sum to its ``score``.
+
+    The stages run in the order ``context``, ``bridges``, ``period``, ``latest_wins``,
+    ``freshness``,
+    ``coverage`` (:func:`norax_core.ranking.rank`); a stage that is off adds 0.
 
     Attributes:
         fused: The fused signal score (weighted sum or reciprocal rank fusion).
@@ -75,15 +79,35 @@ class Explanation:
             session; negative when the neighbours score lower); 0 when it is off.
         latest_wins: What latest wins added (a newer memory restating an older, better
             one); 0 when it is off or did not apply.
+        period: What the period boost added (the memory was created in or near a period the
+            query names); 0 when it is off or the query names none.
+        freshness: What freshness changed (at most 0: the score scaled by the memory's
+            decay); 0 when it is off.
+        coverage: What coverage changed (the best results reordered to spread over
+            sessions: positive for a memory moved up, negative for one moved down).
+        bridges: What the bridge step added (the result shares entities with the best
+            first-pass results or the query's, in the entity graph); 0 when it is off.
     """
 
     fused: float
     context: float = 0.0
     latest_wins: float = 0.0
+    period: float = 0.0
+    freshness: float = 0.0
+    coverage: float = 0.0
+    bridges: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
-        """``{"fused", "context", "latest_wins"}``, JSON-ready."""
-        return {"fused": self.fused, "context": self.context, "latest_wins": self.latest_wins}
+        """``{"fused", "context", "bridges", "period", "latest_wins", "freshness", "coverage"}``."""
+        return {
+            "fused": self.fused,
+            "context": self.context,
+            "bridges": self.bridges,
+            "period": self.period,
+            "latest_wins": self.latest_wins,
+            "freshness": self.freshness,
+            "coverage": self.coverage,
+        }
 
 
 @dataclass(frozen=True)
@@ -104,6 +128,8 @@ class NamedPeriod:
 @dataclass(frozen=True)
 class QueryInfo:
     """The search's reading of its query (:func:`norax_core.plan_query`), as results report it.
+
+    The period boost (:mod:`norax_core.stages.period`) ranks by the periods.
 
     Attributes:
         intent: The query's intent (an :class:`norax_core.Intent` value, e.g. ``"temporal"``).

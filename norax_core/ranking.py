@@ -17,9 +17,18 @@ The stages, in order (each one a plain array operation over the whole batch):
 2. **fusion**: weighted sum of the normalised scores, or weighted reciprocal rank fusion;
 3. **context** (:mod:`norax_core.signals.context`): the neighbours of the best
    ``CONTEXT_SEEDS * k`` candidates join, and every candidate borrows from its best neighbour;
-4. **latest wins** (:mod:`norax_core.latest`): among the best ``latest_wins_depth``, a newer
+4. **bridges** (:mod:`norax_core.stages.bridges`): a personalised PageRank over the
+   namespace's memories and entities, seeded by the best ``bridge_seeds`` candidates and the
+   query's entities; the memories it reaches most join and every candidate gains from it;
+5. **period** (:mod:`norax_core.stages.period`): when the query names a period, candidates
+   created inside it (or just outside) gain a share of their score;
+6. **latest wins** (:mod:`norax_core.latest`): among the best ``latest_wins_depth``, a newer
    memory similar to an older, better one closes part of the gap;
-5. **order**: best first, ties to the smaller id.
+7. **freshness** (:mod:`norax_core.stages.freshness`): every score scaled by the memory's
+   decay, ``(1 - w) + w * exp(-age / tau_kind)``;
+8. **coverage** (:mod:`norax_core.stages.coverage`): the best ``coverage_depth`` are
+   reordered to spread over the sessions they come from;
+9. **order**: best first, ties to the smaller id.
 
 New stages (query intents, date windows, coverage, supersession) belong here too, as fields of
 :class:`Plan` and steps of :func:`rank`, so that search and the benchmarks cannot drift apart.
@@ -27,22 +36,27 @@ New stages (query intents, date windows, coverage, supersession) belong here too
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
+from norax_core.stages import coverage, period
+from norax_core.stages.freshness import freshness
 from norax_core.weights import FusionMethod, Weights
 
 if TYPE_CHECKING:
     from norax_core.query import Intent, QueryPlan
+    from norax_core.stages.bridges import BridgeInput
 
 __all__ = [
     "CONTEXT_SEEDS",
+    "Extend",
+    "STAGES",
     "NEVER",
     "POSITIVE_ONLY",
     "Plan",
@@ -61,6 +75,8 @@ NEVER = np.iinfo(np.int32).max
 POSITIVE_ONLY = frozenset({"bm25", "graph"})
 """Signals that propose only memories they score above zero (BM25 needs a shared term, the
 graph a shared entity); dense and temporal rank every memory."""
+STAGES = ("context", "bridges", "period", "latest_wins", "freshness", "coverage")
+"""The stages after fusion, in the order :func:`rank` runs them (:meth:`Ranking.explain`)."""
 _B, _D, _T, _G = (SIGNALS.index(s) for s in ("bm25", "dense", "temporal", "graph"))
 
 Neighbours = Callable[[int, float], list[np.ndarray]]
@@ -69,6 +85,9 @@ neighbour of each row, ``n`` where there is none (a padding column that scores 0
 Vectors = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 """``(queries (q,), rows (q, m)) -> (vectors (q, m, dim), present (q, m))``: stored
 embeddings of those rows; ``present`` is False for a memory deleted meanwhile."""
+Sessions = Callable[[float], np.ndarray]
+"""``gap -> (q, n)`` each row's session in its namespace's timeline split where consecutive
+memories are more than ``gap`` seconds apart (equal numbers: same session; padding any)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +107,16 @@ class Plan:
         latest_weight: Latest wins' share of the gap (0: off).
         latest_similarity: Cosine from which a newer memory restates an older one.
         latest_depth: How many of the best candidates latest wins compares.
+        bridge_weight: What the bridge step's walk mass adds to a candidate (0: off).
+        bridge_seeds: First-pass candidates that seed the bridge step.
+        bridge_candidates: Memories the bridge step reaches most that join the candidates.
+        bridge_query_share: Share of the bridge walk's restart on the query's entities.
+        period_boost: Share of its score a candidate inside a named period gains (0: off).
+        period_margin: The boost's fade outside the period, a share of its length.
+        coverage_weight: Coverage's penalty per result already picked from a session, a
+            share of the best score (0: off).
+        coverage_depth: How many of the best candidates coverage reorders.
+        freshness: Share of the score freshness scales by the kind's decay (0: off).
     """
 
     weights: tuple[float, float, float, float]
@@ -102,6 +131,15 @@ class Plan:
     latest_weight: float = 0.0
     latest_similarity: float = 0.5
     latest_depth: int = 10
+    bridge_weight: float = 0.0
+    bridge_seeds: int = 5
+    bridge_candidates: int = 10
+    bridge_query_share: float = 0.0
+    period_boost: float = 0.0
+    period_margin: float = 0.0
+    coverage_weight: float = 0.0
+    coverage_depth: int = 30
+    freshness: float = 0.0
 
     @classmethod
     def of(cls, weights: Weights, config: NoraxConfig, intent: Intent | str | None = None) -> Plan:
@@ -128,6 +166,15 @@ class Plan:
             latest_weight=cfg.latest_wins_weight,
             latest_similarity=cfg.latest_wins_similarity,
             latest_depth=cfg.latest_wins_depth,
+            bridge_weight=cfg.bridge_weight,
+            bridge_seeds=cfg.bridge_seeds,
+            bridge_candidates=cfg.bridge_candidates,
+            bridge_query_share=cfg.bridge_query_share,
+            period_boost=cfg.period_boost,
+            period_margin=cfg.period_margin,
+            coverage_weight=cfg.coverage_weight,
+            coverage_depth=cfg.coverage_depth,
+            freshness=cfg.freshness_weight,
         )
 
     @property
@@ -189,6 +236,10 @@ class Table:
         ids: Each query's row ids, for reading results (optional in a batch).
         plans: Each query's reading (:class:`~norax_core.query.QueryPlan`: intent, named
             periods, entities), for stages that adapt to the question; ``None`` if unknown.
+        entities: Each query's namespace as memories and entities, with the query's entities
+            (:class:`~norax_core.stages.bridges.BridgeInput`; the bridge stage); ``None``
+            for a query whose namespace has no entities.
+        sessions: The rows' sessions in their namespace's timeline (coverage).
     """
 
     scores: np.ndarray
@@ -201,11 +252,24 @@ class Table:
     vectors: Vectors | None = None
     ids: list[list[str]] | None = None
     plans: Sequence[QueryPlan | None] | None = None
+    entities: Sequence[BridgeInput | None] | None = None
+    sessions: Sessions | None = None
 
 
-Extend = Callable[[Table, np.ndarray], Table]
-"""``(table, wanted (q, n) mask) -> table``: a table with the neighbours of the wanted rows
-added as rows (existing rows keep their index), for a table that does not hold every memory."""
+class Extend(Protocol):
+    """Grows a table that does not hold every memory (a search's holds only candidates)."""
+
+    def __call__(
+        self, table: Table, wanted: np.ndarray, /, add: Sequence[Sequence[str]] = ()
+    ) -> Table:
+        """A table with rows added (existing rows keep their index).
+
+        Args:
+            table: The table to grow.
+            wanted: ``(q, n)`` mask: the session neighbours of these rows join.
+            add: Per query, ids of memories that join too (the bridge stage's).
+        """
+        ...
 
 
 @dataclass(frozen=True)
@@ -218,7 +282,9 @@ class Ranking:
         candidates: ``(q, n)`` rows that are candidates (proposed, or context neighbours).
         fused: ``(q, n)`` fused signal scores.
         context: ``(q, n)`` after context propagation (``fused`` when it is off).
-        score: ``(q, n)`` final scores (after latest wins).
+        score: ``(q, n)`` final scores (after the last stage).
+        after: ``(q, n)`` scores after each of :data:`STAGES` (the previous ones where a
+            stage is off), for :meth:`explain`.
     """
 
     table: Table
@@ -227,6 +293,7 @@ class Ranking:
     fused: np.ndarray
     context: np.ndarray
     score: np.ndarray
+    after: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     @cached_property
     def order(self) -> np.ndarray:
@@ -263,9 +330,16 @@ class Ranking:
         return [names[r] for r in self.top(q)]
 
     def explain(self, q: int, row: int) -> dict[str, float]:
-        """What moved a result: its fused score and each later stage's change of it."""
-        fused, ctx, final = (float(a[q, row]) for a in (self.fused, self.context, self.score))
-        return {"fused": fused, "context": ctx - fused, "latest_wins": final - ctx}
+        """What moved a result: its fused score and each later stage's change of it.
+
+        Keys ``fused`` and each of :data:`STAGES`; their values sum to the final score.
+        """
+        out = {"fused": float(self.fused[q, row])}
+        prev = out["fused"]
+        for name in STAGES:
+            now = float(self.after.get(name, self.score)[q, row])
+            out[name], prev = now - prev, now
+        return out
 
 
 def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = None) -> Ranking:
@@ -276,8 +350,8 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
         plan: Weights and stage parameters.
         k: Results wanted, one for all queries or one per query.
         extend: For a table that lacks some memories' rows (a search's table holds only
-            proposed memories): adds context neighbours as rows. Tables that hold whole
-            namespaces (the benchmark's) need none.
+            proposed memories): adds context neighbours and bridge memories as rows. Tables
+            that hold whole namespaces (the benchmark's) need none.
 
     Returns:
         The :class:`Ranking`.
@@ -292,10 +366,20 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     ctx = fused
     if plan.context_on:
         table, cand, fused, ctx = _context(table, plan, kk, cand, fused, extend)
-    score = ctx
+    bridged = ctx
+    if plan.bridge_weight > 0:  # may add rows: the earlier stages' arrays grow with them
+        table, cand, fused, ctx, bridged = _bridges(table, plan, cand, fused, ctx, extend)
+    after = {"context": ctx, "bridges": bridged}
+    score = after["period"] = _period(table, plan, bridged) if plan.period_boost > 0 else bridged
     if plan.latest_weight > 0:
-        score = _latest(table, plan, cand, ctx)
-    return Ranking(table, kk, cand, fused, ctx, score)
+        score = _latest(table, plan, cand, score)
+    after["latest_wins"] = score
+    if plan.freshness > 0:
+        score = freshness(score, table.scores[_T], plan.freshness)
+    after["freshness"] = score
+    if plan.coverage_weight > 0:
+        score = after["coverage"] = _coverage(table, plan, cand, score)
+    return Ranking(table, kk, cand, fused, ctx, score, after)
 
 
 def _order(score: np.ndarray, cand: np.ndarray, tie: np.ndarray | None) -> np.ndarray:
@@ -386,13 +470,85 @@ def _context(
     known = known[:, :n] & table.valid
     if plan.method is FusionMethod.RRF:  # ranks among the candidates changed
         fused = _fuse(table, plan, known)
+    return table, known, fused, _borrow(plan, slots, known, fused)
+
+
+def _borrow(
+    plan: Plan, slots: list[np.ndarray], known: np.ndarray, fused: np.ndarray
+) -> np.ndarray:
+    """Every row's score after borrowing from its best neighbour among ``known``."""
+    q, n = known.shape
     sent = np.zeros((q, n + 1))
     sent[:, :n] = np.where(known, fused, 0.0)
     best = np.zeros((q, n))
     for nb in slots:
         np.maximum(best, np.take_along_axis(sent, nb, axis=1), out=best)
     lam = plan.context_weight
-    return table, known, fused, (fused + lam * best) / (1.0 + lam)
+    return (fused + lam * best) / (1.0 + lam)  # type: ignore[no-any-return]
+
+
+def _bridges(
+    table: Table,
+    plan: Plan,
+    cand: np.ndarray,
+    fused: np.ndarray,
+    ctx: np.ndarray,
+    extend: Extend | None,
+) -> tuple[Table, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Bridge stage: a walk from the best candidates; the memories it reaches join and gain."""
+    from norax_core.stages.bridges import best_rows, bridge_scores
+
+    if table.entities is None:
+        raise ValueError("the bridge step needs the table's entities")
+    q, n = cand.shape
+    seeds = _best(ctx, cand, table.tie, np.full(q, plan.bridge_seeds))
+    walks: list[np.ndarray | None] = [None] * q
+    joins: list[list[str]] = [[] for _ in range(q)]
+    add: list[list[str]] = [[] for _ in range(q)]
+    for i, view in enumerate(table.entities):
+        if view is None:
+            continue
+        rows = np.flatnonzero(seeds[i])
+        g = view.graph
+        walk = bridge_scores(
+            g,
+            view.rows[rows],
+            ctx[i, rows],
+            view.query,
+            view.allowed,
+            query_share=plan.bridge_query_share,
+        )
+        walks[i] = walk
+        joins[i] = [g.ids[r] or "" for r in best_rows(walk, plan.bridge_candidates, g.ids)]
+        have = set(view.rows[view.rows >= 0].tolist())
+        add[i] = [m for m in joins[i] if g.row_of[m] not in have]
+    if any(add):
+        if extend is None:
+            raise ValueError("the bridge step reached memories the table lacks: pass extend")
+        n0 = n
+        table = extend(table, np.zeros_like(cand), add)
+        n = table.valid.shape[1]
+        cand = np.pad(cand, ((0, 0), (0, n - n0)))
+        fused = _fuse(table, plan, cand)
+        if plan.context_on and table.neighbours is not None:
+            slots = table.neighbours(plan.context_window, plan.context_gap)
+            ctx = _borrow(plan, slots, cand, fused)
+        elif plan.context_on:
+            raise ValueError("context propagation needs the table's neighbours")
+        else:
+            ctx = fused
+    gain = np.zeros((q, n))
+    joined = np.zeros((q, n), dtype=bool)
+    for i, view in enumerate(table.entities or ()):
+        reached = walks[i]
+        if view is None or reached is None:
+            continue
+        at = view.rows[:n]
+        gain[i] = np.where(at >= 0, reached[np.maximum(at, 0)], 0.0)
+        wanted = {view.graph.row_of[m] for m in joins[i]}
+        joined[i] = np.isin(at, np.fromiter(wanted, np.int64, len(wanted)))
+    cand = cand | (joined & table.valid)
+    return table, cand, fused, ctx, ctx + plan.bridge_weight * gain
 
 
 def _latest(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:
@@ -421,3 +577,24 @@ def _latest(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np
     out = score.copy()
     np.put_along_axis(out, top, lifted, axis=1)
     return out
+
+
+def _period(table: Table, plan: Plan, score: np.ndarray) -> np.ndarray:
+    """Period stage: candidates created in (or near) a period the query names gain."""
+    if table.created is None:
+        raise ValueError("the period boost needs the table's creation times")
+    named = [[(p.start, p.end) for p in (x.periods if x else ())] for x in table.plans or ()]
+    starts, ends = period.period_bounds(named)
+    if starts.size == 0:
+        return score
+    u = period.inside(table.created, starts, ends, plan.period_margin)
+    return period.boost(score, u, plan.period_boost)
+
+
+def _coverage(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Coverage stage: the best ``coverage_depth`` reordered to spread over sessions."""
+    if table.sessions is None:
+        raise ValueError("coverage needs the table's sessions")
+    top = _order(score, cand, table.tie)[:, : plan.coverage_depth]
+    live = np.take_along_axis(cand, top, axis=1)
+    return coverage.spread(score, top, live, table.sessions(plan.context_gap), plan.coverage_weight)

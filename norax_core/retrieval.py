@@ -22,6 +22,7 @@ from norax_core.models import SIGNALS, Explanation, Memory, SearchResult
 from norax_core.ranking import NEVER, Extend, Ranking, Table
 from norax_core.signals.base import Query, Signal
 from norax_core.signals.dense import DenseSignal
+from norax_core.stages.bridges import BridgeInput, MemoryEntities
 from norax_core.weights import Weights
 
 
@@ -134,6 +135,7 @@ def search_table(
     q = cands.query
     catalog = indexes.temporal
     state = {"signals": cands.signals}
+    bridge = bridge_source(indexes, q) if cfg.bridges_on else None
 
     def table(ids: list[str]) -> Table:
         rows = {m: r for r, m in enumerate(ids)}
@@ -162,6 +164,9 @@ def search_table(
                     out[0, j], present[0, j] = found[m], True
             return out, present
 
+        def sessions(gap: float) -> np.ndarray:
+            return np.array([catalog.sessions(q.namespace, ids, gap, allowed=q.allowed)])
+
         return Table(
             scores=scores.reshape(len(SIGNALS), 1, n),
             proposed=proposed,
@@ -173,9 +178,11 @@ def search_table(
             vectors=vecs,
             ids=[ids],
             plans=[q.plan],
+            entities=None if bridge is None else [bridge.at(ids)],
+            sessions=sessions,
         )
 
-    def extend(t: Table, wanted: np.ndarray) -> Table:
+    def extend(t: Table, wanted: np.ndarray, add: Sequence[Sequence[str]] = ()) -> Table:
         ids = t.ids[0] if t.ids is not None else []
         seeds = [ids[r] for r in np.flatnonzero(wanted[0]).tolist()]
         # neighbours among the memories the filter allows: an excluded one never takes a slot
@@ -183,9 +190,10 @@ def search_table(
             q.namespace, seeds, cfg.context_window, cfg.context_gap_seconds, allowed=q.allowed
         )
         known = set(ids)
-        extra = [
-            m for m in dict.fromkeys(x for s in seeds for x in near.get(s, ())) if m not in known
-        ]
+        joining = [x for s in seeds for x in near.get(s, ())]
+        if add:  # the bridge step's memories: the namespace's graph, so only check the filter
+            joining += [m for m in add[0] if q.allowed is None or m in q.allowed]
+        extra = [m for m in dict.fromkeys(joining) if m not in known]
         if not extra:
             return t
         signals = signal_set(indexes, dense, cfg)
@@ -194,6 +202,37 @@ def search_table(
         return table([*ids, *extra])  # existing rows keep their index
 
     return table(sorted(cands.ids)), extend
+
+
+@dataclass(frozen=True)
+class BridgeSource:
+    """What the bridge stage reads for one search: the namespace's graph, query, filter."""
+
+    graph: MemoryEntities
+    query: np.ndarray
+    allowed: np.ndarray | None
+
+    def at(self, ids: Sequence[str], pad: int | None = None) -> BridgeInput:
+        """The view of a table whose rows are ``ids`` (padded with none to ``pad`` rows)."""
+        return BridgeInput(self.graph, self.graph.rows_for(ids, pad), self.query, self.allowed)
+
+
+def bridge_source(indexes: DerivedIndexes, q: Query) -> BridgeSource | None:
+    """What the bridge stage reads for query ``q``; ``None`` if its namespace has no graph.
+
+    The namespace's memories x entities (cached until the graph changes), the query's entity
+    ids and the rows its filter admits. The caller holds the store's lock.
+    """
+    space = indexes.graph.space(q.namespace)
+    if space is None:
+        return None
+    graph: MemoryEntities = space.memo("bridges", MemoryEntities.of)
+    ents = np.array([space.eid[e] for e in q.entities if e in space.eid], np.int64)
+    allowed = None
+    if q.allowed is not None:
+        allowed = np.zeros(graph.n_rows, bool)
+        allowed[graph.rows_for([m for m in q.allowed if m in graph.row_of])] = True
+    return BridgeSource(graph, ents, allowed)
 
 
 def neighbour_slots(

@@ -3,8 +3,12 @@
 Chroma is the source of truth. Beside it, a small SQLite file keeps, per memory, the
 namespace, kind, creation time, BM25 tokens and entities, so that reopening a store rebuilds
 the in-memory indexes without re-tokenising or re-running spaCy. Every write is one SQLite
-transaction, proportional to the batch (never a rewrite of the whole index). The engine
-reconciles the sidecar with Chroma's ids on open and on :meth:`NoraxMemory.refresh`.
+transaction, proportional to the batch (never a rewrite of the whole index). Rows are indexed
+by namespace, so one namespace loads without reading the others
+(:class:`~norax_core.indexes.DerivedIndexes` loads namespaces lazily), and each namespace's
+saved graph communities have a row of their own. The engine reconciles the sidecar with
+Chroma on open (pending ids, and every id when the counts differ) and on
+:meth:`NoraxMemory.refresh`.
 
 A write is crash-safe through a small intent log: the ids of a batch are recorded as
 *pending* before Chroma is written, and cleared in the same transaction that stores their
@@ -18,9 +22,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 SCHEMA_VERSION = "2"
 """Bumped when the rows change meaning; a sidecar of another version is rebuilt from Chroma
@@ -43,6 +48,74 @@ class IndexRow:
     tokens: tuple[str, ...]
     entities: tuple[str, ...]
     seq: int = 0
+
+
+ROW_BYTES = 3_000
+"""Estimated bytes one loaded memory costs in the derived indexes beyond its tokens and
+entities (ids in several maps, numpy slots, graph rows). Fitted with tracemalloc on loaded
+namespaces (BM25, recency, graph and its communities): the 10k-memory store of
+``benchmarks/scale.py`` (11 tokens, 4.1 entities a memory) traced 5,174 bytes a memory, the
+estimate says 7,317; on synthetic rows of 0-200 tokens and 0-10 entities the estimate is
+1.15 to 1.8 x the traced bytes (6 x for rows with neither): it errs on the high side."""
+TOKEN_BYTES = 60
+"""Estimated bytes per BM25 token of a loaded memory (postings, term lists)."""
+ENTITY_BYTES = 900
+"""Estimated bytes per entity of a loaded memory (graph postings, edges, communities)."""
+
+
+def row_bytes(row: IndexRow) -> int:
+    """What one memory is estimated to cost in memory once its namespace is loaded."""
+    return ROW_BYTES + TOKEN_BYTES * len(row.tokens) + ENTITY_BYTES * len(row.entities)
+
+
+class RowSource(Protocol):
+    """Where the rows of a namespace that is not loaded come from.
+
+    ``complete`` says whether the sidecar holds every memory (embedded and in-memory stores:
+    this process writes them all) or only a cache of the loaded namespaces (a client of a
+    Chroma server, where other processes write).
+    """
+
+    complete: bool
+
+    def rows(self, namespace: str) -> list[IndexRow]:
+        """Every row of ``namespace``."""
+
+    def homes(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
+        """``id -> (namespace, write sequence number)`` of the ``ids`` that exist."""
+
+    def has(self, namespace: str) -> bool:
+        """Whether ``namespace`` holds any memory."""
+
+    def namespaces(self) -> list[str]:
+        """Namespaces that hold a memory, sorted."""
+
+    def count(self) -> int:
+        """Number of memories in all namespaces."""
+
+
+class SidecarRows:
+    """The sidecar as the source: it holds every memory of an embedded or in-memory store."""
+
+    complete = True
+
+    def __init__(self, sidecar: Sidecar) -> None:
+        self.sidecar = sidecar
+
+    def rows(self, namespace: str) -> list[IndexRow]:  # noqa: D102 (see RowSource)
+        return self.sidecar.namespace_rows(namespace)
+
+    def homes(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:  # noqa: D102
+        return self.sidecar.homes(ids)
+
+    def has(self, namespace: str) -> bool:  # noqa: D102
+        return self.sidecar.has_namespace(namespace)
+
+    def namespaces(self) -> list[str]:  # noqa: D102
+        return self.sidecar.namespaces()
+
+    def count(self) -> int:  # noqa: D102
+        return self.sidecar.count()
 
 
 class Sidecar:
@@ -75,6 +148,13 @@ class Sidecar:
                 "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
             )
             self._conn.execute("CREATE TABLE IF NOT EXISTS pending (id TEXT PRIMARY KEY)")
+            self._conn.execute(
+                "CREATE INDEX IF NOT EXISTS memories_namespace ON memories (namespace)"
+            )
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS graph_state (namespace TEXT PRIMARY KEY,"
+                " state TEXT NOT NULL)"
+            )
 
     def close(self) -> None:
         """Close the database."""
@@ -112,10 +192,14 @@ class Sidecar:
         with self._lock:
             return {r[0] for r in self._conn.execute("SELECT id FROM pending")}
 
-    def upsert(self, rows: Sequence[IndexRow]) -> None:
-        """Insert or replace rows, and clear them from the pending log, in one transaction."""
+    def upsert(self, rows: Sequence[IndexRow], done: Iterable[str] | None = None) -> None:
+        """Insert or replace rows and clear ids from the pending log, in one transaction.
+
+        ``done``: the ids to clear (default: the rows').
+        """
+        cleared = [r.id for r in rows] if done is None else list(done)
         with self._lock, self._tx():
-            self._conn.executemany("DELETE FROM pending WHERE id = ?", [(r.id,) for r in rows])
+            self._conn.executemany("DELETE FROM pending WHERE id = ?", [(i,) for i in cleared])
             self._conn.executemany(
                 "INSERT OR REPLACE INTO memories"
                 " (id, namespace, kind, created_at, tokens, entities, seq)"
@@ -140,7 +224,7 @@ class Sidecar:
             self._conn.executemany("DELETE FROM memories WHERE id = ?", [(i,) for i in ids])
 
     def clear(self) -> None:
-        """Delete every row (before a full rebuild)."""
+        """Delete every row (before a full rebuild, or a client-mode cache at open)."""
         with self._lock, self._tx():
             self._conn.execute("DELETE FROM memories")
 
@@ -155,17 +239,95 @@ class Sidecar:
         while True:
             with self._lock:
                 chunk = self._conn.execute(
-                    "SELECT id, namespace, kind, created_at, tokens, entities, seq FROM memories"
-                    " WHERE id > ? ORDER BY id LIMIT ?",
+                    f"SELECT {_ROW} FROM memories WHERE id > ? ORDER BY id LIMIT ?",
                     (last, batch),
                 ).fetchall()
             if not chunk:
                 return
-            for mid, ns, kind, ts, tok, ent, seq in chunk:
-                yield IndexRow(
-                    mid, ns, kind, ts, tuple(json.loads(tok)), tuple(json.loads(ent)), seq
-                )
+            yield from map(_row, chunk)
             last = chunk[-1][0]
+
+    def namespace_rows(self, namespace: str) -> list[IndexRow]:
+        """The rows of one namespace (through the namespace index: no other row is read)."""
+        with self._lock:
+            found = self._conn.execute(
+                f"SELECT {_ROW} FROM memories WHERE namespace = ?", (namespace,)
+            ).fetchall()
+        return [_row(r) for r in found]
+
+    def homes(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
+        """``id -> (namespace, seq)`` for the ``ids`` the sidecar holds."""
+        out: dict[str, tuple[str, int]] = {}
+        with self._lock:
+            for s in range(0, len(ids), _IN_CHUNK):
+                chunk = list(ids[s : s + _IN_CHUNK])
+                marks = ",".join("?" * len(chunk))
+                for mid, ns, seq in self._conn.execute(
+                    f"SELECT id, namespace, seq FROM memories WHERE id IN ({marks})", chunk
+                ):
+                    out[mid] = (ns, int(seq))
+        return out
+
+    def has_namespace(self, namespace: str) -> bool:
+        """Whether any row belongs to ``namespace``."""
+        with self._lock:
+            return (
+                self._conn.execute(
+                    "SELECT 1 FROM memories WHERE namespace = ? LIMIT 1", (namespace,)
+                ).fetchone()
+                is not None
+            )
+
+    def namespaces(self) -> list[str]:
+        """The namespaces that hold a row, sorted (read from the namespace index)."""
+        with self._lock:
+            return [
+                r[0]
+                for r in self._conn.execute(
+                    "SELECT DISTINCT namespace FROM memories ORDER BY namespace"
+                )
+            ]
+
+    def count(self) -> int:
+        """Number of rows."""
+        with self._lock:
+            return int(self._conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+
+    def max_seq(self) -> int:
+        """The highest write sequence number held (0 when empty)."""
+        with self._lock:
+            got = self._conn.execute("SELECT max(seq) FROM memories").fetchone()[0]
+        return int(got or 0)
+
+    def drop_namespace(self, namespace: str) -> None:
+        """Delete one namespace's rows (a cache of Chroma's, in client mode)."""
+        with self._lock, self._tx():
+            self._conn.execute("DELETE FROM memories WHERE namespace = ?", (namespace,))
+
+    def graph_state(self, namespace: str) -> str | None:
+        """The saved graph communities of ``namespace`` (JSON), or ``None``."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT state FROM graph_state WHERE namespace = ?", (namespace,)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_graph_states(self, states: Mapping[str, str]) -> None:
+        """Save several namespaces' graph communities (JSON) in one transaction."""
+        with self._lock, self._tx():
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO graph_state (namespace, state) VALUES (?, ?)",
+                list(states.items()),
+            )
+
+
+_ROW = "id, namespace, kind, created_at, tokens, entities, seq"
+_IN_CHUNK = 500  # ids per ``IN (...)`` (SQLite allows 999 parameters in old builds)
+
+
+def _row(r: tuple[str, str, str, float, str, str, int]) -> IndexRow:
+    mid, ns, kind, ts, tok, ent, seq = r
+    return IndexRow(mid, ns, kind, ts, tuple(json.loads(tok)), tuple(json.loads(ent)), seq)
 
 
 class _Transaction:

@@ -37,8 +37,8 @@ class NoraxSearchItem(SearchItem):
     ``temporal``, ``graph``) and ``matched_entities`` the query entities the item shares;
     ``query_plan`` is the query's reading (``{"intent", "periods": [{"start", "end", "text"}],
     "entities"}``) and ``explanation`` what each ranking stage contributed (``{"fused",
-    "context", "latest_wins"}``, summing to ``score``), both ``None`` without a query. All
-    are also in :meth:`dict`.
+    "context", "period", "latest_wins", "freshness", "coverage"}``, summing to ``score``),
+    both ``None`` without a query. All are also in :meth:`dict`.
     """
 
     __slots__ = ("explanation", "matched_entities", "query_plan", "signals")

@@ -64,7 +64,7 @@ def _reranked(
 ) -> NodeWithScore:
     """A copy of ``node`` with its fused ``score``, ``signals``, query plan and explanation.
 
-    Reranking has only the fusion stage: ``context`` and ``latest_wins`` are 0. ``node`` is
+    Reranking has only the fusion stage: every later stage's contribution is 0. ``node`` is
     unchanged.
     """
     breakdown = {s: signals[s].get(node.node_id, 0.0) for s in SIGNALS}

@@ -47,8 +47,8 @@ class NoraxPostprocessor(BaseNodePostprocessor):
 
     Returns copies of the best ``top_n`` nodes whose metadata gains ``score`` (fused),
     ``signals`` (each signal's score), ``query_plan`` (the query's intent, periods and
-    entities) and ``explanation`` (``{"fused": score, "context": 0.0, "latest_wins": 0.0}``:
-    reranking has only the fusion stage), hidden from LLM and embedding text; the input nodes
+    entities) and ``explanation`` (``fused`` is the score, every later stage 0: reranking
+    has only the fusion stage), hidden from LLM and embedding text; the input nodes
     are not changed. Repeated node ids are reranked once (first occurrence).
 
     Args:

@@ -13,7 +13,7 @@ ties broken by the gold memories' mean reciprocal rank) through
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -51,10 +51,31 @@ LATEST_SIMILARITY_GRID = (0.5, 0.6, 0.7, 0.8)
 """``latest_wins_similarity`` values tried with each weight."""
 STAGE_GRID: dict[str, tuple[Any, ...]] = {
     # one line per ranking stage: its NoraxConfig parameter -> the values tried (off first)
+    "freshness_weight": (0.0, 0.1, 0.2, 0.3, 0.5),
+    "period_boost": (0.0, 0.25, 0.5, 1.0),
+    "coverage_weight": (0.0, 0.1, 0.2, 0.4),
+    "bridge_weight": (0.0, 0.05, 0.1, 0.2),
 }
 """The ranking stages' own parameters the fitter moves, one coordinate each (globally and per
 intent). A stage gated by a new ``NoraxConfig`` field is fitted by adding one line here;
 names that are not ``NoraxConfig`` fields are skipped."""
+
+
+def usable_stages(obj: Objective, start: Setting) -> dict[str, tuple[Any, ...]]:
+    """The :data:`STAGE_GRID` entries these pools can rank with.
+
+    A stage whose inputs the pools lack (the bridge step without the entity graph's view, for
+    example) raises ``ValueError`` when tried; it is left out of the fit.
+    """
+    out = {}
+    for name, values in stage_params().items():
+        try:
+            obj(with_extra(start, name, values[-1]))
+        except ValueError:
+            logger.info("norax fit: %s left out: the pools cannot rank with it", name)
+            continue
+        out[name] = values
+    return out
 
 
 def stage_params() -> dict[str, tuple[Any, ...]]:
@@ -85,7 +106,8 @@ def setting_from(weights: Weights, batch: PoolBatch) -> Setting:
     )
 
 
-def _with_extra(s: Setting, name: str, value: Any) -> Setting:
+def with_extra(s: Setting, name: str, value: Any) -> Setting:
+    """``s`` with the stage parameter ``name`` set to ``value``."""
     return replace(s, extra=tuple(sorted({**dict(s.extra), name: value}.items())))
 
 
@@ -149,8 +171,9 @@ def neighbours(
     context: bool = False,
     bm25: Sequence[tuple[float, float]] = (),
     latest: bool = False,
+    stages: Mapping[str, tuple[Any, ...]] | None = None,
 ) -> Iterator[Setting]:
-    """Every setting one coordinate move away from ``s``."""
+    """Every setting one coordinate move away from ``s`` (``stages``: default all known)."""
     for i in range(len(SIGNALS)):
         for v in SHARE_GRID:
             yield replace(s, weights=_with_share(s.weights, i, v))
@@ -182,9 +205,9 @@ def neighbours(
         for lam in LATEST_WEIGHT_GRID:
             for theta in LATEST_SIMILARITY_GRID:
                 yield replace(s, latest_wins_weight=lam, latest_wins_similarity=theta)
-    for name, values in stage_params().items():
+    for name, values in (stage_params() if stages is None else stages).items():
         for value in values:
-            yield _with_extra(s, name, value)
+            yield with_extra(s, name, value)
 
 
 def ascend(
@@ -199,12 +222,15 @@ def ascend(
     context: bool = False,
     bm25: Sequence[tuple[float, float]] = (),
     latest: bool = False,
+    stages: Mapping[str, tuple[Any, ...]] | None = None,
 ) -> tuple[Setting, tuple[float, float]]:
     """Coordinate ascent from ``start``: keep any strictly better move, stop at a fixpoint."""
     best, best_val = start, obj(start)
     for sweep in range(max_sweeps):
         improved = False
-        moves = neighbours(best, kinds, params, pool_cap, recency_cap, context, bm25, latest)
+        moves = neighbours(
+            best, kinds, params, pool_cap, recency_cap, context, bm25, latest, stages
+        )
         for cand in list(moves):
             if sum(cand.weights) <= 0:
                 continue

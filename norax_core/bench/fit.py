@@ -41,6 +41,7 @@ from norax_core.bench.ascent import (
     Objective,
     ascend,
     setting_from,
+    usable_stages,
 )
 from norax_core.bench.fastrank import PoolBatch, Setting
 from norax_core.bench.intentfit import (
@@ -252,6 +253,8 @@ def fit_pools(
         if fit_params
         else (),
     }
+    if fit_params:
+        options["stages"] = usable_stages(obj, first)
     for s in starts:
         found, val = ascend(obj, s, batch.kind_names, **options)
         if val > best_val:

@@ -109,6 +109,7 @@ def ingest(memory: NoraxMemory, dataset: BenchDataset, *, progress: bool = True)
     # read: bring them up to date now, so every question (and a later search) sees the same.
     with memory.store.lock:
         for conv in dataset.conversations:
+            memory.store.indexes.ensure(conv.name)
             memory.store.indexes.graph.communities(conv.name)
     return total
 

@@ -22,9 +22,10 @@ from norax_core.engine import NoraxMemory
 from norax_core.models import DEFAULT_NAMESPACE, SIGNALS
 from norax_core.query import QueryPlan, plan_query
 from norax_core.ranking import Plan, Table, rank, signal_ranks
+from norax_core.retrieval import BridgeSource, bridge_source
 from norax_core.signals.base import Query
 from norax_core.signals.bm25 import BM25Index, BM25Signal
-from norax_core.signals.context import neighbour_map
+from norax_core.signals.context import neighbour_map, session_numbers
 from norax_core.signals.temporal import SECONDS_PER_DAY, decay
 from norax_core.tokenize import Tokenizer
 from norax_core.weights import Weights
@@ -89,6 +90,7 @@ class Pool:
         config: The store configuration the scores were computed with.
         vectors: ``(n, dim)`` stored embeddings of the candidates (for latest wins), or
             ``None``; pools of one namespace with the same ids share one array.
+        bridge: The bridge step's view of the namespace and query (``None``: no entity graph).
     """
 
     request: PoolRequest
@@ -100,6 +102,7 @@ class Pool:
     size: int
     config: NoraxConfig
     vectors: np.ndarray | None = field(default=None, repr=False)
+    bridge: BridgeSource | None = field(default=None, repr=False)
     bm25_rows: dict[tuple[float, float], np.ndarray] = field(default_factory=dict, repr=False)
     """BM25 scores of the candidates under other ``(k1, b)`` (see :func:`add_bm25_variants`)."""
     _index: dict[str, int] = field(default_factory=dict, repr=False)
@@ -254,6 +257,8 @@ def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Tabl
         vectors=PoolVectors(pools, n),
         ids=[p.ids for p in pools],
         plans=[p.plan for p in pools],
+        entities=[None if p.bridge is None else p.bridge.at(p.ids, n) for p in pools],
+        sessions=PoolSessions(pools, n),
     )
 
 
@@ -279,6 +284,29 @@ class PoolNeighbours:
                 out[: len(near), i, row[m]] = [row[x] for x in near]
         self._cache[(window, gap)] = slots = list(out)
         return slots
+
+
+class PoolSessions:
+    """Session numbers of pools that hold whole namespaces (cached per gap)."""
+
+    def __init__(self, pools: Sequence[Pool], n: int) -> None:
+        self.pools, self.n = pools, n
+        self._cache: dict[float, np.ndarray] = {}
+
+    def __call__(self, gap: float) -> np.ndarray:
+        """See :data:`~norax_core.ranking.Sessions`."""
+        hit = self._cache.get(gap)
+        if hit is not None:
+            return hit
+        if any(len(p.ids) < p.size for p in self.pools):
+            raise ValueError("coverage needs pools that hold the whole namespace")
+        out = np.full((len(self.pools), self.n), -1, dtype=np.int64)
+        for i, p in enumerate(self.pools):
+            ordered, times = timeline(p)
+            row = p.index_of
+            out[i, [row[m] for m in ordered]] = session_numbers(times, gap)
+        self._cache[gap] = out
+        return out
 
 
 class PoolVectors:
@@ -372,8 +400,8 @@ def build_pools(
         if key not in shared:
             got = memory.embeddings(ids)
             shared[key] = np.stack([got[m] for m in ids]) if ids else np.zeros((0, 0), np.float32)
-        out.append(
-            Pool(
+        with memory.store.lock:  # the bridge view reads the store's entity graph
+            pool = Pool(
                 request=req,
                 ids=ids,
                 scores=scores,
@@ -383,8 +411,9 @@ def build_pools(
                 size=size,
                 config=replace(memory.config, embed_context=memory.add_config.embed_context),
                 vectors=shared[key],
+                bridge=bridge_source(memory.store.indexes, cands.query),
             )
-        )
+        out.append(pool)
         if progress:
             progress(1)
     return out

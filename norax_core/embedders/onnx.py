@@ -29,6 +29,8 @@ MODEL_DIR_ENV = "NORAX_EMBEDDING_MODEL_DIR"
 
 _MINILM = "all-MiniLM-L6-v2"
 _MINILM_DIM = 384
+SPIN_KEY = "session.intra_op.allow_spinning"
+"""onnxruntime session option: whether idle intra-op threads busy-wait (off here)."""
 _NAME = f"onnx:{_MINILM}"
 _REQUIRED_FILES = ("model.onnx", "tokenizer.json")
 
@@ -240,6 +242,11 @@ class OnnxMiniLMEmbedder:
                 options.log_severity_level = 3
                 if self.threads is not None:
                     options.intra_op_num_threads = self.threads
+                # Idle intra-op threads sleep instead of spinning: add() runs spaCy in a
+                # thread while a batch is embedded, and on a busy 2-core machine spinning
+                # threads took the CPU that spaCy (and other processes) needed: 17 % more
+                # CPU per embedded batch for no faster embedding (benchmarks/scale_ingest.py).
+                options.add_session_config_entry(SPIN_KEY, "0")
                 self._session = onnxruntime.InferenceSession(
                     str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"]
                 )

@@ -22,6 +22,7 @@ from norax_core.query.intents import (
     features,
     load_intent_model,
     rule_intent,
+    with_cues,
 )
 from norax_core.query.periods import Period, find_periods
 from norax_core.tokenize import ENGLISH_STOP_WORDS
@@ -65,7 +66,9 @@ class QueryPlan:
         text: The query analysed (at most :data:`MAX_QUERY_CHARS` characters of it).
         now: When it is asked, epoch seconds (UTC).
         intent: The most likely intent.
-        scores: Every intent's probability, best first (the rules alone give 1.0 to one).
+        scores: Every intent's probability, best first (the rules alone give 1.0 to one;
+            a current-state cue takes half of the model's mass, see
+            :func:`~norax_core.query.intents.with_cues`).
         periods: The periods the query names, in text order.
         entities: Candidate entity strings as written: capitalised spans, quoted terms and
             code identifiers, in text order, without repeats.
@@ -154,7 +157,7 @@ def plan_query(text: str, now: datetime | float | str | None = None) -> QueryPla
         scores: tuple[tuple[Intent, float], ...] = ((intent, 1.0),)
         source = "rules"
     else:
-        probs = model.scores(features(query, bool(periods)))
+        probs = with_cues(query, model.scores(features(query, bool(periods))))
         scores = tuple(sorted(probs.items(), key=lambda p: -p[1]))
         intent, source = scores[0][0], "model"
     return QueryPlan(query, ts, intent, scores, periods, tuple(_entities(query)), source)

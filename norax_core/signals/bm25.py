@@ -388,6 +388,14 @@ class BM25Index:
         self._settle(namespace, part)
         return True
 
+    def drop(self, namespace: str) -> None:
+        """Forget a whole namespace (its owner reloads it when it is next used)."""
+        part = self._parts.pop(namespace, None)
+        if part is not None:
+            for doc_id in part.slot_of:
+                del self._home[doc_id]
+            self._version += 1
+
     def _settle(self, namespace: str, part: _Partition) -> None:
         # After a write: drop an empty namespace, compact one that is mostly tombstones.
         self._version += 1

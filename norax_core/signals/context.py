@@ -24,6 +24,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
+import numpy as np
+
 __all__ = [
     "batch_preceding",
     "embedding_text",
@@ -31,6 +33,7 @@ __all__ = [
     "neighbour_map",
     "preceding",
     "propagate",
+    "session_numbers",
 ]
 
 CONTEXT_SEPARATOR = "\n"
@@ -77,6 +80,18 @@ def neighbour_map(
             found.append(ordered[j])
         out[m] = tuple(found)
     return out
+
+
+def session_numbers(times: Sequence[float], gap: float) -> list[int]:
+    """Each memory's session, from 0: a new one starts after a pause of more than ``gap``.
+
+    ``times`` are a timeline's creation times in conversation order; two memories share a
+    session exactly when :func:`neighbour_map` could link them through their neighbours.
+    """
+    if not len(times):
+        return []
+    breaks = np.diff(np.asarray(times, dtype=np.float64)) > gap
+    return [0, *np.cumsum(breaks).tolist()]
 
 
 def propagate(

@@ -321,6 +321,7 @@ class NamespaceGraph:
         self.touched: set[int] | None = None  # entity ids (re)used or freed since a snapshot
         self.fingerprint = 0  # XOR of the memories' hashes: equal graphs, equal prints
         self.version = next(_CLOCK)
+        self._memo: dict[str, tuple[int, Any]] = {}  # key -> (version, value): see memo()
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -471,6 +472,25 @@ class NamespaceGraph:
             )
             self.adj_arr[e] = arrs
         return arrs
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every ``(row, entity id)`` of the namespace as two aligned arrays, rows ascending.
+
+        The memory-entity incidence the bridge stage walks (:mod:`norax_core.stages.bridges`).
+        """
+        lengths = np.fromiter((len(e) for e in self.ents), np.int64, len(self.ents))
+        rows = np.repeat(np.arange(len(self.ents), dtype=np.int64), lengths)
+        ents = np.fromiter((e for es in self.ents for e in es), np.int64, int(lengths.sum()))
+        return rows, ents
+
+    def memo(self, key: str, build: Callable[[NamespaceGraph], Any]) -> Any:
+        """``build(self)``, kept until the namespace next changes (derived views of readers)."""
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] == self.version:
+            return hit[1]
+        value = build(self)
+        self._memo[key] = (self.version, value)
+        return value
 
     def lookup(self, candidate: str) -> tuple[str, ...]:
         """The node ``candidate`` names, ``()`` if none.
@@ -898,19 +918,43 @@ class EntityGraph:
         Each namespace is saved with the fingerprint of the graph they belong to, so that
         :meth:`load_state_dict` reuses them only for that same graph.
         """
-        out: dict[str, Any] = {}
-        for ns, space in self._spaces.items():
-            self._adopt(ns, space)
-            space.place()
-            groups: dict[int, list[str]] = {}
-            for e in space.post:
-                groups.setdefault(int(space.comm[e]), []).append(space.names[e])
-            out[ns] = {
-                "fingerprint": f"{space.fingerprint:016x}",
-                "changes": space.changes,
-                "communities": [sorted(g) for _, g in sorted(groups.items())],
-            }
-        return {"version": STATE_VERSION, "namespaces": out}
+        out = {ns: self.namespace_state(ns) for ns in list(self._spaces)}
+        return {"version": STATE_VERSION, "namespaces": {k: v for k, v in out.items() if v}}
+
+    def namespace_state(self, namespace: str) -> dict[str, Any] | None:
+        """One namespace's entry of :meth:`state_dict` (``None`` if it is empty)."""
+        space = self._spaces.get(namespace)
+        if space is None:
+            return None
+        self._adopt(namespace, space)
+        space.place()
+        groups: dict[int, list[str]] = {}
+        for e in space.post:
+            groups.setdefault(int(space.comm[e]), []).append(space.names[e])
+        return {
+            "fingerprint": f"{space.fingerprint:016x}",
+            "changes": space.changes,
+            "communities": [sorted(g) for _, g in sorted(groups.items())],
+        }
+
+    def drop(self, namespace: str) -> dict[str, Any] | None:
+        """Forget a whole namespace; returns its state (:meth:`namespace_state`) to save.
+
+        A background run of it still in flight is dropped when it finishes (a reloaded
+        namespace is another object, see :meth:`_adopt`).
+        """
+        state = self.namespace_state(namespace)
+        self._spaces.pop(namespace, None)
+        self._pending.pop(namespace, None)
+        return state
+
+    def load_namespace_state(self, namespace: str, saved: Mapping[str, Any]) -> None:
+        """Adopt one namespace's saved state (:meth:`namespace_state`) if its graph matches.
+
+        Checked at the namespace's next read, as :meth:`load_state_dict` is.
+        """
+        if isinstance(saved, Mapping) and isinstance(saved.get("communities"), list):
+            self._pending[namespace] = dict(saved)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Adopt saved communities for the namespaces whose graph is unchanged.

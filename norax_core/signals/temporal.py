@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 import numpy as np
 
 from norax_core.signals.base import Query
-from norax_core.signals.context import neighbour_map
+from norax_core.signals.context import neighbour_map, session_numbers
 
 SECONDS_PER_DAY = 86_400.0
 
@@ -172,6 +172,10 @@ class TemporalSignal:
         self.writes += 1
         return ns.remove(memory_id) if ns else False
 
+    def drop(self, namespace: str) -> None:
+        """Forget a whole namespace (its owner reloads it when it is next used)."""
+        self._ns.pop(namespace, None)
+
     def count(self, namespace: str) -> int:
         """Number of memories in ``namespace``."""
         ns = self._ns.get(namespace)
@@ -221,6 +225,27 @@ class TemporalSignal:
             ordered, times = [ordered[i] for i in keep], [times[i] for i in keep]
             pos = {m: j for j, m in enumerate(ordered)}
         return neighbour_map(ordered, times, window, gap, wanted=ids, pos=pos)
+
+    def sessions(
+        self,
+        namespace: str,
+        ids: Sequence[str],
+        gap: float,
+        allowed: Collection[str] | None = None,
+    ) -> list[int]:
+        """Each of ``ids``' session in the namespace's timeline split at pauses over ``gap``.
+
+        See :func:`~norax_core.signals.context.session_numbers`; with ``allowed`` (a search's
+        filter) the timeline holds those memories only, as for :meth:`neighbours`. An id not
+        in it gets a session of its own (a negative number).
+        """
+        ordered, times, pos = self.timeline(namespace)
+        if allowed is not None:
+            keep = sorted(pos[m] for m in allowed if m in pos)
+            ordered, times = [ordered[i] for i in keep], [times[i] for i in keep]
+            pos = {m: j for j, m in enumerate(ordered)}
+        number = session_numbers(times, gap)
+        return [number[pos[m]] if m in pos else -1 - i for i, m in enumerate(ids)]
 
     def timeline(self, namespace: str) -> tuple[list[str], list[float], dict[str, int]]:
         """The namespace's ids in conversation order, their times and positions.

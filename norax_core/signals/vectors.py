@@ -182,6 +182,11 @@ class VectorCache:
             if got is not None:
                 got.drop(ids)
 
+    def evict(self, namespace: str) -> None:
+        """Forget one namespace's matrix (it is reloaded on use)."""
+        with self.lock:
+            self._blocks.pop(namespace, None)
+
     def clear(self) -> None:
         """Forget every matrix (they are reloaded on use)."""
         with self.lock:

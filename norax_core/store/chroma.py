@@ -8,12 +8,14 @@ reserved ``norax_*`` keys); :func:`memory_from_record` turns one back into a
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from norax_core.batch import CREATED_KEY, ENTITIES_KEY, KIND_KEY
+from norax_core.batch import CREATED_KEY, ENTITIES_KEY, KIND_KEY, SEQ_KEY
 from norax_core.embedders import Embedder
 from norax_core.errors import DimensionMismatchError, InvalidInputError
 from norax_core.models import DEFAULT_NAMESPACE, RESERVED_PREFIX, Memory, utc_from_timestamp
+from norax_core.sidecar import IndexRow
 from norax_core.signals.dense import NAMESPACE_KEY
 from norax_core.store.writes import CHROMA_BATCH
 from norax_core.sync import ChangeLog, SyncConfig
@@ -102,3 +104,68 @@ def drop_collection(client: Any, collection: Any) -> None:
         client.delete_collection(collection.name)
     except Exception:  # already gone, or the client is shutting down
         logger.debug("norax: could not drop collection %s", collection.name)
+
+
+class ChromaRows:
+    """Chroma as the source of a client's namespaces (:class:`~norax_core.indexes.RowSource`).
+
+    Other processes write to the server, so a client's sidecar only caches the namespaces
+    it has loaded; a namespace is read by one ``get`` filtered on it (no other is read).
+
+    Args:
+        collection: The memory collection.
+        row_from_record: What the derived indexes hold of a record.
+    """
+
+    complete = False
+
+    def __init__(
+        self, collection: Any, row_from_record: Callable[[str, str, dict[str, Any]], IndexRow]
+    ) -> None:
+        self.collection = collection
+        self.row_from_record = row_from_record
+
+    def rows(self, namespace: str) -> list[IndexRow]:
+        """Every row of ``namespace``, in one filtered ``get`` (no offset paging to shift)."""
+        got = self.collection.get(
+            where={NAMESPACE_KEY: namespace}, include=["documents", "metadatas"]
+        )
+        return [
+            self.row_from_record(mid, doc or "", dict(meta or {}))
+            for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+        ]
+
+    def homes(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
+        """``id -> (namespace, seq)`` of the ``ids`` Chroma holds."""
+        out: dict[str, tuple[str, int]] = {}
+        for s in range(0, len(ids), CHROMA_BATCH):
+            got = self.collection.get(ids=list(ids[s : s + CHROMA_BATCH]), include=["metadatas"])
+            for mid, meta in zip(got["ids"], got["metadatas"], strict=True):
+                meta = meta or {}
+                out[mid] = (str(meta.get(NAMESPACE_KEY, DEFAULT_NAMESPACE)), seq(meta.get(SEQ_KEY)))
+        return out
+
+    def has(self, namespace: str) -> bool:
+        """Whether Chroma holds a memory of ``namespace``."""
+        got = self.collection.get(where={NAMESPACE_KEY: namespace}, limit=1, include=[])
+        return bool(got["ids"])
+
+    def namespaces(self) -> list[str]:
+        """Every namespace, from a pass over Chroma's metadata (an administration call)."""
+        found: set[str] = set()
+        offset = 0
+        while True:
+            got = self.collection.get(include=["metadatas"], limit=_PAGE, offset=offset)
+            found.update(
+                str((m or {}).get(NAMESPACE_KEY, DEFAULT_NAMESPACE)) for m in got["metadatas"]
+            )
+            if len(got["ids"]) < _PAGE:
+                return sorted(found)
+            offset += _PAGE
+
+    def count(self) -> int:
+        """Number of memories in Chroma."""
+        return int(self.collection.count())
+
+
+_PAGE = 5_000

@@ -168,7 +168,8 @@ def check(store: Store, *, deep: bool = True) -> CheckReport:
     """Compare Chroma with every derived index of ``store``.
 
     Runs under the store's lock, so it sees one consistent state (writes wait). The cost is
-    one pass over Chroma (plus re-tokenising every document when ``deep``).
+    one pass over Chroma (plus re-tokenising every document when ``deep``), and loading every
+    namespace's indexes (beyond ``index_cache_mb`` for the check's duration).
 
     Args:
         store: An open store.
@@ -179,7 +180,7 @@ def check(store: Store, *, deep: bool = True) -> CheckReport:
     Returns:
         The report; ``report.ok`` tells whether everything agrees.
     """
-    with store.lock:
+    with store.lock, store.indexes.load_all():  # every namespace, evicted again after
         idx = store.indexes
         truth: dict[str, dict[str, IndexRow | None]] = {}
         for rec in _chroma_rows(store, deep):

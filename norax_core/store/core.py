@@ -8,8 +8,8 @@ its ``lock``, other processes' writes arrive through :meth:`Store.maybe_sync` an
 
 The engine (:class:`~norax_core.engine.NoraxMemory`) validates, embeds and ranks, and
 :mod:`norax_core.maintenance` checks and exports; both reach Chroma and the indexes through
-this object, never through each other's fields. What the store holds in memory (today every
-namespace's indexes, loaded at open) is therefore its own decision to change.
+this object, never through each other's fields. What the store holds in memory is its own
+decision: the namespaces in use, loaded lazily under a budget (:mod:`norax_core.indexes`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,13 @@ from norax_core.locking import StoreLock
 from norax_core.models import Memory
 from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.signals.dense import DenseSignal, chroma_where
-from norax_core.store.chroma import drop_collection, memory_from_record, open_collection, seq
+from norax_core.store.chroma import (
+    ChromaRows,
+    drop_collection,
+    memory_from_record,
+    open_collection,
+    seq,
+)
 from norax_core.store.writes import WritePath
 from norax_core.sync import ChangeLog
 
@@ -130,7 +136,10 @@ class Store(WritePath):
             # The in-memory database ends with the process: no work to do at exit.
             self._finalizer.atexit = False
 
-        self.indexes = DerivedIndexes(Sidecar(sidecar_path), self.config)
+        # A client's namespaces are read from Chroma (other processes write there); an
+        # embedded or in-memory store's from its sidecar, which this process alone writes.
+        source = ChromaRows(self.collection, self.row_from_record) if client is not None else None
+        self.indexes = DerivedIndexes(Sidecar(sidecar_path), self.config, source)
         # Lambdas, not bound methods: a repair may replace the derived indexes.
         self.dense = DenseSignal(
             self.collection,
@@ -141,7 +150,7 @@ class Store(WritePath):
             exact_limit=self.config.dense_exact_limit,
         )
         self.indexes.load()
-        if reconcile:
+        if reconcile:  # ids only (embedded: every id; a client: none), never a memory
             self.indexes.reconcile(self.collection, self.row_from_record)
 
     # -- closing ------------------------------------------------------------------------
@@ -203,15 +212,13 @@ class Store(WritePath):
         """Number of memories, in one (valid) namespace or (``None``) in all."""
         with self.lock:
             self.maybe_sync()
-            if namespace is None:
-                return len(self.indexes.namespace_of)
-            return self.indexes.temporal.count(namespace)
+            return self.indexes.count(namespace)
 
     def namespaces(self) -> list[str]:
         """Namespaces that hold at least one memory."""
         with self.lock:
             self.maybe_sync()
-            return sorted(set(self.indexes.namespace_of.values()))
+            return self.indexes.namespaces()
 
     def records(self, ids: Sequence[str]) -> dict[str, Memory]:
         """The stored memory of each of ``ids`` that exists, by id."""
@@ -243,11 +250,12 @@ class Store(WritePath):
         return self.indexes.resync(self.collection, ids, self.row_from_record)
 
     def rebuild_indexes(self) -> None:
-        """Replace the in-memory indexes by a fresh load of the sidecar."""
+        """Replace the in-memory indexes by fresh ones (namespaces load again on use)."""
         old = self.indexes
         old.save_state()
-        fresh = DerivedIndexes(old.sidecar, old.config)
+        fresh = DerivedIndexes(old.sidecar, old.config, old.source)
         fresh.load()
+        fresh.last_seq = max(fresh.last_seq, old.last_seq)
         self.indexes = fresh
         old.graph.close()  # stops the replaced graph's community worker thread
 

@@ -75,13 +75,20 @@ class WritePath:
         new ones numbers after the store's (what :meth:`settle` gives them if no other
         write comes first).
         """
-        catalog = self.indexes.temporal
         with self.lock:
+            cfg = self.add_config()
             if seqs is None:
-                seqs = sequence_numbers(catalog, self.indexes.namespace_of, ids, spaces)
-            return context_texts(
-                ids, texts, times, spaces, seqs, self.add_config(), catalog.sequence, self.texts
-            )
+                seqs = self.sequence_numbers(ids, spaces)
+            # the context is read from the namespaces' timelines: they are loaded
+            with self.indexes.held(spaces if cfg.embed_context > 0 else ()):
+                catalog = self.indexes.temporal
+                return context_texts(
+                    ids, texts, times, spaces, seqs, cfg, catalog.sequence, self.texts
+                )
+
+    def sequence_numbers(self, ids: Sequence[str], spaces: Sequence[str]) -> list[int]:
+        """See :func:`~norax_core.batch.sequence_numbers` (stored ids looked up, not loaded)."""
+        return sequence_numbers(self.indexes.last_seq, self.indexes.stored(ids), ids, spaces)
 
     def settle(self, p: Prepared) -> Prepared:
         """Number the batch in write order and make its context current (under the lock).
@@ -90,11 +97,8 @@ class WritePath:
         preparation and now (another thread, task or, through the change log, process)
         has its context computed again.
         """
-        catalog = self.indexes.temporal
-        seqs = sequence_numbers(
-            catalog, self.indexes.namespace_of, p.ids, [r.namespace for r in p.rows]
-        )
-        stale = self.add_config().embed_context > 0 and catalog.writes != p.basis
+        seqs = self.sequence_numbers(p.ids, [r.namespace for r in p.rows])
+        stale = self.add_config().embed_context > 0 and self.indexes.writes != p.basis
         return settled(p, seqs, self.embedder, self.embedding_texts, stale)
 
     def write(self, p: Prepared, *, upsert: bool) -> None:
@@ -109,6 +113,7 @@ class WritePath:
         old = stored_records(self.collection, p.ids, CHROMA_BATCH) if upsert else {}
         tried: list[str] = []
         self.indexes.sidecar.mark_pending(p.ids)
+        self.indexes.claim(r.namespace for r in p.rows)
         try:
             for s in range(0, len(p.ids), CHROMA_BATCH):
                 e = s + CHROMA_BATCH
@@ -176,15 +181,20 @@ class WritePath:
         cfg = self.add_config()
         if cfg.embed_context <= 0:
             return None
-        found, new_texts = follower_texts(
-            p.rows if p is not None else [],
-            p.texts if p is not None else [],
-            gone,
-            cfg,
-            self.indexes.temporal,
-            self.indexes.namespace_of,
-            self.texts,
-        )
+        rows = p.rows if p is not None else []
+        # the followers live in the namespaces written to (or deleted from): load those
+        homes = self.indexes.homes([*(p.ids if p is not None else []), *gone])
+        spaces = [*(r.namespace for r in rows), *homes.values()]
+        with self.indexes.held(spaces):
+            found, new_texts = follower_texts(
+                rows,
+                p.texts if p is not None else [],
+                gone,
+                cfg,
+                self.indexes.temporal,
+                self.indexes.namespace_of,
+                self.texts,
+            )
         if not found:
             return None
         embedder = self.embedder
@@ -227,11 +237,12 @@ class WritePath:
         marked = json.loads(self.indexes.sidecar.get_meta(RESTATE_KEY) or "[]")
         if not marked:
             return
-        home, catalog = self.indexes.namespace_of, self.indexes.temporal
-        ids = [m for m in marked if m in home]
-        if ids:
+        with self.indexes.held(self.indexes.homes(marked).values()):
+            home, catalog = self.indexes.namespace_of, self.indexes.temporal
+            ids = [m for m in marked if m in home]
             spaces = [home[m] for m in ids]
             times = stored_times(catalog, home, ids)
+        if ids:
             text_of = self.texts(ids)
             inputs = self.embedding_texts(ids, [text_of.get(m, "") for m in ids], times, spaces)
             vectors = checked_embeddings(self.embedder, self.embedder.embed(inputs), len(ids))

@@ -75,6 +75,7 @@ def test_there_are_notebooks() -> None:
         "03_llamaindex.ipynb",
         "04_benchmarks.ipynb",
         "05_agent_memory.ipynb",
+        "06_query_aware.ipynb",
     ]
 
 

@@ -3,8 +3,9 @@
 One whole LoCoMo conversation (conv-30: 369 turns, 105 questions) and one whole BEAM 100K
 chat (chat 1: 188 long messages, 18 questions) are ingested with the real ONNX embedder and
 spaCy pipeline, exactly as ``norax bench`` ingests them. For every question and several
-weightings (the shipped presets, single signals, RRF, context propagation, latest wins, a
-weights file with per-intent overrides: each question ranked with its intent's weights), the
+weightings (the shipped presets, single signals, RRF, context propagation, latest wins, the
+bridge step, the period boost, coverage, a weights file with per-intent overrides: each
+question ranked with its intent's weights), the
 ids the benchmark ranks from its pools must be the ids a plain loop over
 :meth:`NoraxMemory.search` returns, and the benchmark's per-question recall must be the
 recall of those ids. Cold (no embedding cache) this embeds about 560 texts, 1-2 minutes.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from norax_core.bench.data import BenchDataset, load_beam, load_locomo
@@ -22,15 +24,16 @@ from norax_core.bench.harness import open_store, run_benchmark
 from norax_core.bench.metrics import recall_at_k
 from norax_core.bench.pools import plan_groups
 from norax_core.presets import get_preset
-from norax_core.ranking import rank
+from norax_core.ranking import Ranking, rank
 from norax_core.weights import FusionMethod, Weights
 
 pytestmark = pytest.mark.integration
 
 DATA = Path(os.environ.get("NORAX_DATA_DIR", Path(__file__).parents[3] / "shared" / "data"))
 
+DEFAULT = get_preset("default")
 METHODS = {
-    "default": get_preset("default"),
+    "default": DEFAULT,
     "project": get_preset("project"),
     "seed": get_preset("seed"),
     "rrf": get_preset("rrf"),
@@ -53,6 +56,46 @@ METHODS = {
             "latest_wins_similarity": 0.5,
         },
     ),
+    "period": Weights(**{**vars(DEFAULT), "params": {**DEFAULT.params, "period_boost": 0.5}}),
+    "coverage": Weights(**{**vars(DEFAULT), "params": {**DEFAULT.params, "coverage_weight": 0.2}}),
+    "bridges": Weights(
+        0.3,
+        0.6,
+        0.0,
+        0.1,
+        params={
+            "pool_min": 10,
+            "context_window": 1,
+            "context_weight": 0.75,
+            "bridge_weight": 0.2,
+            "bridge_seeds": 5,
+            "bridge_candidates": 10,
+            "bridge_query_share": 0.5,
+        },
+    ),
+    "staged": Weights(
+        0.3,
+        0.6,
+        0.0,
+        0.1,
+        params={
+            "context_window": 1,
+            "context_weight": 0.5,
+            "period_boost": 1.0,
+            "period_margin": 0.5,
+            "latest_wins_weight": 1.0,
+            "coverage_weight": 0.5,
+            "coverage_depth": 12,
+            "bridge_weight": 0.1,
+        },
+    ),
+    "freshness": Weights(  # no recency weight: freshness reads the decay all the same
+        0.3,
+        0.6,
+        0.0,
+        0.1,
+        params={"context_window": 1, "context_weight": 0.5, "freshness_weight": 0.3},
+    ),
 }
 PER_INTENT = Weights(
     **get_preset("default").as_dict(),
@@ -64,7 +107,15 @@ PER_INTENT = Weights(
         "current_state": Weights(
             0.2, 0.6, 0.2, 0.0, params={"latest_wins_weight": 1.5, "decay_days": {"episodic": 5}}
         ),
-        "coverage": Weights(0.0, 1.0, 0.0, 0.0, method=FusionMethod.RRF, rrf_k=10.0),
+        "coverage": Weights(
+            0.0,
+            1.0,
+            0.0,
+            0.0,
+            method=FusionMethod.RRF,
+            rrf_k=10.0,
+            params={"coverage_weight": 0.3},  # coverage on for coverage questions only
+        ),
     },
 )
 """A per-intent weights file: each intent's questions ranked with its own weights."""
@@ -98,7 +149,14 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
     with open_store(tmp_path / "cache") as mem:
         run, pools = run_benchmark(ds, METHODS, KS, memory=mem, progress=False)
         assert all(len(p.ids) == len(conv.memories) for p in pools)  # whole namespace
-        moved = {"context2": 0, "latest": 0}
+        moved = {
+            "context2": 0,
+            "latest": 0,
+            "period": 0,
+            "coverage": 0,
+            "bridges": 0,
+            "freshness": 0,
+        }
         overridden: set[str] = set()
         for name, w in METHODS.items():
             # the queries grouped by the weights their intent selects (one group without
@@ -124,9 +182,29 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
                         if name == "per_intent" and info is not None and info.weights_intent:
                             overridden.add(info.weights_intent)
                         if name in moved and k == 10:
-                            ctx, fused = bench.context[j], bench.fused[j]
-                            moved[name] += int((ctx != fused)[bench.top(j)].any())
-        # the context and latest-wins stages really acted on these questions
-        assert moved["context2"] > 0 and moved["latest"] > 0
+                            before, after = _stage(bench, name)
+                            moved[name] += int((before[j] != after[j])[bench.top(j)].any())
+                            if name == "bridges":  # the step's part, as search explains it
+                                top = bench.top(j)
+                                want = sorted(float(after[j, r] - before[j, r]) for r in top)
+                                parts = sorted(r.explanation.bridges for r in got)
+                                assert parts == pytest.approx(want, abs=1e-12)
+        # the context, latest-wins, coverage (and on LoCoMo period) stages really acted
+        assert moved["context2"] > 0 and moved["latest"] > 0 and moved["coverage"] > 0
+        assert moved["bridges"] > 0 and moved["freshness"] > 0
+        assert moved["period"] > 0 or kind == "beam"  # BEAM chat 1 names no period
         # and overrides really ranked some questions, visibly in their results
         assert overridden, "no question of this conversation had an overridden intent"
+
+
+def _stage(ranking: Ranking, method: str) -> tuple[np.ndarray, np.ndarray]:
+    """The scores before and after the stage ``method`` turns on."""
+    if method == "period":
+        return ranking.after["bridges"], ranking.after["period"]
+    if method == "bridges":
+        return ranking.context, ranking.after["bridges"]
+    if method == "coverage":
+        return ranking.after["freshness"], ranking.score
+    if method == "freshness":
+        return ranking.after["latest_wins"], ranking.after["freshness"]
+    return ranking.fused, ranking.context

@@ -56,7 +56,7 @@ STAGES = Weights(
     },
 )
 PLAN_KEYS = {"intent", "periods", "entities", "weights_intent"}
-STAGE_KEYS = {"fused", "context", "latest_wins"}
+STAGE_KEYS = {"fused", "context", "bridges", "period", "latest_wins", "freshness", "coverage"}
 
 
 @pytest.fixture
@@ -70,9 +70,7 @@ def _check_result_dict(plan: dict[str, Any], stages: dict[str, float], score: fl
     """A result's JSON-ready plan and stages: the documented keys, stages summing to score."""
     assert set(plan) == PLAN_KEYS and set(stages) == STAGE_KEYS
     assert isinstance(plan["intent"], str) and isinstance(plan["periods"], list)
-    assert stages["fused"] + stages["context"] + stages["latest_wins"] == pytest.approx(
-        score, abs=1e-9
-    )
+    assert sum(stages.values()) == pytest.approx(score, abs=1e-9)
     json.dumps({"query_plan": plan, "explanation": stages})  # serialisable
 
 
@@ -85,7 +83,7 @@ def test_search_results_carry_the_plan_and_stages_that_sum_to_the_score(
         assert r.query_plan == QueryInfo("temporal", (), ("Colby",))
         assert r.explanation is not None
         e = r.explanation
-        assert abs(e.fused + e.context + e.latest_wins - r.score) <= 1e-9
+        assert abs(sum(e.to_dict().values()) - r.score) <= 1e-9
         assert r.to_dict()["explanation"] == e.to_dict()
         plan = {"intent": "temporal", "periods": [], "entities": ["Colby"], "weights_intent": None}
         assert r.to_dict()["query_plan"] == plan
@@ -164,7 +162,8 @@ def test_llamaindex_postprocessor_reports_the_plan_and_fusion_only(store: NoraxM
     for n in out:
         meta = n.node.metadata
         assert meta["query_plan"]["intent"] == "temporal"
-        assert meta["explanation"] == {"fused": n.score, "context": 0.0, "latest_wins": 0.0}
+        assert meta["explanation"] == Explanation(n.score or 0.0).to_dict()
+        assert set(meta["explanation"].values()) <= {n.score, 0.0}
         _check_result_dict(meta["query_plan"], meta["explanation"], n.score or 0.0)
     assert all("query_plan" not in n.node.metadata for n in nodes)  # inputs unchanged
 

@@ -345,7 +345,15 @@ def test_result_to_document() -> None:
             "entities": ["Colby"],
             "weights_intent": None,
         },
-        "explanation": {"fused": 0.4, "context": 0.15, "latest_wins": -0.05},
+        "explanation": {
+            "fused": 0.4,
+            "context": 0.15,
+            "bridges": 0.0,
+            "period": 0.0,
+            "latest_wins": -0.05,
+            "freshness": 0.0,
+            "coverage": 0.0,
+        },
     }
 
 

@@ -504,7 +504,15 @@ def test_result_to_node() -> None:
             "entities": ["Colby"],
             "weights_intent": None,
         },
-        "explanation": {"fused": 0.5, "context": 0.0, "latest_wins": 0.0},
+        "explanation": {
+            "fused": 0.5,
+            "context": 0.0,
+            "bridges": 0.0,
+            "period": 0.0,
+            "latest_wins": 0.0,
+            "freshness": 0.0,
+            "coverage": 0.0,
+        },
     }
     hidden = {"namespace", "score", "signals", "matched_entities", "query_plan", "explanation"}
     assert set(got.node.excluded_llm_metadata_keys) == hidden
@@ -521,7 +529,15 @@ def test_reranked_copies_the_node() -> None:
         "score": 0.7,
         "signals": {"bm25": 1.0, "dense": 0.0, "temporal": 0.5, "graph": 0.0},
         "query_plan": {"intent": "lookup", "periods": [], "entities": [], "weights_intent": None},
-        "explanation": {"fused": 0.7, "context": 0.0, "latest_wins": 0.0},
+        "explanation": {
+            "fused": 0.7,
+            "context": 0.0,
+            "bridges": 0.0,
+            "period": 0.0,
+            "latest_wins": 0.0,
+            "freshness": 0.0,
+            "coverage": 0.0,
+        },
     }
     assert got.node.excluded_llm_metadata_keys == [
         "x",

@@ -167,6 +167,8 @@ def test_without_sync_only_refresh_catches_up(chroma_url: str) -> None:
         sync_interval=0,
     )
     try:
+        # loaded before the write (a namespace that is not loaded is read fresh from Chroma)
+        assert mem.count("team") == 0
         writer.ask(op="add", id="x-1", text="A note about the lighthouse keeper")
         time.sleep(INTERVAL * 3)
         assert mem.count("team") == 0

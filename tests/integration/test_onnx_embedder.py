@@ -137,6 +137,26 @@ def test_concurrent_calls_agree_with_serial(embedder: OnnxMiniLMEmbedder) -> Non
         np.testing.assert_allclose(result, expected, atol=1e-5)
 
 
+def test_idle_threads_sleep_and_vectors_match_a_spinning_session(
+    embedder: OnnxMiniLMEmbedder,
+) -> None:
+    import onnxruntime
+
+    from norax_core.embedders.onnx import SPIN_KEY
+
+    _, session = embedder._load()
+    assert session.get_session_options().get_session_config_entry(SPIN_KEY) == "0"
+    options = onnxruntime.SessionOptions()
+    options.add_session_config_entry(SPIN_KEY, "1")
+    spinning = OnnxMiniLMEmbedder(MODEL_DIR)
+    spinning._load()
+    spinning._session = onnxruntime.InferenceSession(
+        str(MODEL_DIR / "onnx" / "model.onnx"), options, providers=["CPUExecutionProvider"]
+    )
+    assert spinning._session.get_session_options().get_session_config_entry(SPIN_KEY) == "1"
+    np.testing.assert_array_equal(embedder.embed(TEXTS), spinning.embed(TEXTS))
+
+
 async def test_aembed_matches_and_does_not_block_the_loop(embedder: OnnxMiniLMEmbedder) -> None:
     ticks = 0
 

@@ -73,7 +73,8 @@ def writer(store: str, rnd: int, seed: int, real: bool, context: bool) -> None:
         kwargs["embedder"].embed(["warm up the session"])  # first runs are slow: not
         kwargs["extractor"].extract(["Warm up the pipeline."])  # what the kills should hit
     mem = open_store(store, **kwargs)
-    known = dict(mem.store.indexes.namespace_of)
+    with mem.store.lock, mem.store.indexes.load_all():  # namespaces load lazily
+        known = dict(mem.store.indexes.namespace_of)
     out("open")
     n = 0
     for _ in range(100_000):

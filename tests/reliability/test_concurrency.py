@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from _support import assert_context_vectors, open_store
 
+from norax_core import Weights
+
 HERE = Path(__file__).resolve().parent
 WORKERS = 8
 SECONDS = 3.0
@@ -120,7 +122,19 @@ def rng_sample(live: dict, n: int) -> list[str]:
 
 # The chat preset embeds each memory with the two before it (embed_context 2): concurrent
 # writers into one namespace must still leave every vector with its real predecessors.
-WEIGHTS = pytest.mark.parametrize("weights", [None, "chat"], ids=["four-signals", "chat"])
+# With the bridge step on, searches walk each namespace's entity graph while writers change
+# it: the walk's view of the graph is cached per graph version and read under the lock.
+BRIDGED = Weights(
+    0.3,
+    0.3,
+    0.2,
+    0.2,
+    params={"pool_min": 2, "pool_factor": 1, "bridge_weight": 0.5, "bridge_seeds": 3},
+    name="bridged",
+)
+WEIGHTS = pytest.mark.parametrize(
+    "weights", [None, "chat", BRIDGED], ids=["four-signals", "chat", "bridges"]
+)
 
 
 @WEIGHTS

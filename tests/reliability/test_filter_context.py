@@ -100,3 +100,133 @@ def test_the_filtered_search_ignores_what_excluded_memories_say(embedder):
     finally:
         one.close()
         two.close()
+
+
+# The period boost and coverage on: coverage splits the timeline into sessions at the gap,
+# among the memories the filter allows. "x" (excluded) sits between "a" and "b", each a gap
+# of 120 s from it: with x, one session; without it, "b" is 240 s after "a", a session of its
+# own.
+STAGED = Weights(
+    bm25=0.0,
+    dense=0.8,
+    temporal=0.2,
+    graph=0.0,
+    params={
+        "context_window": 1,
+        "context_weight": 1.0,
+        "context_gap_seconds": 150.0,
+        "period_boost": 0.5,
+        "coverage_weight": 1.0,
+    },
+    name="stages-test",
+)
+SPLIT = [
+    ("q", "Which flight did Maria book for the Lisbon conference?", "keep", 0),
+    ("a", "The early one on Friday, with her sister.", "keep", 1),
+    ("x", "Maria booked the Lisbon flight for Friday morning.", "drop", 3),
+    ("b", "She also reserved a hotel near the venue.", "keep", 5),
+]
+
+
+def _staged_store(embedder, rows) -> NoraxMemory:  # type: ignore[no-untyped-def]
+    mem = NoraxMemory(embedder=embedder, extractor=False, weights=STAGED)
+    mem.add(
+        [t for _, t, _, _ in rows],
+        ids=[i for i, *_ in rows],
+        created_at=[START + timedelta(minutes=m) for *_, m in rows],
+        namespace="trip",
+        metadata=[{"topic": topic} for _, _, topic, _ in rows],
+    )
+    return mem
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_with_period_boost_and_coverage_a_filtered_search_is_the_allowed_memories_search(
+    embedder, k
+):
+    full = _staged_store(embedder, SPLIT)
+    only = _staged_store(embedder, [r for r in SPLIT if r[2] == "keep"])
+    try:
+        query = "What flight did Maria book to Lisbon last week?"  # START is in last week
+        got = full.search(query, k=k, namespace="trip", where={"topic": "keep"}, now=NOW)
+        want = only.search(query, k=k, namespace="trip", now=NOW)
+        assert [r.id for r in got] == [r.id for r in want]
+        assert "x" not in {r.id for r in got}  # coverage never pulls an excluded memory in
+        for g, w in zip(got, want, strict=True):
+            assert g.score == pytest.approx(w.score, abs=1e-6), g.id
+            assert g.explanation is not None and w.explanation is not None
+            for stage, value in g.explanation.to_dict().items():
+                assert value == pytest.approx(getattr(w.explanation, stage), abs=1e-6)
+            assert g.explanation.period > 0  # every memory is from last week
+        if k >= 2:
+            # "b" is a session of its own among the allowed memories: coverage lifts it
+            assert [r.id for r in got][1] == "b"
+            assert got[1].explanation is not None and got[1].explanation.coverage > 0
+    finally:
+        full.close()
+        only.close()
+
+
+# Maria's trip: the flight turn is found by meaning; the bridge step walks from its entities.
+# The dropped turns share those entities (Lisbon, Maria, the conference): were they walked
+# through or brought in, the filtered search would differ from the store without them.
+TRIP = [
+    ("f", "Maria booked the early flight to Lisbon for the conference.", "keep"),
+    ("h", "The hotel near the Lisbon venue has a rooftop pool.", "keep"),
+    ("d1", "Maria's sister lives in Lisbon and will host the dinner.", "drop"),
+    ("d2", "The conference badge pickup opens at eight.", "drop"),
+    ("s", "The venue shuttle leaves from the hotel at nine.", "keep"),
+    ("o", "The printer on the second floor is out of toner.", "keep"),
+]
+BRIDGES = Weights(
+    bm25=0.0,
+    dense=0.8,
+    temporal=0.2,
+    graph=0.0,
+    params={
+        "context_window": 1,
+        "context_weight": 0.5,
+        "bridge_weight": 0.5,
+        "bridge_seeds": 1,
+        "bridge_candidates": 5,
+        "bridge_query_share": 0.5,
+        "pool_min": 2,
+        "pool_factor": 1,
+        "recency_candidates": 0,
+    },
+    name="bridges-test",
+)
+
+
+def _trip(embedder, extractor, turns):
+    mem = NoraxMemory(embedder=embedder, extractor=extractor, weights=BRIDGES)
+    hour = {i: 3 * j for j, (i, _, _) in enumerate(TRIP)}  # each its own session: no context
+    for i, text, topic in turns:
+        mem.add(
+            text,
+            ids=i,
+            namespace="trip",
+            created_at=START + timedelta(hours=hour[i]),
+            metadata={"topic": topic},
+        )
+    return mem
+
+
+def test_an_excluded_memory_is_never_walked_through_nor_brought_in(embedder, extractor):
+    full = _trip(embedder, extractor, TRIP)
+    only = _trip(embedder, extractor, [t for t in TRIP if t[2] == "keep"])
+    try:
+        query = "Which flight did Maria book?"
+        got = full.search(query, k=3, namespace="trip", where={"topic": "keep"}, now=NOW)
+        want = only.search(query, k=3, namespace="trip", now=NOW)
+        assert [r.id for r in got] == [r.id for r in want]
+        assert [r.score for r in got] == pytest.approx([r.score for r in want], abs=1e-9)
+        assert all(r.metadata["topic"] == "keep" for r in got)
+        # the step acted: the hotel (Lisbon, via the flight) came in and rose
+        hotel = next(r for r in got if r.id == "h")
+        assert "f" in [r.id for r in got] and hotel.explanation.bridges > 0
+        unfiltered = full.search(query, k=3, namespace="trip", now=NOW)
+        assert {"d1", "d2"} & {r.id for r in unfiltered}  # without the filter they bridge
+    finally:
+        full.close()
+        only.close()

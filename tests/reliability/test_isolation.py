@@ -6,7 +6,9 @@ between A's, drawn from the same words and entities, some deleted again), so B s
 tokens, entities, graph edges and times with A. Every query on A must then give identical
 answers in both stores: the same candidate pool in the same order, the same score from each
 of the four signals for every candidate, the same matched entities, and the same fused
-ranking (``search`` fuses exactly this pool). All four signals have positive weights; the
+ranking (``search`` fuses exactly this pool), and the same results, scores and explanations
+from ``search`` with every query-aware stage on (context, the period boost for the period
+the query names, coverage). All four signals have positive weights; the
 embedder is a fast hashed bag of words and entities come from the rules extractor, so a case
 costs milliseconds.
 
@@ -30,10 +32,27 @@ from _support import hash_embedder, open_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from norax_core import Weights
 from norax_core.fusion import fuse, rank
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 WEIGHTS = {"bm25": 0.3, "dense": 0.3, "temporal": 0.2, "graph": 0.2}
+STAGED = Weights(
+    **WEIGHTS,
+    params={
+        "context_window": 1,
+        "context_weight": 0.5,
+        "period_boost": 1.0,
+        "period_margin": 0.5,
+        "coverage_weight": 0.3,
+        # the bridge step walks the namespace's entity graph: B's entities and edges (the
+        # same words) must never carry A's walk, join A's results or change a score
+        "bridge_weight": 0.5,
+        "bridge_seeds": 2,
+        "bridge_candidates": 4,
+        "bridge_query_share": 0.5,
+    },
+)
 CASES = 1000
 LARGE_CASES = 40
 VOCAB = [
@@ -131,7 +150,17 @@ def answer(mem, ns: str, query: str, k: int, filtered: bool):
     where = {"topic": "t1"} if filtered else None
     cands = mem.candidates(query, k=k, namespace=ns, where=where, now=NOW)
     fused = fuse(cands.signals, cands.ids, mem.weights)
-    return cands.k, cands.ids, cands.signals, cands.matched, [(i, fused[i]) for i in rank(fused, k)]
+    staged = mem.search(
+        f"{query} from the past 3 months", k=k, namespace=ns, where=where, now=NOW, weights=STAGED
+    )
+    return (
+        cands.k,
+        cands.ids,
+        cands.signals,
+        cands.matched,
+        [(i, fused[i]) for i in rank(fused, k)],
+        [(r.id, r.score, r.explanation) for r in staged],
+    )
 
 
 def check_isolation(strategy, cases: int, members, label: str) -> None:
@@ -172,6 +201,9 @@ def check_isolation(strategy, cases: int, members, label: str) -> None:
                 stats["leaks"] += 1
             assert got == want, f"namespace {ns_b} changed {ns_a}'s answer to {query!r}"
             stats["results"] += len(want[4])
+            stats["period"] += sum(e.period != 0 for _, _, e in want[5])
+            stats["coverage"] += sum(e.coverage != 0 for _, _, e in want[5])
+            stats["bridges"] += sum(e.bridges != 0 for _, _, e in want[5])
             stats["candidates"] += len(want[1])
 
     try:
@@ -183,11 +215,13 @@ def check_isolation(strategy, cases: int, members, label: str) -> None:
             f"({stats['candidates']} candidates x 4 signals, {stats['results']} fused results) "
             f"compared, {stats['b_memories']} memories in the "
             f"other namespaces, {stats['leaks']} leaks; stores of {alone.count()} and "
-            f"{mixed.count()} memories"
+            f"{mixed.count()} memories; staged results moved by the period boost "
+            f"{stats['period']}, by coverage {stats['coverage']}, by bridges {stats['bridges']}"
         )
         alone.close()
         mixed.close()
     assert stats["cases"] >= cases and stats["leaks"] == 0
+    assert stats["period"] > 0 and stats["coverage"] > 0 and stats["bridges"] > 0  # they acted
 
 
 def test_other_namespaces_never_change_a_namespaces_answers():

@@ -48,6 +48,8 @@ def test_a_failed_apply_is_retried_by_the_next_pull(pair, monkeypatch):
             raise ConnectionError("Chroma went away mid-pull")
         return real(collection, ids, *args)
 
+    # The reader has the namespace loaded (a namespace loads lazily, straight from Chroma)
+    assert reader.count("team") == 0
     monkeypatch.setattr(norax_core.sync, "apply_changes", fail_once)
     writer.add("The lighthouse keeper retires in May.", ids="m1", namespace="team")
     assert _settle(reader, "team") == 0  # the failed pull: logged, not raised

@@ -17,6 +17,7 @@ from norax_core.fusion import fuse
 from norax_core.fusion import rank as rank_dict
 from norax_core.latest import latest_wins, pair_cosines
 from norax_core.models import SIGNALS
+from norax_core.query import Intent, Period, QueryPlan
 from norax_core.ranking import (
     CONTEXT_SEEDS,
     POSITIVE_ONLY,
@@ -26,7 +27,9 @@ from norax_core.ranking import (
     rank,
     signal_ranks,
 )
-from norax_core.signals.context import neighbour_map, propagate
+from norax_core.signals.context import neighbour_map, propagate, session_numbers
+from norax_core.stages.coverage import spread_one
+from norax_core.stages.period import boost_one
 from norax_core.weights import FusionMethod, Weights
 
 GAP = 100.0
@@ -42,7 +45,11 @@ def _query(rng: random.Random, n: int) -> dict[str, object]:
     times = {m: rng.choice([0.0, 30.0, 60.0, 500.0]) + rng.randrange(40) for m in ids}
     vecs = np.array([[rng.gauss(0, 1) for _ in range(4)] for _ in ids])
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    return {"ids": ids, "scores": scores, "times": times, "vectors": vecs}
+    periods = []
+    for _ in range(rng.choice([0, 1, 1, 2])):
+        start = rng.choice([0.0, 20.0, 45.0, 480.0])
+        periods.append((start, start + rng.choice([10.0, 30.0, 100.0])))
+    return {"ids": ids, "scores": scores, "times": times, "vectors": vecs, "periods": periods}
 
 
 def _reference(d: dict[str, object], plan: Plan, k: int) -> list[str]:
@@ -56,9 +63,9 @@ def _reference(d: dict[str, object], plan: Plan, k: int) -> list[str]:
         own = [m for m in ids if s not in POSITIVE_ONLY or scores[s][m] > 0]
         cand.update(dict.fromkeys(sorted(own, key=lambda m, s=s: (-scores[s][m], m))[:n]))
     fused = fuse(scores, list(cand), w)
+    ordered = sorted(ids, key=lambda m: (times[m], m))
+    stamps = [times[m] for m in ordered]
     if plan.context_on:
-        ordered = sorted(ids, key=lambda m: (times[m], m))
-        stamps = [times[m] for m in ordered]
         seeds = rank_dict(fused, CONTEXT_SEEDS * k)
         near = neighbour_map(ordered, stamps, plan.context_window, GAP, wanted=seeds)
         extra = [x for s in seeds for x in near[s] if x not in cand]
@@ -66,6 +73,9 @@ def _reference(d: dict[str, object], plan: Plan, k: int) -> list[str]:
         fused = fuse(scores, list(cand), w)
         near = neighbour_map(ordered, stamps, plan.context_window, GAP, wanted=list(cand))
         fused = propagate(fused, near, plan.context_weight)
+    if plan.period_boost > 0:
+        periods: list[tuple[float, float]] = d["periods"]  # type: ignore[assignment]
+        fused = boost_one(fused, times, periods, plan.period_margin, plan.period_boost)
     if plan.latest_weight > 0:
         top = rank_dict(fused, plan.latest_depth)
         rows = [ids.index(m) for m in top]
@@ -78,6 +88,9 @@ def _reference(d: dict[str, object], plan: Plan, k: int) -> list[str]:
             plan.latest_similarity,
             plan.latest_weight,
         )
+    if plan.coverage_weight > 0:
+        sessions = dict(zip(ordered, session_numbers(stamps, GAP), strict=True))
+        fused = spread_one(fused, sessions, plan.coverage_depth, plan.coverage_weight)
     return rank_dict(fused, k)
 
 
@@ -116,6 +129,17 @@ def _table(queries: list[dict[str, object]]) -> Table:
                     out[a, b] = vec[r]
         return out, np.ones(rows.shape, dtype=bool)
 
+    def sessions(gap: float) -> np.ndarray:
+        out = np.full((q, n), -1, dtype=np.int64)
+        for i, d in enumerate(queries):
+            ids: list[str] = d["ids"]  # type: ignore[assignment]
+            times: dict[str, float] = d["times"]  # type: ignore[assignment]
+            ordered = sorted(ids, key=lambda m: (times[m], m))
+            numbers = session_numbers([times[m] for m in ordered], gap)
+            for m, number in zip(ordered, numbers, strict=True):
+                out[i, ids.index(m)] = number
+        return out
+
     return Table(
         scores=scores,
         proposed=np.stack([signal_ranks(scores[j], valid, None, s) for j, s in enumerate(SIGNALS)]),
@@ -126,7 +150,14 @@ def _table(queries: list[dict[str, object]]) -> Table:
         neighbours=neighbours,
         vectors=vectors,
         ids=[d["ids"] for d in queries],  # type: ignore[misc]
+        plans=[_query_plan(d["periods"]) for d in queries],  # type: ignore[arg-type]
+        sessions=sessions,
     )
+
+
+def _query_plan(periods: list[tuple[float, float]]) -> QueryPlan:
+    named = tuple(Period(s, e, f"period {i}") for i, (s, e) in enumerate(periods))
+    return QueryPlan("q", 600.0, Intent.LOOKUP, ((Intent.LOOKUP, 1.0),), named)
 
 
 def _plan(rng: random.Random) -> Plan:
@@ -146,6 +177,10 @@ def _plan(rng: random.Random) -> Plan:
         latest_weight=rng.choice([0.0, 0.0, 1.05, 2.0]),
         latest_similarity=rng.choice([-0.2, 0.3]),
         latest_depth=rng.choice([2, 5, 10]),
+        period_boost=rng.choice([0.0, 0.0, 0.5, 3.0]),
+        period_margin=rng.choice([0.0, 0.5]),
+        coverage_weight=rng.choice([0.0, 0.0, 0.1, 1.0]),
+        coverage_depth=rng.choice([2, 6, 20]),
     )
 
 

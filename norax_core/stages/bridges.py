@@ -1,0 +1,266 @@
+"""Bridges: a second graph step for multi-hop questions.
+
+A multi-hop question names one thing and asks about another ("what did Colby's sister bring
+to the party?"): the memory that answers it rarely shares the question's words, but it shares
+an entity with a memory that does. After the first pass has ranked the candidates, the
+entities of its best ``seeds`` memories, with the query's own entities, seed a personalised
+PageRank over the namespace's memories and entities (a bipartite graph: a memory is joined to
+each entity it mentions). The memories the walk reaches most, beyond the seeds' own restart
+mass, are the bridges: the best ``candidates`` of them join the candidates, and every
+candidate gains ``weight`` times its (normalised) walk mass.
+
+:func:`bridge_scores` is the math on one query (pure, numpy only); the stage in
+:func:`norax_core.ranking.rank` calls it for every query of a table, so search, ``norax
+bench`` and ``norax fit`` share it. :class:`MemoryEntities` is what it reads: a namespace's
+``(memory, entity)`` pairs, from the entity graph the store keeps
+(:meth:`~norax_core.signals.entity_graph.NamespaceGraph.pairs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from norax_core.signals.entity_graph import NamespaceGraph
+
+__all__ = ["BridgeInput", "MemoryEntities", "bridge_scores", "best_rows"]
+
+DAMPING = 0.5
+"""Probability of following an edge rather than restarting (HippoRAG's 0.5)."""
+HUB_FRACTION = 0.02
+MIN_HUB_DF = 50
+"""Entities in more than ``HUB_FRACTION`` of the namespace's memories (and more than
+``MIN_HUB_DF``) are hubs and not walked through, as in the graph signal: a speaker's name or
+"user" would join everything to everything."""
+MAX_ITER = 30
+TOL = 1e-7
+
+
+@dataclass(frozen=True)
+class MemoryEntities:
+    """A namespace's memories and their entities as a bipartite graph.
+
+    Attributes:
+        rows: ``(nnz,)`` the memory row of each ``(memory, entity)`` pair.
+        ents: ``(nnz,)`` the entity id of each pair (each pair once).
+        n_rows: Memory rows (some may be empty).
+        n_ents: Entity ids.
+        ids: The memory id of each row (``None`` for an empty one): ties and new rows.
+        row_of: The row of each memory id.
+        size: Memories of the namespace (for IDF and the hub threshold).
+    """
+
+    rows: np.ndarray
+    ents: np.ndarray
+    n_rows: int
+    n_ents: int
+    ids: Sequence[str | None]
+    row_of: Mapping[str, int]
+    size: int
+
+    @classmethod
+    def of(cls, space: NamespaceGraph) -> MemoryEntities:
+        """The view of a namespace's entity graph (build it through ``space.memo``)."""
+        rows, ents = space.pairs()
+        return cls(
+            rows, ents, len(space.ids), len(space.names), tuple(space.ids), dict(space.slot),
+            len(space.slot),
+        )  # fmt: skip
+
+    @cached_property
+    def walkable(self) -> _Walkable:
+        """The walk's pairs and shares without a filter (computed once per view)."""
+        return _Walkable.of(self, None)
+
+    def rows_for(self, ids: Sequence[str], pad: int | None = None) -> np.ndarray:
+        """The row of each of ``ids`` (-1 if not in the graph), padded with -1 to ``pad``."""
+        out = np.full(len(ids) if pad is None else pad, -1, np.int64)
+        out[: len(ids)] = [self.row_of.get(m, -1) for m in ids]
+        return out
+
+
+@dataclass(frozen=True)
+class BridgeInput:
+    """One query's view of its namespace for the bridge stage.
+
+    Attributes:
+        graph: The namespace's memories and entities.
+        rows: ``(n,)`` the graph row of each table row (-1: none).
+        query: The entity ids of the query's entities (those in the graph).
+        allowed: ``(graph.n_rows,)`` rows the query's filter admits; ``None``: all.
+    """
+
+    graph: MemoryEntities
+    rows: np.ndarray
+    query: np.ndarray
+    allowed: np.ndarray | None = None
+
+
+def bridge_scores(
+    graph: MemoryEntities,
+    seeds: np.ndarray,
+    weights: np.ndarray,
+    query: np.ndarray,
+    allowed: np.ndarray | None = None,
+    *,
+    damping: float = DAMPING,
+    query_share: float = 0.0,
+) -> np.ndarray:
+    r"""Walk mass of every memory from the first-pass memories and the query's entities.
+
+    Parameters
+    ----------
+    graph : MemoryEntities
+        The namespace's ``(memory, entity)`` pairs.
+    seeds : numpy.ndarray
+        Rows of the first-pass memories that seed the walk.
+    weights : numpy.ndarray
+        Their restart weights (their first-pass scores; non-positive ones are dropped).
+    query : numpy.ndarray
+        Entity ids of the query's entities: ``query_share`` of the restart mass, in
+        proportion to their IDF.
+    allowed : numpy.ndarray, optional
+        Rows the filter admits: the walk runs as if the namespace held only those (the
+        others are neither seeds nor reached nor passed through, nor counted in the IDF).
+    damping, query_share : float
+        Probability of following an edge; share of the restart on the query's entities.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(graph.n_rows,)`` in [0, 1]: each memory's stationary mass, divided by the largest
+        one; 0 for the seeds themselves (they are what the walk starts from) and for every
+        memory the walk does not reach.
+
+    Notes
+    -----
+    Personalised PageRank [1]_ [2]_ on the bipartite graph of memories and entities, as
+    HippoRAG 2 [3]_ walks passages and phrases together: from a memory ``m`` the walk moves
+    to one of its entities ``e`` with probability ``idf(e) / \sum_{f \in E_m} idf(f)``
+    (``idf`` as BM25's, over the namespace's memories), from an entity to one of its
+    memories uniformly, and restarts with probability ``1 - damping`` at
+
+    ``p = (1 - s) w / \sum w`` on the seeds plus ``s idf(q) / \sum idf`` on the query's
+    entities (``s = query_share`` if the query has entities in the graph, else 0).
+
+    Hub entities (in more than 2 % of the memories and more than 50) are left out, as the
+    graph signal leaves them out of its neighbourhoods; a memory without other entities
+    sends its mass back to ``p``. A non-seed memory gains mass only through an entity it
+    shares with the seeds or the query (or with memories that do), the more the rarer the
+    entity; the seeds' own mass is set to 0, so the scores rank the memories the first pass
+    did not already put first. Power iteration until the L1 change is below 1e-7 (at most
+    30 steps: the error shrinks by ``damping`` per step).
+
+    Examples
+    --------
+    >>> g = MemoryEntities(
+    ...     rows=np.array([0, 0, 1, 1, 2]), ents=np.array([0, 1, 1, 2, 3]),
+    ...     n_rows=3, n_ents=4, ids=["a", "b", "c"], row_of={"a": 0, "b": 1, "c": 2}, size=3,
+    ... )
+    >>> b = bridge_scores(g, np.array([0]), np.array([1.0]), np.array([0]))
+    >>> [round(float(v), 2) for v in b]  # "b" shares entity 1 with the seed "a"; "c" nothing
+    [0.0, 1.0, 0.0]
+
+    References
+    ----------
+    .. [1] Page, Brin, Motwani and Winograd, "The PageRank citation ranking: Bringing order
+       to the Web", Stanford InfoLab, 1999.
+    .. [2] Haveliwala, "Topic-sensitive PageRank", WWW 2002.
+    .. [3] Gutiérrez et al., "From RAG to Memory: Non-Parametric Continual Learning for Large
+       Language Models" (HippoRAG 2), ICML 2025: personalised PageRank over passages and
+       phrases, seeded by the query's phrases and its dense-retrieved passages.
+    """  # noqa: D416 - NumPy sections on purpose: an algorithm docstring (STYLE.md)
+    n, e = graph.n_rows, graph.n_ents
+    out = np.zeros(n)
+    walkable = graph.walkable if allowed is None else _Walkable.of(graph, allowed)
+    rows, ents, df, idf = walkable.rows, walkable.ents, walkable.df, walkable.idf
+    p_mem = np.zeros(n)
+    ok = (weights > 0) & (seeds >= 0)
+    if allowed is not None:
+        ok &= allowed[np.maximum(seeds, 0)]
+    np.add.at(p_mem, seeds[ok], weights[ok])
+    p_ent = np.zeros(e)
+    q = np.unique(query[(query >= 0) & (query < e)]) if len(query) else query
+    q = q[df[q] > 0] if len(q) else q
+    if len(q):
+        p_ent[q] = idf[q]
+    if p_mem.sum() <= 0 and p_ent.sum() <= 0 or not len(rows):
+        return out
+    share = query_share if p_ent.sum() > 0 else 0.0
+    if p_mem.sum() > 0:
+        p_mem *= (1.0 - share) / p_mem.sum()
+    else:
+        share = 1.0
+    if p_ent.sum() > 0:
+        p_ent *= share / p_ent.sum()
+    to_ent, to_mem, dangling = walkable.to_ent, walkable.to_mem, walkable.dangling
+    x_mem, x_ent = p_mem.copy(), p_ent.copy()
+    for _ in range(MAX_ITER):
+        lost = x_mem[dangling].sum()
+        new_ent = damping * np.bincount(ents, weights=x_mem[rows] * to_ent, minlength=e)
+        new_mem = damping * np.bincount(rows, weights=x_ent[ents] * to_mem, minlength=n)
+        restart = 1.0 - damping + damping * lost
+        new_mem += restart * p_mem
+        new_ent += restart * p_ent
+        change = np.abs(new_mem - x_mem).sum() + np.abs(new_ent - x_ent).sum()
+        x_mem, x_ent = new_mem, new_ent
+        if change < TOL:
+            break
+    walk = x_mem.copy()
+    walk[p_mem > 0] = 0.0
+    if allowed is not None:
+        walk[~allowed] = 0.0
+    top = walk.max()
+    return walk / top if top > 0 else out
+
+
+@dataclass(frozen=True)
+class _Walkable:
+    """The pairs the walk follows (hubs and filtered-out memories dropped), and their shares.
+
+    From a memory to an entity in proportion to the entity's IDF; from an entity to each of
+    its memories uniformly.
+    """
+
+    rows: np.ndarray
+    ents: np.ndarray
+    df: np.ndarray
+    idf: np.ndarray
+    to_ent: np.ndarray
+    to_mem: np.ndarray
+    dangling: np.ndarray
+
+    @classmethod
+    def of(cls, graph: MemoryEntities, allowed: np.ndarray | None) -> _Walkable:
+        n, e = graph.n_rows, graph.n_ents
+        rows, ents = graph.rows, graph.ents
+        if allowed is not None and len(rows):
+            keep = allowed[rows]
+            rows, ents = rows[keep], ents[keep]
+        size = graph.size if allowed is None else int(allowed.sum())  # as if alone
+        df = np.bincount(ents, minlength=e).astype(np.float64)
+        hub = df > max(HUB_FRACTION * size, MIN_HUB_DF)
+        if hub.any() and len(rows):
+            keep = ~hub[ents]
+            rows, ents = rows[keep], ents[keep]
+            df = np.bincount(ents, minlength=e).astype(np.float64)
+        idf = np.log1p((size - df + 0.5) / (df + 0.5))
+        strength = np.bincount(rows, weights=idf[ents], minlength=n)
+        return cls(rows, ents, df, idf, idf[ents] / strength[rows], 1.0 / df[ents], strength == 0)
+
+
+def best_rows(score: np.ndarray, n: int, ids: Sequence[str | None]) -> np.ndarray:
+    """The rows of the ``n`` highest positive scores, ties to the smaller id, best first."""
+    pos = np.flatnonzero(score > 0)
+    if n <= 0 or not len(pos):
+        return np.zeros(0, np.int64)
+    if len(pos) > n:
+        kth = np.partition(score[pos], len(pos) - n)[len(pos) - n]
+        pos = pos[score[pos] >= kth]
+    ranked = sorted(pos.tolist(), key=lambda r: (-score[r], ids[r] or ""))
+    return np.array(ranked[:n], np.int64)

@@ -1,0 +1,177 @@
+"""The period boost and coverage stages: their math, and what they do inside ``rank``."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from norax_core.models import SIGNALS
+from norax_core.query import Intent, Period, QueryPlan
+from norax_core.ranking import STAGES, Plan, Table, rank, signal_ranks
+from norax_core.signals.context import session_numbers
+from norax_core.stages.coverage import greedy_order, spread_one
+from norax_core.stages.period import boost, boost_one, inside, inside_one
+
+DAY = 86_400.0
+GAP = 3600.0
+DENSE = (0.0, 1.0, 0.0, 0.0)
+
+
+def _table(dense: list[float], times: list[float], periods: tuple[Period, ...] = ()) -> Table:
+    """One query over rows ``m00, m01, ...`` scored by the dense signal alone."""
+    n = len(dense)
+    scores = np.zeros((len(SIGNALS), 1, n))
+    scores[SIGNALS.index("dense"), 0] = dense
+    valid = np.ones((1, n), dtype=bool)
+    created = np.array([times], dtype=np.float64)
+
+    def sessions(gap: float) -> np.ndarray:
+        order = sorted(range(n), key=lambda i: (times[i], i))
+        out = np.empty((1, n), dtype=np.int64)
+        out[0, order] = session_numbers([times[i] for i in order], gap)
+        return out
+
+    plan = QueryPlan("q", 100 * DAY, Intent.LOOKUP, ((Intent.LOOKUP, 1.0),), periods)
+    return Table(
+        scores=scores,
+        proposed=np.stack([signal_ranks(scores[j], valid, None, s) for j, s in enumerate(SIGNALS)]),
+        valid=valid,
+        tie=None,
+        size=np.array([n]),
+        created=created,
+        ids=[[f"m{i:02d}" for i in range(n)]],
+        plans=[plan],
+        sessions=sessions,
+    )
+
+
+# -- period boost ---------------------------------------------------------------------------
+
+
+def test_inside_is_one_in_the_period_and_fades_over_the_margin() -> None:
+    times = np.array([[5.0, 10.0, 19.9, 20.0, 25.0, 30.0, 0.0, np.nan]])
+    starts, ends = np.array([[10.0]]), np.array([[20.0]])
+    step = inside(times, starts, ends, 0.0)
+    assert step.tolist() == [[0, 1, 1, 0, 0, 0, 0, 0]]  # [start, end): the end is outside
+    fade = inside(times, starts, ends, 1.0)  # fades over one period length (10 s)
+    assert fade[0].tolist() == pytest.approx([0.5, 1, 1, 1, 0.5, 0, 0, 0])
+    for t, u in zip(times[0], fade[0], strict=True):
+        assert inside_one(float(t), [(10.0, 20.0)], 1.0) == pytest.approx(u) or np.isnan(t)
+
+
+def test_inside_takes_the_best_of_several_periods_and_zero_without_any() -> None:
+    times = np.array([[5.0, 15.0, 35.0], [5.0, 15.0, 35.0]])
+    starts = np.array([[10.0, 30.0], [np.nan, np.nan]])
+    ends = np.array([[20.0, 40.0], [np.nan, np.nan]])
+    assert inside(times, starts, ends, 0.0).tolist() == [[0, 1, 1], [0, 0, 0]]
+
+
+def test_boost_only_raises_and_is_off_at_zero() -> None:
+    score = np.array([[0.5, 0.2, 0.0]])
+    u = np.array([[1.0, 0.5, 1.0]])
+    assert boost(score, u, 0.0) is score
+    assert boost(score, u, 1.0).tolist() == [[1.0, 0.30000000000000004, 0.0]]
+    ref = boost_one({"a": 0.5, "b": 0.2}, {"a": 15.0, "b": 0.0}, [(10.0, 20.0)], 0.0, 1.0)
+    assert ref == {"a": 1.0, "b": 0.2}
+
+
+def test_a_memory_inside_the_named_period_rises() -> None:
+    june = Period(30 * DAY, 60 * DAY, "in june")
+    dense = [0.9, 0.8, 0.7, 0.6]
+    times = [10 * DAY, 20 * DAY, 45 * DAY, 70 * DAY]  # only m02 was created in June
+    off = rank(_table(dense, times, (june,)), Plan(DENSE), 4)
+    on = rank(_table(dense, times, (june,)), Plan(DENSE, period_boost=0.5), 4)
+    assert off.ids() == ["m00", "m01", "m02", "m03"]
+    assert on.ids() == ["m02", "m00", "m01", "m03"]
+    parts = on.explain(0, 2)
+    assert parts["period"] == pytest.approx(0.35) and parts["fused"] == pytest.approx(0.7)
+    assert all(on.explain(0, r)["period"] == 0 for r in (0, 1, 3))
+
+
+@pytest.mark.parametrize("margin", [0.0, 1.0])
+def test_a_wrong_period_empties_nothing(margin: float) -> None:
+    """A period no memory falls in (a wrong parse) leaves the ranking as it was."""
+    wrong = Period(500 * DAY, 530 * DAY, "in may")
+    dense = [0.9, 0.8, 0.7, 0.6, 0.5]
+    times = [10 * DAY, 20 * DAY, 45 * DAY, 70 * DAY, 80 * DAY]
+    plain = rank(_table(dense, times), Plan(DENSE), 5)
+    plan = Plan(DENSE, period_boost=2.0, period_margin=margin)
+    got = rank(_table(dense, times, (wrong,)), plan, 5)
+    assert got.ids() == plain.ids() and len(got.ids()) == 5
+    assert np.array_equal(got.score, plain.score)
+
+
+# -- coverage -------------------------------------------------------------------------------
+
+
+def test_coverage_spreads_a_top_k_that_all_came_from_one_session() -> None:
+    # session A (day 0) holds the eight best near-copies; sessions B and C one memory each
+    dense = [0.95, 0.94, 0.93, 0.92, 0.91, 0.9, 0.89, 0.88, 0.8, 0.7]
+    times = [float(i) for i in range(8)] + [5 * DAY, 9 * DAY]
+    table = _table(dense, times)
+    plain = rank(table, Plan(DENSE), 4)
+    assert plain.ids() == ["m00", "m01", "m02", "m03"]
+    got = rank(table, Plan(DENSE, coverage_weight=0.3, coverage_depth=10), 4)
+    assert got.ids() == ["m00", "m08", "m09", "m01"]  # best of A, then B and C, then A again
+    # the best ten are still the best ten: only their order changed
+    assert sorted(got.score[0].tolist()) == sorted(plain.score[0].tolist())
+    parts = got.explain(0, 8)
+    assert parts["coverage"] == pytest.approx(0.94 - 0.8)
+    assert got.explain(0, 1)["coverage"] < 0
+    for r in range(10):
+        assert sum(got.explain(0, r).values()) == pytest.approx(float(got.score[0, r]))
+
+
+def test_coverage_leaves_a_single_session_namespace_unchanged() -> None:
+    rng = random.Random(3)
+    dense = [round(rng.random(), 3) for _ in range(25)]
+    times = [float(rng.randrange(1000)) for _ in range(25)]  # all within one session
+    table = _table(dense, times)
+    plain = rank(table, Plan(DENSE), 10)
+    got = rank(table, Plan(DENSE, coverage_weight=1.0, coverage_depth=25), 10)
+    assert got.ids() == plain.ids()
+    assert np.array_equal(got.score, plain.score)
+
+
+def test_coverage_only_reorders_the_best_depth() -> None:
+    dense = [0.9, 0.85, 0.8, 0.3]
+    times = [0.0, 1.0, 2.0, 10 * DAY]  # m03, alone in its session, is below the depth
+    got = rank(_table(dense, times), Plan(DENSE, coverage_weight=1.0, coverage_depth=3), 4)
+    assert got.ids() == ["m00", "m01", "m02", "m03"]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_greedy_order_equals_the_reference(seed: int) -> None:
+    rng = random.Random(seed)
+    q, m = 3, rng.randrange(1, 12)
+    score = np.sort(np.round(np.array([[rng.random() for _ in range(m)] for _ in range(q)]), 1))
+    score = score[:, ::-1].copy()
+    session = np.array([[rng.randrange(3) for _ in range(m)] for _ in range(q)])
+    weight = rng.choice([0.0, 0.05, 0.3, 2.0])
+    picks = greedy_order(score, session, np.ones((q, m), dtype=bool), weight)
+    for i in range(q):
+        ids = [f"r{j:02d}" for j in range(m)]
+        ref = spread_one(
+            dict(zip(ids, score[i].tolist(), strict=True)),
+            dict(zip(ids, session[i].tolist(), strict=True)),
+            m,
+            weight,
+        )
+        want = sorted(ids, key=lambda x: (-ref[x], x))
+        got = [ids[j] for j in picks[i]]
+        # equal scores may be handed out in either order; the score each pick gets may not
+        assert [ref[x] for x in got] == [ref[x] for x in want]
+
+
+def test_padding_keeps_its_place() -> None:
+    score = np.array([[0.9, 0.8, 0.0, 0.0]])
+    live = np.array([[True, True, False, False]])
+    picks = greedy_order(score, np.array([[0, 0, 1, 1]]), live, 5.0)
+    assert picks.tolist() == [[0, 1, 2, 3]]
+
+
+def test_explain_names_every_stage() -> None:
+    got = rank(_table([0.5, 0.4], [0.0, 1.0]), Plan(DENSE), 2)
+    assert list(got.explain(0, 0)) == ["fused", *STAGES]
