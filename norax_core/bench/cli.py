@@ -120,6 +120,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         name=args.name,
         embed_context=args.embed_context,
+        per_intent=args.per_intent,
+        min_intent_questions=args.min_intent_questions,
     )
 
 
@@ -157,6 +159,18 @@ def register(subparsers: Any) -> None:
         type=int,
         default=0,
         help="embed each memory with this many previous ones (add-time; default 0)",
+    )
+    fit.add_argument(
+        "--per-intent",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also fit per-intent overrides, from the global fit (default: on)",
+    )
+    fit.add_argument(
+        "--min-intent-questions",
+        type=int,
+        default=30,
+        help="an intent with fewer training questions keeps the global weights (default 30)",
     )
     fit.add_argument("--json", help="write the fit and CV report as JSON here")
     fit.add_argument("--cache", help="embedding/entity cache folder (default ~/.cache/norax)")

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
 from norax_core.bench.pools import Pool, pool_bm25, pool_table
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
-from norax_core.ranking import Plan, Ranking, rank, signal_ranks
+from norax_core.ranking import Plan, Ranking, Table, rank, signal_ranks
 from norax_core.signals.temporal import decay
-from norax_core.weights import FusionMethod
+from norax_core.weights import Weights
 
 __all__ = ["PoolBatch", "Setting"]
 
@@ -42,7 +43,8 @@ class Setting:
         latest_wins_weight: ``NoraxConfig.latest_wins_weight`` (0: off).
         latest_wins_similarity: ``NoraxConfig.latest_wins_similarity``.
         latest_wins_depth: ``NoraxConfig.latest_wins_depth``.
-        freshness_weight: ``NoraxConfig.freshness_weight`` (0: off).
+        extra: Other query-time ``NoraxConfig`` parameters, ``(name, value)`` pairs sorted by
+            name: the ranking stages' own (the fitter's ``STAGE_GRID``).
     """
 
     weights: tuple[float, float, float, float]
@@ -56,46 +58,59 @@ class Setting:
     latest_wins_weight: float = 0.0
     latest_wins_similarity: float = 0.5
     latest_wins_depth: int = 10
-    freshness_weight: float = 0.0
+    extra: tuple[tuple[str, Any], ...] = ()
 
     def plan(self, config: NoraxConfig) -> Plan:
-        """The :class:`~norax_core.ranking.Plan` of this setting under ``config``."""
-        return Plan(
-            weights=self.weights,
-            method=FusionMethod.WEIGHTED_SUM,
-            pool_min=self.pool_min,
-            pool_factor=config.pool_factor,
-            recency_candidates=self.recency_candidates,
-            context_window=self.context_window if self.context_weight > 0 else 0,
-            context_weight=self.context_weight if self.context_window > 0 else 0.0,
-            context_gap=config.context_gap_seconds,
-            latest_weight=self.latest_wins_weight,
-            latest_similarity=self.latest_wins_similarity,
-            latest_depth=self.latest_wins_depth,
-            freshness=self.freshness_weight,
-        )
+        """The :class:`~norax_core.ranking.Plan` of this setting under ``config``.
 
-    def params(self) -> dict[str, object]:
-        """The ``Weights.params`` that carry this setting's engine parameters."""
-        out: dict[str, object] = {
+        Made by :meth:`Plan.of <norax_core.ranking.Plan.of>`, as a search makes its plan, so
+        every stage parameter reaches the ranking the same way.
+        """
+        cfg = config.with_params(
+            {
+                "pool_min": self.pool_min,
+                "recency_candidates": self.recency_candidates,
+                "context_window": self.context_window,
+                "context_weight": self.context_weight,
+                "latest_wins_weight": self.latest_wins_weight,
+                "latest_wins_similarity": self.latest_wins_similarity,
+                "latest_wins_depth": self.latest_wins_depth,
+                **dict(self.extra),
+            }
+        )
+        return Plan.of(Weights(*self.weights), cfg)
+
+    def params(self, base: NoraxConfig | None = None) -> dict[str, Any]:
+        """The ``Weights.params`` that carry this setting's engine parameters.
+
+        Without ``base``, the stages that are off are left out (a lean weights file); with
+        it, every parameter is explicit (BM25's own from ``base`` when the setting keeps the
+        pools'), as a per-intent override merged over other params needs.
+        """
+        explicit = base is not None
+        out: dict[str, Any] = {
             "pool_min": self.pool_min,
             "recency_candidates": self.recency_candidates,
         }
         if self.decay_days:
             out["decay_days"] = dict(self.decay_days)
-        if self.bm25_k1 is not None:
-            out["bm25_k1"] = self.bm25_k1
-        if self.bm25_b is not None:
-            out["bm25_b"] = self.bm25_b
-        if self.context_window > 0 and self.context_weight > 0:
+        k1 = self.bm25_k1 if base is None or self.bm25_k1 is not None else base.bm25_k1
+        b = self.bm25_b if base is None or self.bm25_b is not None else base.bm25_b
+        if k1 is not None:
+            out["bm25_k1"] = k1
+        if b is not None:
+            out["bm25_b"] = b
+        if explicit or (self.context_window > 0 and self.context_weight > 0):
             out["context_window"] = self.context_window
             out["context_weight"] = self.context_weight
-        if self.latest_wins_weight > 0:
+        if explicit or self.latest_wins_weight > 0:
             out["latest_wins_weight"] = self.latest_wins_weight
             out["latest_wins_similarity"] = self.latest_wins_similarity
             out["latest_wins_depth"] = self.latest_wins_depth
-        if self.freshness_weight > 0:
-            out["freshness_weight"] = self.freshness_weight
+        defaults = NoraxConfig()
+        for name, value in self.extra:
+            if explicit or value != getattr(defaults, name):
+                out[name] = value
         return out
 
 
@@ -135,6 +150,7 @@ class PoolBatch:
         """Every (pool, gold slot) pair that holds a candidate: the only ranks needed."""
         self._temporal_cache: dict[tuple[float, ...], tuple[np.ndarray, np.ndarray]] = {}
         self._bm25_cache: dict[tuple[float, float], tuple[np.ndarray, np.ndarray]] = {}
+        self._tables: dict[tuple[Any, ...], Table] = {}
         self.full = all(len(p.ids) >= p.size for p in pools)
         """Whether every pool holds its whole namespace (needed for context propagation)."""
         self.vector_row = self.table.vectors.row if self.table.vectors.ok else None  # type: ignore[union-attr]
@@ -191,13 +207,21 @@ class PoolBatch:
             raise ValueError(f"weights must be >= 0 with a positive sum, got {w}")
         if setting.context_window > 0 and setting.context_weight > 0 and not self.full:
             raise ValueError("context propagation needs pools that hold the whole namespace")
-        t_scores, t_rank = self.temporal(setting.decay_days)
-        b_scores, b_rank = self.bm25(setting.bm25_k1, setting.bm25_b)
-        scores = self.table.scores.copy()
-        proposed = self.table.proposed.copy()
-        scores[_T], proposed[_T] = t_scores, t_rank
-        scores[_B], proposed[_B] = b_scores, b_rank
-        table = replace(self.table, scores=scores, proposed=proposed)
+        # a fit moves one coordinate at a time: most settings share the decay and BM25 of
+        # the last ones, so the table built for them is kept (a few of them, by key)
+        key = (self._taus(setting.decay_days), setting.bm25_k1, setting.bm25_b)
+        table = self._tables.get(key)
+        if table is None:
+            t_scores, t_rank = self.temporal(setting.decay_days)
+            b_scores, b_rank = self.bm25(setting.bm25_k1, setting.bm25_b)
+            scores = self.table.scores.copy()
+            proposed = self.table.proposed.copy()
+            scores[_T], proposed[_T] = t_scores, t_rank
+            scores[_B], proposed[_B] = b_scores, b_rank
+            table = replace(self.table, scores=scores, proposed=proposed)
+            if len(self._tables) >= 4:
+                self._tables.pop(next(iter(self._tables)))
+            self._tables[key] = table
         return rank(table, setting.plan(self.config), k)
 
     def fused(self, setting: Setting, k: int) -> tuple[np.ndarray, np.ndarray]:

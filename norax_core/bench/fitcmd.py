@@ -24,6 +24,7 @@ from norax_core.bench.harness import (
     pool_dataset,
     requests_for,
 )
+from norax_core.bench.intentfit import MIN_INTENT_QUESTIONS
 from norax_core.bench.metrics import mean, mean_by
 from norax_core.bench.pools import Pool, add_bm25_variants
 from norax_core.config import NoraxConfig
@@ -53,51 +54,70 @@ def cv_report(
     ks: Sequence[int] = DEFAULT_KS,
     restarts: int = 4,
     progress: bool = True,
+    per_intent: bool = True,
+    min_intent_questions: int = MIN_INTENT_QUESTIONS,
 ) -> dict[str, Any]:
     """Leave-one-conversation-out CV; held-out figures per dataset, k and category.
 
     Each conversation's questions are ranked with weights fitted on all other conversations
-    (of every dataset given); the fixed methods (each signal alone, ``seed``, the shipped
-    default) are scored on the same questions for comparison.
+    (of every dataset given): the global weights and, with ``per_intent``, the per-intent
+    overrides refitted inside the fold (``cv``; ``cv_global`` is the same fold's global
+    weights alone). The fixed methods (each signal alone, ``seed``, the shipped default) are
+    scored on the same questions for comparison.
     """
     groups = [p.request.namespace or "" for p in pools]
     sw = _balance(pools, dataset_of)
     names = list(dict.fromkeys(groups))
     with tqdm(total=len(names), desc="cross-validation", unit="fold", disable=not progress) as bar:
         cv = cross_validate(
-            pools, groups, k=k, sample_weight=sw, restarts=restarts, progress=bar.update
+            pools,
+            groups,
+            k=k,
+            sample_weight=sw,
+            restarts=restarts,
+            progress=bar.update,
+            per_intent=per_intent,
+            min_intent_questions=min_intent_questions,
         )
+    runs = {"cv": cv.weights_of, "cv_global": cv.global_of} if per_intent else {"cv": cv.weights_of}
     out: dict[str, Any] = {"folds": cv.folds, "datasets": {}}
     for ds in dict.fromkeys(dataset_of):
         idx = [i for i, d in enumerate(dataset_of) if d == ds]
         sub = [pools[i] for i in idx]
         fixed = evaluate(sub, default_methods(), ks, dataset=ds)
         # held-out weights differ per conversation: evaluate conversation by conversation
-        recall: dict[int, list[float]] = {kk: [] for kk in ks}
-        latest: list[bool] = []
+        recall: dict[str, dict[int, list[float]]] = {m: {kk: [] for kk in ks} for m in runs}
+        latest: dict[str, list[bool]] = {m: [] for m in runs}
         order: list[int] = []
         for g in names:
             part = [j for j, p in enumerate(sub) if p.request.namespace == g]
             if not part:
                 continue
-            run = evaluate([sub[j] for j in part], {"cv": cv.weights_of[g]}, ks, dataset=ds)
-            for kk in ks:
-                recall[kk] += run.recall["cv"][kk]
-            latest += run.latest.get("cv", [])
+            held = {m: w[g] for m, w in runs.items()}
+            run = evaluate([sub[j] for j in part], held, ks, dataset=ds)
+            for m in runs:
+                for kk in ks:
+                    recall[m][kk] += run.recall[m][kk]
+                latest[m] += run.latest.get(m, [])
             order += part
         cats = [sub[j].request.category for j in order]
         res: dict[str, Any] = {
             "n_questions": len(sub),
-            "cv_fused": {f"recall@{kk}": mean(recall[kk]) for kk in ks},
-            "cv_by_category": _by_category(recall, cats),
+            "cv_fused": {f"recall@{kk}": mean(recall["cv"][kk]) for kk in ks},
+            "cv_by_category": _by_category(recall["cv"], cats),
             "fixed": fixed.to_json()["methods"],
             "fixed_by_category": {
                 c: {m: v.get(f"recall@{k}") for m, v in per.items()}
                 for c, per in fixed.to_json()["by_category"].items()
             },
         }
-        if latest:
-            res["cv_latest_wins"] = mean(float(x) for x in latest)
+        if per_intent:
+            res["cv_global_fused"] = {f"recall@{kk}": mean(recall["cv_global"][kk]) for kk in ks}
+            res["cv_global_by_category"] = _by_category(recall["cv_global"], cats)
+        if latest["cv"]:
+            res["cv_latest_wins"] = mean(float(x) for x in latest["cv"])
+            if per_intent:
+                res["cv_global_latest_wins"] = mean(float(x) for x in latest["cv_global"])
             res["fixed_latest_wins"] = fixed.to_json().get("latest_wins", {})
         singles = [res["fixed"][s][f"recall@{k}"] for s in ("bm25", "dense", "temporal", "graph")]
         best = max(singles)
@@ -120,6 +140,8 @@ def run_fit(
     progress: bool = True,
     name: str = "fitted",
     embed_context: int = 0,
+    per_intent: bool = True,
+    min_intent_questions: int = MIN_INTENT_QUESTIONS,
 ) -> int:
     """Ingest and pool every dataset, fit on all of it, write ``out``, then cross-validate.
 
@@ -143,7 +165,15 @@ def run_fit(
         mem.close()
     t1 = time.perf_counter()
     sw = _balance(pools, dataset_of)
-    fit = fit_pools(pools, k=k, sample_weight=sw, restarts=restarts, name=name)
+    fit = fit_pools(
+        pools,
+        k=k,
+        sample_weight=sw,
+        restarts=restarts,
+        name=name,
+        per_intent=per_intent,
+        min_intent_questions=min_intent_questions,
+    )
     t2 = time.perf_counter()
     info: dict[str, Any] = {
         "trained_on": {ds.name: str(path) for ds, path in datasets},
@@ -162,12 +192,30 @@ def run_fit(
         f"train recall@{k} {fit.score:.4f} (seed {fit.baseline:.4f})"
     )
     print(f"weights: {summarize_weights(fit.weights)}")
+    for intent, f in fit.intents.items():
+        own = fit.weights.intents.get(intent)
+        line = summarize_weights(own) if own is not None else "global weights"
+        print(
+            f"  {intent} ({f['n_questions']} questions): train {f['train_own']:.4f} "
+            f"(global {f['train_global']:.4f}): {line}"
+        )
     if cv:
-        rep = cv_report(pools, dataset_of, k=k, restarts=restarts, progress=progress)
+        rep = cv_report(
+            pools,
+            dataset_of,
+            k=k,
+            restarts=restarts,
+            progress=progress,
+            per_intent=per_intent,
+            min_intent_questions=min_intent_questions,
+        )
         doc["cv"] = rep
         for ds, res in rep["datasets"].items():
             line = ", ".join(f"{m} {v:.3f}" for m, v in res["cv_fused"].items())
             print(f"{ds}: leave-one-conversation-out fused {line}")
+            if "cv_global_fused" in res:
+                line = ", ".join(f"{m} {v:.3f}" for m, v in res["cv_global_fused"].items())
+                print(f"  global weights only: {line}")
             singles = {s: res["fixed"][s][f"recall@{k}"] for s in ("bm25", "dense", "graph")}
             print(
                 "  fixed: "
@@ -180,6 +228,11 @@ def run_fit(
         info[f"cv_recall@{k}"] = {
             ds: round(res["cv_fused"][f"recall@{k}"], 4) for ds, res in rep["datasets"].items()
         }
+        if per_intent:
+            info[f"cv_recall@{k} (global weights only)"] = {
+                ds: round(res["cv_global_fused"][f"recall@{k}"], 4)
+                for ds, res in rep["datasets"].items()
+            }
     fit.save(out, **info)
     doc["seconds"] = {"pool": t1 - t0, "fit": t2 - t1, "total": time.perf_counter() - t0}
     print(f"wrote {out} ({doc['seconds']['total']:.0f}s in all)")

@@ -152,9 +152,10 @@ def test_pooled_rankings_equal_search_with_context_in_the_embedding(
     tiny_locomo: Path, tmp_path: Path
 ) -> None:
     """The same parity on a store whose memories were embedded with their previous turns."""
+    from norax_core.bench.ascent import setting_from as _setting_from
     from norax_core.bench.data import load_locomo
     from norax_core.bench.fastrank import PoolBatch
-    from norax_core.bench.fit import _setting_from, fit_pools
+    from norax_core.bench.fit import fit_pools
     from norax_core.bench.harness import (
         ingest,
         open_store,
@@ -232,6 +233,29 @@ def test_fit_cli_writes_a_loadable_weights_file(tiny_locomo: Path, tmp_path: Pat
     w = load_weights(out)
     assert w.name == "fitted"
     assert json.loads(out.read_text())["fit"]["n_queries"] == 5
+
+
+@pytest.mark.parametrize("per_intent", [True, False])
+def test_fit_cli_per_intent_records_every_intent(
+    tiny_locomo: Path, tmp_path: Path, per_intent: bool
+) -> None:
+    from norax_core.weights import load_weights
+
+    out = tmp_path / "w.json"
+    flag = ["--per-intent", "--min-intent-questions", "1"] if per_intent else ["--no-per-intent"]
+    args = ["fit", "--data", str(tiny_locomo), "--dataset", "locomo", "--out", str(out)]
+    code = main([*args, "--no-cv", "--restarts", "0", *flag, "--cache", str(tmp_path / "c"), "-q"])
+    assert code == 0
+    w = load_weights(out)
+    fit = json.loads(out.read_text())["fit"]
+    if not per_intent:
+        assert "intents" not in fit and not w.intents
+        return
+    # every question's intent is reported, each fitted (min 1 question) from the global fit
+    assert sum(f["n_questions"] for f in fit["intents"].values()) == 5
+    for intent, f in fit["intents"].items():
+        assert f["train_own"] >= f["train_global"]
+        assert f["own_weights"] == (intent in w.intents)
 
 
 def test_fit_weights_from_user_feedback(tiny_locomo: Path, tmp_path: Path) -> None:

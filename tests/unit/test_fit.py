@@ -118,7 +118,7 @@ def test_fast_recall_matches_reference(w: Weights, k: int, ties: bool) -> None:
         rel = sorted(set(rng.integers(0, n, size=int(rng.integers(0, 4))).tolist()))
         pools.append(make_pool(rng, n, rel, kinds=kinds, ties=ties))
     batch = PoolBatch(pools)
-    from norax_core.bench.fit import _setting_from
+    from norax_core.bench.ascent import setting_from as _setting_from
 
     fast = batch.recall(_setting_from(w, batch), k)
     ref = [recall(p, rank_pool(p, w, k), k) for p in pools]
@@ -190,7 +190,7 @@ def test_fit_output_round_trips_through_a_weights_file(tmp_path: Path) -> None:
     assert cfg.pool_min == loaded.params["pool_min"]
     # and rank the same as the fitted setting
     batch = PoolBatch(pools)
-    from norax_core.bench.fit import _setting_from
+    from norax_core.bench.ascent import setting_from as _setting_from
 
     again = batch.mean_recall(_setting_from(loaded, batch), 5)
     assert again == pytest.approx(res.score)
