@@ -253,6 +253,17 @@ def client_for(url: str) -> Any:
 # -- roles, each in its own process -----------------------------------------------------------
 
 
+def chroma_hits(col: Any, emb: Any, q: str, ns: str) -> list[str]:
+    """Plain Chroma's namespace-filtered query: the namespaces of its top ``K`` hits."""
+    res = col.query(
+        query_embeddings=emb.embed([q]),
+        n_results=K,
+        where={"norax_namespace": ns},
+        include=["documents", "metadatas", "distances"],
+    )
+    return [m["norax_namespace"] for m in (res["metadatas"] or [[]])[0]]
+
+
 def _inputs(work: Path) -> tuple[list[str], np.ndarray, list[str], np.ndarray]:
     meta = json.loads((work / "pool.json").read_text())
     return meta["texts"], np.load(work / "pool.npy"), meta["queries"], np.load(work / "qemb.npy")
@@ -352,13 +363,7 @@ def role_open(
         opened = time.perf_counter() - t0
 
         def query(q: str, ns: str) -> list[str]:
-            res = col.query(
-                query_embeddings=emb.embed([q]),
-                n_results=K,
-                where={"norax_namespace": ns},
-                include=["documents", "metadatas", "distances"],
-            )
-            return [m["norax_namespace"] for m in (res["metadatas"] or [[]])[0]]
+            return chroma_hits(col, emb, q, ns)
 
     rss_open = rss_mb()
     first: list[float] = []
@@ -437,13 +442,7 @@ def role_worker(work: Path, n: int, system: str, url: str, index: int, ops: int)
         opened = time.perf_counter() - t0
 
         def search(q: str, ns: str) -> list[str]:
-            res = col.query(
-                query_embeddings=emb.embed([q]),
-                n_results=K,
-                where={"norax_namespace": ns},
-                include=["documents", "metadatas", "distances"],
-            )
-            return [m["norax_namespace"] for m in (res["metadatas"] or [[]])[0]]
+            return chroma_hits(col, emb, q, ns)
 
         def add(mid: str, text: str, ns: str) -> None:
             col.add(
