@@ -26,8 +26,8 @@ The stages, in order (each one a plain array operation over the whole batch):
    memory similar to an older, better one closes part of the gap;
 7. **supersession** (:mod:`norax_core.stages.supersede`): memories linked at write time as
    superseding one of the best ``supersede_depth`` candidates pass it (and join them);
-8. **freshness** (:mod:`norax_core.stages.freshness`): every score scaled by the memory's
-   decay, ``(1 - w) + w * exp(-age / tau_kind)``;
+8. **freshness** (:mod:`norax_core.stages.freshness`): the scores of memories of the
+   ``freshness_kinds`` scaled by their decay, ``(1 - w) + w * exp(-age / tau_kind)``;
 9. **coverage** (:mod:`norax_core.stages.coverage`): the best ``coverage_depth`` are
    reordered to spread over the sessions they come from;
 10. **order**: best first, ties to the smaller id.
@@ -48,7 +48,7 @@ import numpy as np
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
 from norax_core.stages import coverage, period, supersede
-from norax_core.stages.freshness import freshness
+from norax_core.stages.freshness import freshness, kind_freshness
 from norax_core.weights import FusionMethod, Weights
 
 if TYPE_CHECKING:
@@ -119,6 +119,7 @@ class Plan:
             share of the best score (0: off).
         coverage_depth: How many of the best candidates coverage reorders.
         freshness: Share of the score freshness scales by the kind's decay (0: off).
+        freshness_kinds: The memory kinds freshness scales (others keep their score).
         supersede_weight: Supersession's share of the gap (0: off).
         supersede_depth: How many of the best candidates lift what supersedes them.
         supersede_ratio: Least share of the older memory's score the newer one needs.
@@ -147,6 +148,7 @@ class Plan:
     coverage_weight: float = 0.0
     coverage_depth: int = 30
     freshness: float = 0.0
+    freshness_kinds: tuple[str, ...] = ("scratchpad",)
     supersede_weight: float = 0.0
     supersede_depth: int = 10
     supersede_ratio: float = 0.0
@@ -186,6 +188,7 @@ class Plan:
             coverage_weight=cfg.coverage_weight,
             coverage_depth=cfg.coverage_depth,
             freshness=cfg.freshness_weight,
+            freshness_kinds=cfg.freshness_kinds,
             supersede_weight=cfg.supersede_weight,
             supersede_depth=cfg.supersede_depth,
             supersede_ratio=cfg.supersede_ratio,
@@ -257,6 +260,7 @@ class Table:
         newer: ``(s, q, n)`` per slot, the row of a memory that supersedes each row
             (:mod:`norax_core.supersession`; ``n``: none). A search's table holds them.
         sessions: The rows' sessions in their namespace's timeline (coverage).
+        kinds: ``(q, n)`` each row's memory kind (``""`` for padding; freshness).
     """
 
     scores: np.ndarray
@@ -272,6 +276,7 @@ class Table:
     entities: Sequence[BridgeInput | None] | None = None
     newer: np.ndarray | None = None
     sessions: Sessions | None = None
+    kinds: np.ndarray | None = None
 
 
 class Extend(Protocol):
@@ -398,7 +403,10 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
         cand, score = supersede.supersede_arrays(score, cand, top, table.newer, *sw)
     after["supersede"] = score
     if plan.freshness > 0:
-        score = freshness(score, table.scores[_T], plan.freshness)
+        if table.kinds is None:
+            raise ValueError("freshness needs the table's memory kinds")
+        fresh = kind_freshness(table.scores[_T], table.kinds, plan.freshness_kinds)
+        score = freshness(score, fresh, plan.freshness)
     after["freshness"] = score
     if plan.coverage_weight > 0:
         score = after["coverage"] = _coverage(table, plan, cand, score)

@@ -204,6 +204,7 @@ def search_table(
             entities=None if bridge is None else [bridge.at(ids)],
             sessions=sessions,
             newer=link_slots([rows], [newer_of(ids)], n),
+            kinds=np.array([catalog.kinds(q.namespace, ids)], dtype=str).reshape(1, n),
         )
 
     def extend(t: Table, wanted: np.ndarray, add: Sequence[Sequence[str]] = ()) -> Table:
