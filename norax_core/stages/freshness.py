@@ -56,7 +56,9 @@ def freshness(score: np.ndarray, fresh: np.ndarray, weight: float) -> np.ndarray
     .. [1] X. Li and W. B. Croft, "Time-based language models", CIKM 2003: a document prior
        that decays exponentially with age, multiplied with the query likelihood.
     """  # noqa: D416 - NumPy sections on purpose: this is the formula docstring (STYLE.md)
-    return score * ((1.0 - weight) + weight * fresh)
+    # written as 1 - w (1 - f): a row with f = 1 (a kind freshness leaves alone) keeps its
+    # score to the last bit
+    return score * (1.0 - weight * (1.0 - fresh))
 
 
 def kind_freshness(decay: np.ndarray, kinds: np.ndarray, scaled: tuple[str, ...]) -> np.ndarray:
