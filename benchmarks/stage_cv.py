@@ -7,8 +7,11 @@ it were chosen on all the dev data. Here, for each conversation of LoCoMo dev (7
 conversations, with the fitted weights fixed, and the held-out conversation is ranked with
 the picks. Stages are picked one after the other in list order, each given the picks before
 it (one sweep of coordinate ascent; a setting must beat the one before it strictly, so a
-stage that changes nothing stays off). The training objective is mean recall@10 with each
-dataset weighted equally, as ``norax fit`` weighs them.
+stage that changes nothing stays off). A stage is chosen by the measure it is for: mean
+recall@10 with each dataset weighted equally (as ``norax fit`` weighs them), or, for
+supersession, BEAM's latest wins (the updated fact above the one it replaces) among the
+settings that keep the training recall@10 (its shipped setting was kept for that, with
+recall@10 unchanged). The report gives held-out recall@10 and latest wins.
 
 Every pool is built once (``norax bench``'s pools: :func:`norax_core.bench.harness.
 pool_dataset`) and every setting ranked once over all questions by
@@ -47,7 +50,7 @@ from norax_core.bench.harness import (
     pool_dataset,
     requests_for,
 )
-from norax_core.bench.metrics import recall_at_k
+from norax_core.bench.metrics import latest_wins, recall_at_k
 from norax_core.bench.pools import Pool, add_bm25_variants, pool_table
 from norax_core.presets import get_preset
 from norax_core.ranking import Plan, Table, rank
@@ -65,11 +68,15 @@ class StageGrid:
         settings: Weights-file ``params`` to try, in order (``{}``: the stage off).
         intents: The intents whose queries get the setting (a per-intent override);
             ``None``: every query (the global ``params``).
+        objective: What the setting is chosen for on the training conversations:
+            ``"recall"`` (mean recall@10) or ``"latest_wins"`` (latest wins, among the
+            settings whose recall@10 is not below the stage off).
     """
 
     name: str
     settings: tuple[Mapping[str, Any], ...]
     intents: tuple[str, ...] | None = None
+    objective: str = "recall"
 
     @property
     def keys(self) -> set[str]:
@@ -88,6 +95,7 @@ STAGES: list[StageGrid] = [
         "supersession",
         grid("supersede_weight", 0.5, 1.05, supersede_depth=10, supersede_pull=False),
         intents=("current_state",),
+        objective="latest_wins",
     ),
     StageGrid("freshness", grid("freshness_weight", 0.1, 0.2, 0.5)),
 ]
@@ -138,7 +146,44 @@ class Evaluator:
             self.groups.setdefault((d, p.plan.intent.value), []).append(i)
         self._tables: dict[tuple[Any, ...], Table] = {}
         self._cache: dict[str, np.ndarray] = {}
+        self._latest: dict[str, np.ndarray] = {}
+        self.updates = np.array(
+            [bool(p.request.original and p.request.updated) for p in self.pools], dtype=bool
+        )
+        """The knowledge-update questions (latest wins is defined for them)."""
         self.rank_seconds = 0.0
+
+    def _table(self, weights: Weights, ds: str, intent: str, idx: Sequence[int]) -> Table:
+        cfg = weights.for_intent(intent).applied(self.pools[0].config)
+        key = (ds, intent, len(idx), tuple(sorted(cfg.decay_days.items())), cfg.bm25_k1, cfg.bm25_b)
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = pool_table([self.pools[i] for i in idx], cfg)
+        return table
+
+    def latest(self, weights: Weights) -> np.ndarray:
+        """Per-question latest-wins verdict (1/0; NaN where undefined) under ``weights``."""
+        key = json.dumps(weights.to_file_dict(name=""), sort_keys=True)
+        hit = self._latest.get(key)
+        if hit is not None:
+            return hit
+        t0 = time.perf_counter()
+        out = np.full(len(self.pools), np.nan)
+        base = self.pools[0].config
+        for (ds, intent), every in self.groups.items():
+            idx = [i for i in every if self.updates[i]]
+            if not idx:
+                continue
+            table = self._table(weights, ds, intent, idx)
+            got = rank(table, Plan.of(weights, base, intent), table.size)
+            for j, i in enumerate(idx):
+                req = self.pools[i].request
+                verdict = latest_wins(got.ids(j), req.original, req.updated)
+                if verdict is not None:
+                    out[i] = float(verdict)
+        self.rank_seconds += time.perf_counter() - t0
+        self._latest[key] = out
+        return out
 
     def recall(self, weights: Weights) -> np.ndarray:
         """Per-question recall@10 (pool order) under ``weights``."""
@@ -149,12 +194,8 @@ class Evaluator:
         t0 = time.perf_counter()
         out = np.zeros(len(self.pools))
         base = self.pools[0].config
-        for (ns, intent), idx in self.groups.items():
-            cfg = weights.for_intent(intent).applied(base)
-            tkey = (ns, intent, tuple(sorted(cfg.decay_days.items())), cfg.bm25_k1, cfg.bm25_b)
-            table = self._tables.get(tkey)
-            if table is None:
-                table = self._tables[tkey] = pool_table([self.pools[i] for i in idx], cfg)
+        for (ds, intent), idx in self.groups.items():
+            table = self._table(weights, ds, intent, idx)
             got = rank(table, Plan.of(weights, base, intent), K)
             for j, i in enumerate(idx):
                 out[i] = recall_at_k(got.ids(j), self.pools[i].request.relevant, K)
@@ -193,15 +234,25 @@ def choose(
     """Each stage's setting, picked in order on the ``train`` questions (datasets weighted
     equally); ties keep the earlier setting (off first)."""
 
-    def score(choices: Mapping[str, int]) -> float:
+    def recall(choices: Mapping[str, int]) -> float:
         r = ev.recall(with_choices(base, choices, stages))
         return float(np.mean([r[train & (ds == d)].mean() for d in np.unique(ds[train])]))
 
+    def latest(choices: Mapping[str, int]) -> float:
+        v = ev.latest(with_choices(base, choices, stages))[train]
+        return float(np.nanmean(v)) if (~np.isnan(v)).any() else 0.0
+
     choices: dict[str, int] = {}
     for stage in stages:
-        best, best_score = 0, score({**choices, stage.name: 0})
+        off = {**choices, stage.name: 0}
+        floor = recall(off)
+        score = recall if stage.objective == "recall" else latest
+        best, best_score = 0, score(off)
         for j in range(1, len(stage.settings)):
-            s = score({**choices, stage.name: j})
+            trial = {**choices, stage.name: j}
+            if stage.objective != "recall" and recall(trial) < floor - 1e-12:
+                continue  # a latest-wins gain may not cost recall@10
+            s = score(trial)
             if s > best_score + 1e-12:
                 best, best_score = j, s
         choices[stage.name] = best
@@ -248,17 +299,28 @@ def main() -> None:
     cats = np.array([p.request.category for p in pools])
     ev = Evaluator(pools, names)
     held = np.full(len(pools), np.nan)
+    held_latest = np.full(len(pools), np.nan)
     folds = []
     for c in dict.fromkeys(conv.tolist()):
         test = conv == c
         picks = choose(ev, base, ~test, ds, STAGES)
-        held[test] = ev.recall(with_choices(base, picks, STAGES))[test]
+        chosen = with_choices(base, picks, STAGES)
+        held[test] = ev.recall(chosen)[test]
+        held_latest[test] = ev.latest(chosen)[test]
         named = {s.name: dict(s.settings[picks[s.name]]) for s in STAGES}
         folds.append({"held_out": c, "n": int(test.sum()), "chosen": named})
         picked = " ".join(f"{k}={v or 'off'}" for k, v in named.items())
         print(f"{c:24s} n={int(test.sum()):4d} {picked}", flush=True)
-    none = ev.recall(base)
-    columns = {"held_out_stages": held, "no_stages": none, "shipped_in_sample": ev.recall(shipped)}
+    columns = {
+        "held_out_stages": held,
+        "no_stages": ev.recall(base),
+        "shipped_in_sample": ev.recall(shipped),
+    }
+    latest_cols = {
+        "held_out_stages": held_latest,
+        "no_stages": ev.latest(base),
+        "shipped_in_sample": ev.latest(shipped),
+    }
     report = {
         "what": "leave-one-conversation-out: each stage's setting chosen on the other "
         "conversations (fitted weights fixed), recall@10 of the held-out one",
@@ -269,6 +331,14 @@ def main() -> None:
             for s in STAGES
         ],
         "datasets": summary(columns, ds, cats),
+        "latest_wins": {
+            d: {
+                "n": int((~np.isnan(held_latest) & (ds == d)).sum()),
+                **{k: round(float(np.nanmean(v[ds == d])), 4) for k, v in latest_cols.items()},
+            }
+            for d in dict.fromkeys(ds.tolist())
+            if (~np.isnan(held_latest) & (ds == d)).any()
+        },
         "folds": folds,
         "seconds": {
             "pool": round(t_pool, 1),
@@ -286,6 +356,11 @@ def main() -> None:
                 f"  {c:28s} n={v['n']:4d} held-out {v['held_out_stages']:.4f} "
                 f"no stages {v['no_stages']:.4f} shipped {v['shipped_in_sample']:.4f}"
             )
+    for d, v in report["latest_wins"].items():
+        print(
+            f"\n{d} latest wins (n={v['n']}): held-out {v['held_out_stages']:.4f}, "
+            f"no stages {v['no_stages']:.4f}, shipped in sample {v['shipped_in_sample']:.4f}"
+        )
     print(f"\nseconds: {report['seconds']}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2) + "\n")

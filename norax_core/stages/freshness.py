@@ -9,7 +9,10 @@ exponential prior on the document's age, so it reorders memories that are about 
 and cannot lift one that is not.
 
 Only the kinds listed in ``freshness_kinds`` (by default ``scratchpad``) are scaled: a
-conversation turn or a fact keeps its score however old it is.
+conversation turn or a fact keeps its score however old it is. Scaling every kind, even with
+a decay of ~1, reorders near-ties: with an episodic tau of 100 years, a 126-day-old BEAM 500K
+message at rank 10 lost 0.07 % of its score, and a same-day message 0.003 % behind it passed
+it (one preference-following question out of the top ten).
 """
 
 from __future__ import annotations
