@@ -321,7 +321,7 @@ def main() -> None:
         "no_stages": ev.latest(base),
         "shipped_in_sample": ev.latest(shipped),
     }
-    report = {
+    report: dict[str, Any] = {
         "what": "leave-one-conversation-out: each stage's setting chosen on the other "
         "conversations (fitted weights fixed), recall@10 of the held-out one",
         "command": "python benchmarks/stage_cv.py --data ../shared/data",
