@@ -308,7 +308,15 @@ def main() -> None:
         held[test] = ev.recall(chosen)[test]
         held_latest[test] = ev.latest(chosen)[test]
         named = {s.name: dict(s.settings[picks[s.name]]) for s in STAGES}
-        folds.append({"held_out": c, "n": int(test.sum()), "chosen": named})
+        folds.append(
+            {
+                "held_out": c,
+                "n": int(test.sum()),
+                "chosen": named,
+                "recall@10": round(float(held[test].mean()), 4),
+                "recall@10 no stages": round(float(ev.recall(base)[test].mean()), 4),
+            }
+        )
         picked = " ".join(f"{k}={v or 'off'}" for k, v in named.items())
         print(f"{c:24s} n={int(test.sum()):4d} {picked}", flush=True)
     columns = {
