@@ -99,7 +99,7 @@ class NoraxConfig:
         coverage_depth: How many of the best candidates coverage reorders (it never changes
             which memories are the best ``coverage_depth``).
         coverage_order_weight: Added to ``coverage_weight`` for a query that asks for an
-            order ("in what order did I ...", "timeline"; :attr:`QueryPlan.ordering
+            order ("in what order did I ...", "chronologically"; :attr:`QueryPlan.ordering
             <norax_core.query.QueryPlan.ordering>`): spread the sequence's steps over the
             sessions, not a summary's. 0 adds nothing.
         opener_boost: Turns (:mod:`norax_core.stages.turns`): a memory that opens its session

@@ -1,5 +1,8 @@
 """Two cues of coverage questions, read with rules: an order asked for, the user's own words.
 
+"Timeline" is not an order cue: BEAM's summary questions ask for "the development timeline"
+among a summary's parts.
+
 "In what order did I bring up the parts of my budget app?" wants the user's messages, one per
 step, spread over the conversation; "Summarize how the project went" wants the topic's main
 messages, whoever wrote them. :func:`asks_order` and :func:`asks_own_words` tell them apart
@@ -15,7 +18,7 @@ __all__ = ["asks_order", "asks_own_words"]
 
 _ORDER = re.compile(
     r"\b(?:in\s+(?:what|which)\s+order|order\s+in\s+which|in\s+order(?!\s+to\b)"
-    r"|(?:chronolog|sequen)\w*|timeline)\b",
+    r"|(?:chronolog|sequen)\w*)\b",
     re.IGNORECASE,
 )
 _SAID = (
@@ -29,7 +32,7 @@ _OWN = re.compile(
 
 
 def asks_order(text: str) -> bool:
-    """Whether the query asks for a sequence: "in what order", "timeline", "chronological".
+    """Whether the query asks for a sequence: "in what order", "in sequence", "chronological".
 
     Examples:
         >>> asks_order("In what order did I bring up the budget, the UI and the tests?")

@@ -74,7 +74,7 @@ class QueryPlan:
         entities: Candidate entity strings as written: capitalised spans, quoted terms and
             code identifiers, in text order, without repeats.
         source: ``"model"`` (the shipped classifier) or ``"rules"`` (no weights file).
-        ordering: The query asks for a sequence ("in what order", "timeline"; see
+        ordering: The query asks for a sequence ("in what order", "chronological"; see
             :func:`~norax_core.query.cues.asks_order`).
         own_words: The query asks what the user said ("I brought up", "did I ask"; see
             :func:`~norax_core.query.cues.asks_own_words`).
