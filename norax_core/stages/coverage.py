@@ -20,7 +20,11 @@ query, which the unit tests compare it with.
 Off by default, because it does not generalise: with ``default``, weight 0.2 and depth 30 for
 BEAM's ``coverage`` questions, event ordering rises on BEAM 100K (recall@10 0.099 -> 0.172)
 but summarization falls (0.191 -> 0.163), and on BEAM 500K both fall (0.029 -> 0.013,
-0.047 -> 0.034); for every other kind of question it costs recall (LoCoMo 0.747 -> 0.584).
+0.047 -> 0.034); for every other kind of question it costs recall (LoCoMo 0.747 -> 0.584). Most of
+those questions' evidence is not among the best 30 at all: :mod:`norax_core.stages.turns`
+lifts it by its place in the conversation instead. ``coverage_order_weight`` spreads only the
+questions that ask for an order (:attr:`QueryPlan.ordering
+<norax_core.query.QueryPlan.ordering>`).
 """
 
 from __future__ import annotations
