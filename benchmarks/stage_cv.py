@@ -98,6 +98,11 @@ STAGES: list[StageGrid] = [
         objective="latest_wins",
     ),
     StageGrid("freshness", grid("freshness_weight", 0.1, 0.2, 0.5)),
+    StageGrid(
+        "turns",
+        grid("opener_boost", 0.5, 1.0, opener_span=10.0, speaker_boost=1.0),
+        intents=("coverage",),
+    ),
 ]
 """The stages chosen per fold, in the order they are chosen (extend at will)."""
 
