@@ -4,8 +4,8 @@ A weighted sum trusts BM25 as much for "where do we keep credentials" (its best 
 only generic words with the query) as for "when did Melanie paint a sunset" (they share the
 rare ones). This stage estimates, per query and from the signals' own scores only, how far
 BM25 can be trusted: the **agreement** of the embedding with BM25's picks, the mean dense
-score of BM25's best :data:`MIX_DEPTH` memories over the mean dense score of the embedding's
-own best :data:`MIX_DEPTH`. Where BM25's picks look unrelated in meaning to the query
+score of BM25's best ``j`` memories (``j`` up to :data:`MIX_DEPTH`, fewer where fewer share a
+word with the query) over the mean dense score of the embedding's own best ``j``. Where BM25's picks look unrelated in meaning to the query
 (agreement low) its weight shrinks; where they are the memories the embedding would pick
 anyway it grows:
 
@@ -65,13 +65,16 @@ def agreement(
         depth: How many of each signal's best rows to compare.
 
     Returns:
-        ``(q,)`` mean dense score of BM25's best ``depth`` rows over that of dense's best
-        ``depth`` (capped at 1); NaN where either signal proposed nothing or the embedding
-        scores its own best 0.
+        ``(q,)`` mean dense score of BM25's best ``j`` rows over that of dense's best ``j``
+        (capped at 1), ``j`` the number BM25 proposes up to ``depth``; NaN where either signal
+        proposed nothing or the embedding scores its own best 0.
     """
     picked_b = valid & (bm25_rank < depth)
-    picked_d = valid & (dense_rank < depth)
-    nb, nd = picked_b.sum(axis=1), picked_d.sum(axis=1)
+    nb = picked_b.sum(axis=1)
+    # as many of dense's best as BM25 picked: in a small store, or for a query with few
+    # matching words, a fixed depth would compare BM25's few picks with the whole store
+    picked_d = valid & (dense_rank < nb[:, None])
+    nd = picked_d.sum(axis=1)
     mean_b = np.where(picked_b, dense, 0.0).sum(axis=1) / np.maximum(nb, 1)
     mean_d = np.where(picked_d, dense, 0.0).sum(axis=1) / np.maximum(nd, 1)
     ok = (nb > 0) & (nd > 0) & (mean_d > 0)

@@ -95,6 +95,9 @@ METHODS = {
     "supersede": Weights(
         **{**vars(DEFAULT), "params": {**DEFAULT.params, "supersede_weight": 1.1}}
     ),
+    "mix": Weights(
+        **{**vars(DEFAULT), "params": {**DEFAULT.params, "mix_strength": 4.0, "mix_center": 0.9}}
+    ),
     "freshness": Weights(  # no recency weight: freshness reads the decay all the same
         0.3,
         0.6,
@@ -172,6 +175,7 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
             "bridges": 0,
             "freshness": 0,
             "supersede": 0,
+            "mix": 0,
         }
         overridden: set[str] = set()
         for name, w in METHODS.items():
@@ -200,14 +204,15 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
                         if name in moved and k == 10:
                             before, after = _stage(bench, name)
                             moved[name] += int((before[j] != after[j])[bench.top(j)].any())
-                            if name == "bridges":  # the step's part, as search explains it
+                            if name in ("bridges", "mix"):  # the part, as search explains it
                                 top = bench.top(j)
                                 want = sorted(float(after[j, r] - before[j, r]) for r in top)
-                                parts = sorted(r.explanation.bridges for r in got)
+                                parts = sorted(getattr(r.explanation, name) for r in got)
                                 assert parts == pytest.approx(want, abs=1e-12)
         # the context, latest-wins, coverage (and on LoCoMo period) stages really acted
         assert moved["context2"] > 0 and moved["latest"] > 0 and moved["coverage"] > 0
         assert moved["bridges"] > 0 and moved["freshness"] > 0 and moved["supersede"] > 0
+        assert moved["mix"] > 0
         assert moved["period"] > 0 or kind == "beam"  # BEAM chat 1 names no period
         # and overrides really ranked some questions, visibly in their results
         assert overridden, "no question of this conversation had an overridden intent"
@@ -215,6 +220,9 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
 
 def _stage(ranking: Ranking, method: str) -> tuple[np.ndarray, np.ndarray]:
     """The scores before and after the stage ``method`` turns on."""
+    if method == "mix":
+        assert ranking.plain is not None
+        return ranking.plain, ranking.after["mix"]
     if method == "period":
         return ranking.after["bridges"], ranking.after["period"]
     if method == "bridges":
