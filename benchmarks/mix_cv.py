@@ -2,7 +2,8 @@
 
 LoCoMo dev and BEAM 100K are pooled once; every query is ranked (by the one ranking
 function, through :func:`~norax_core.bench.pools.plan_groups`) under the shipped ``default``
-with each ``(mix_strength, mix_center)`` of a small grid added to its ``params``
+with each ``(mix_strength, mix_center, mix_peak_strength, mix_peak_center)`` of a small
+grid added to its ``params``
 (:mod:`norax_core.stages.mix`; strength 0 is the fixed mix). For each held-out conversation
 the grid point with the best mean recall@10 on the others (each dataset weighted equally) is
 chosen and the held-out conversation is scored with it. The point chosen on all of the dev
@@ -40,8 +41,10 @@ from norax_core.presets import get_preset
 from norax_core.ranking import rank
 from norax_core.weights import Weights
 
-STRENGTHS = (1.0, 2.0, 4.0, 8.0)
-CENTERS = (0.6, 0.7, 0.8, 0.9, 1.0)
+STRENGTHS = (1.0, 2.0, 4.0)
+CENTERS = (0.75, 0.85)
+PEAK_STRENGTHS = (0.0, 2.0, 4.0)
+PEAK_CENTERS = (0.25, 0.35)
 K = 10
 
 
@@ -58,9 +61,12 @@ def pool(kind: str, path: Path) -> list[Pool]:
     return got
 
 
-def with_mix(base: Weights, strength: float, center: float) -> Weights:
-    """``base`` with the adaptive mix's parameters in its global ``params``."""
-    params = {**base.params, "mix_strength": strength, "mix_center": center}
+NAMES = ("mix_strength", "mix_center", "mix_peak_strength", "mix_peak_center")
+
+
+def with_mix(base: Weights, *values: float) -> Weights:
+    """``base`` with the adaptive mix's parameters (:data:`NAMES`) in its global ``params``."""
+    params = {**base.params, **dict(zip(NAMES, values, strict=True))}
     return Weights(**{**vars(base), "params": params})
 
 
@@ -94,7 +100,8 @@ def main() -> None:
     ap.add_argument("--json", type=Path, required=True)
     args = ap.parse_args()
     base = get_preset("default")
-    grid = [(0.0, 0.0), *itertools.product(STRENGTHS, CENTERS)]
+    grid = [(0.0,) * 4, *itertools.product(STRENGTHS, CENTERS, PEAK_STRENGTHS, PEAK_CENTERS)]
+    grid = list(dict.fromkeys(g if g[2] else (*g[:3], 0.0) for g in grid))  # beta 0: c_p moot
     sets = {
         "locomo": pool("locomo", args.data / "locomo" / "locomo10_dev.json"),
         "beam_100k": pool("beam", args.data / "beam" / "100K"),
@@ -120,8 +127,8 @@ def main() -> None:
             held[n][conv[n] == c] = table[n][g, conv[n] == c]
     full = best({m: np.ones(len(sets[m]), dtype=bool) for m in dev})
     report: dict[str, Any] = {
-        "grid": {"strength": STRENGTHS, "center": CENTERS},
-        "chosen_on_all_dev": {"mix_strength": grid[full][0], "mix_center": grid[full][1]},
+        "grid": dict(zip(NAMES, (STRENGTHS, CENTERS, PEAK_STRENGTHS, PEAK_CENTERS), strict=True)),
+        "chosen_on_all_dev": dict(zip(NAMES, grid[full], strict=True)),
         "chosen_per_held_out_conversation": chosen,
         "datasets": {},
     }
@@ -136,7 +143,8 @@ def main() -> None:
             "oracle_over_grid": round(float(table[n].max(axis=0).mean()), 4),
             "by_category": by_category(pools, adaptive, fixed),
             "train_grid_mean": {
-                f"{s:g}/{c:g}": round(float(table[n][i].mean()), 4) for i, (s, c) in enumerate(grid)
+                "/".join(f"{v:g}" for v in g): round(float(table[n][i].mean()), 4)
+                for i, g in enumerate(grid)
             },
         }
     args.json.write_text(json.dumps(report, indent=1) + "\n")

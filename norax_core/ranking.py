@@ -138,6 +138,8 @@ class Plan:
         mix_strength: How far the adaptive mix moves each query's BM25 weight with the
             embedding's agreement with BM25's picks (0: off; :mod:`norax_core.stages.mix`).
         mix_center: The agreement at which the BM25 weight keeps its fixed value.
+        mix_peak_strength: How far BM25's peakedness moves it too.
+        mix_peak_center: The peakedness at which that part is 0.
     """
 
     weights: tuple[float, float, float, float]
@@ -167,6 +169,8 @@ class Plan:
     supersede_pull: bool = True
     mix_strength: float = 0.0
     mix_center: float = 0.0
+    mix_peak_strength: float = 0.0
+    mix_peak_center: float = 0.0
 
     @classmethod
     def of(cls, weights: Weights, config: NoraxConfig, intent: Intent | str | None = None) -> Plan:
@@ -208,6 +212,8 @@ class Plan:
             supersede_pull=cfg.supersede_pull,
             mix_strength=cfg.mix_strength,
             mix_center=cfg.mix_center,
+            mix_peak_strength=cfg.mix_peak_strength,
+            mix_peak_center=cfg.mix_peak_center,
         )
 
     @property
@@ -492,7 +498,9 @@ def _mixed(table: Table, plan: Plan) -> np.ndarray:
     if w[_B] <= 0 or w[_D] <= 0:
         return np.tile(w, (q, 1))
     agree = mix.agreement(table.scores[_D], table.proposed[_B], table.proposed[_D], table.valid)
-    return mix.mixed_weights(w, agree, plan.mix_strength, plan.mix_center, _B)
+    peak = mix.peakedness(table.scores[_B], table.proposed[_B], table.valid)
+    p = (plan.mix_strength, plan.mix_center, peak, plan.mix_peak_strength, plan.mix_peak_center)
+    return mix.mixed_weights(w, agree, *p, bm25=_B)
 
 
 def _best(score: np.ndarray, cand: np.ndarray, tie: np.ndarray | None, m: np.ndarray) -> np.ndarray:

@@ -9,13 +9,16 @@ word with the query) over the mean dense score of the embedding's own best ``j``
 (agreement low) its weight shrinks; where they are the memories the embedding would pick
 anyway it grows:
 
+Where BM25's best match stands out from its next ones (**peakedness**, a rare word matched)
+it grows, where they all score alike (common words every long message holds) it shrinks:
+
 .. math::
 
     w_{\mathrm{bm25}}(q) = w_{\mathrm{bm25}} \cdot
-        2^{\operatorname{clip}(\alpha\,(a(q) - c),\ -3,\ 2)}
+        2^{\operatorname{clip}(\alpha\,(a(q) - c) + \beta\,(p(q) - c_p),\ -3,\ 2)}
 
-with two global parameters, ``alpha`` (``mix_strength``, 0: off) and ``c``
-(``mix_center``); the other weights are unchanged (the fused score is still divided by the
+with four global parameters, ``alpha`` (``mix_strength``, 0: off), ``c`` (``mix_center``),
+``beta`` (``mix_peak_strength``) and ``c_p`` (``mix_peak_center``); the other weights are unchanged (the fused score is still divided by the
 sum of the query's weights). Both features come from the rows each signal proposes first, so
 a search's table (candidates only) and the benchmark's (whole namespaces) give the same
 weights.
@@ -38,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["MIX_DEPTH", "agreement", "mixed_weights"]
+__all__ = ["MIX_DEPTH", "agreement", "mixed_weights", "peakedness"]
 
 MIX_DEPTH = 10
 """How many of each signal's best memories the agreement compares (at most the smallest
@@ -81,16 +84,44 @@ def agreement(
     return np.where(ok, np.minimum(mean_b / np.where(ok, mean_d, 1.0), 1.0), np.nan)
 
 
-def mixed_weights(
-    weights: np.ndarray, agree: np.ndarray, strength: float, center: float, bm25: int = 0
+def peakedness(
+    bm25: np.ndarray, bm25_rank: np.ndarray, valid: np.ndarray, depth: int = MIX_DEPTH
 ) -> np.ndarray:
-    """Each query's weights: BM25's scaled by ``2 ** clip(strength * (agree - center))``.
+    """How far BM25's best match stands out, per query, in ``[0, 1]``; NaN if unknown.
+
+    ``1 - mean(s_2 .. s_j) / s_1`` over BM25's best ``j <= depth`` scores: near 0 when its
+    best matches all score alike (the query's words are common ones every long message
+    holds), near 1 when one match stands out (a rare word). NaN with fewer than two matches.
+    """
+    picked = valid & (bm25_rank < depth)
+    n = picked.sum(axis=1)
+    best = np.where(picked, bm25, -np.inf).max(axis=1, initial=-np.inf)
+    total = np.where(picked, bm25, 0.0).sum(axis=1)
+    ok = (n > 1) & (best > 0)
+    rest = (total - np.where(ok, best, 0.0)) / np.maximum(n - 1, 1)
+    return np.where(ok, 1.0 - rest / np.where(ok, best, 1.0), np.nan)
+
+
+def mixed_weights(
+    weights: np.ndarray,
+    agree: np.ndarray,
+    strength: float,
+    center: float,
+    peak: np.ndarray | None = None,
+    peak_strength: float = 0.0,
+    peak_center: float = 0.0,
+    bm25: int = 0,
+) -> np.ndarray:
+    """Each query's weights: BM25's scaled by ``2 ** clip(alpha (a - c) + beta (p - c_p))``.
 
     Args:
         weights: ``(s,)`` the plan's fixed weights.
         agree: ``(q,)`` :func:`agreement` (NaN: the query keeps the fixed weights).
         strength: ``alpha``, how far the agreement moves the BM25 weight (0: not at all).
-        center: ``c``, the agreement at which the BM25 weight keeps its fixed value.
+        center: ``c``, the agreement at which it keeps its fixed value.
+        peak: ``(q,)`` :func:`peakedness` (NaN: no part in that query's scale).
+        peak_strength: ``beta``, how far the peakedness moves the BM25 weight.
+        peak_center: ``c_p``, the peakedness at which it keeps its fixed value.
         bm25: BM25's index among the signals.
 
     Returns:
@@ -101,7 +132,10 @@ def mixed_weights(
         >>> mixed_weights(w, np.array([0.5, 0.9, np.nan]), 2.0, 0.9)[:, 0].round(3)
         array([0.172, 0.3  , 0.3  ])
     """
-    log2 = np.clip(strength * (agree - center), _LOW, _HIGH)
+    log2 = strength * (agree - center)
+    if peak is not None and peak_strength:
+        log2 = log2 + np.nan_to_num(peak_strength * (peak - peak_center))
+    log2 = np.clip(log2, _LOW, _HIGH)
     scale = np.where(np.isnan(agree), 1.0, np.exp2(np.nan_to_num(log2)))
     out = np.tile(np.asarray(weights, dtype=np.float64), (agree.shape[0], 1))
     out[:, bm25] *= scale

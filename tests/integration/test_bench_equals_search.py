@@ -32,6 +32,8 @@ pytestmark = pytest.mark.integration
 DATA = Path(os.environ.get("NORAX_DATA_DIR", Path(__file__).parents[3] / "shared" / "data"))
 
 DEFAULT = get_preset("default")
+MIX = {"mix_strength": 4.0, "mix_center": 0.9, "mix_peak_strength": 2.0, "mix_peak_center": 0.3}
+"""The adaptive mix, strong enough to move rankings (:mod:`norax_core.stages.mix`)."""
 METHODS = {
     "default": DEFAULT,
     "project": get_preset("project"),
@@ -95,9 +97,7 @@ METHODS = {
     "supersede": Weights(
         **{**vars(DEFAULT), "params": {**DEFAULT.params, "supersede_weight": 1.1}}
     ),
-    "mix": Weights(
-        **{**vars(DEFAULT), "params": {**DEFAULT.params, "mix_strength": 4.0, "mix_center": 0.9}}
-    ),
+    "mix": Weights(**{**vars(DEFAULT), "params": {**DEFAULT.params, **MIX}}),
     "freshness": Weights(  # no recency weight: freshness reads the decay all the same
         0.3,
         0.6,

@@ -9,7 +9,7 @@ from norax_core.config import NoraxConfig
 from norax_core.errors import InvalidInputError
 from norax_core.models import SIGNALS, Explanation
 from norax_core.ranking import NEVER, STAGES, Plan, Table, rank, signal_ranks
-from norax_core.stages.mix import MIX_DEPTH, agreement, mixed_weights
+from norax_core.stages.mix import MIX_DEPTH, agreement, mixed_weights, peakedness
 from norax_core.weights import FusionMethod, Weights
 
 _B, _D = SIGNALS.index("bm25"), SIGNALS.index("dense")
@@ -27,6 +27,14 @@ def _agreement_one(dense: list[float], bm25: list[float], depth: int) -> float:
     if top <= 0:
         return float("nan")
     return min(sum(dense[i] for i in by_b) / len(by_b) / top, 1.0)
+
+
+def _peakedness_one(bm25: list[float], depth: int) -> float:
+    """Plain reference for one query: 1 - mean of BM25's next best over its best."""
+    top = sorted((v for v in bm25 if v > 0), reverse=True)[:depth]
+    if len(top) < 2:
+        return float("nan")
+    return 1.0 - sum(top[1:]) / (len(top) - 1) / top[0]
 
 
 def _table(scores: np.ndarray, valid: np.ndarray | None = None) -> Table:
@@ -61,11 +69,26 @@ def test_agreement_equals_the_plain_reference(seed: int, depth: int) -> None:
     assert np.isnan(got[0]) and np.all((got[1:] >= 0) & (got[1:] <= 1))
 
 
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("depth", [1, 2, MIX_DEPTH])
+def test_peakedness_equals_the_plain_reference(seed: int, depth: int) -> None:
+    scores = _random(seed)
+    scores[_B, 1, 1:] = 0.0  # one match only
+    t = _table(scores)
+    got = peakedness(scores[_B], t.proposed[_B], t.valid, depth)
+    want = [_peakedness_one(list(scores[_B, i]), depth) for i in range(6)]
+    assert np.allclose(got, want, equal_nan=True)
+    assert np.isnan(got[:2]).all()
+
+
 def test_the_weights_formula() -> None:
     w = np.array(W)
     got = mixed_weights(w, np.array([0.5, 0.9, 1.0, 0.0, np.nan]), 2.0, 0.9)
     assert got[:, 0] == pytest.approx([0.3 * 2**-0.8, 0.3, 0.3 * 2**0.2, 0.3 * 2**-1.8, 0.3])
     assert np.array_equal(got[:, 1:], np.tile(w[1:], (5, 1)))  # only BM25 moves
+    peak = np.array([0.9, np.nan, 0.1, 0.5, 0.5])  # a stand-out match lifts BM25; NaN: no part
+    both = mixed_weights(w, np.array([0.5, 0.9, 1.0, 0.0, np.nan]), 2.0, 0.9, peak, 1.0, 0.5)
+    assert both[:, 0] == pytest.approx([0.3 * 2**-0.4, 0.3, 0.3 * 2**-0.2, 0.3 * 2**-1.8, 0.3])
     clipped = mixed_weights(w, np.array([0.0, 1.0]), 8.0, 0.5)[:, 0]
     assert clipped == pytest.approx([0.3 / 8, 0.3 * 4])  # between 1/8 and 4 times
     assert np.array_equal(mixed_weights(w, np.array([0.2, 1.0]), 0.0, 0.5), np.tile(w, (2, 1)))
@@ -75,10 +98,11 @@ def test_the_weights_formula() -> None:
 def test_rank_fuses_each_query_with_its_own_weights(method: FusionMethod) -> None:
     scores = _random(7)
     t = _table(scores)
-    plan = Plan(weights=W, method=method, pool_min=10, mix_strength=3.0, mix_center=0.8)
-    on = rank(t, plan, 5)
+    mix = {"mix_strength": 3.0, "mix_center": 0.8, "mix_peak_strength": 2.0, "mix_peak_center": 0.3}
+    on = rank(t, Plan(weights=W, method=method, pool_min=10, **mix), 5)  # type: ignore[arg-type]
     agree = agreement(scores[_D], t.proposed[_B], t.proposed[_D], t.valid)
-    per_query = mixed_weights(np.array(W), agree, 3.0, 0.8)
+    peak = peakedness(scores[_B], t.proposed[_B], t.valid)
+    per_query = mixed_weights(np.array(W), agree, 3.0, 0.8, peak, 2.0, 0.3)
     assert not np.allclose(per_query[:, 0], W[0])  # the mix really moved some weights
     for i in range(scores.shape[1]):
         one = _table(scores[:, i : i + 1])
@@ -119,11 +143,23 @@ def test_without_bm25_or_dense_nothing_moves() -> None:
 
 
 def test_weights_files_carry_the_mix_and_bad_values_are_refused() -> None:
-    w = Weights(*W, params={"mix_strength": 2.0, "mix_center": 0.85})
-    plan = Plan.of(w, NoraxConfig())
-    assert (plan.mix_strength, plan.mix_center) == (2.0, 0.85)
+    mix = {
+        "mix_strength": 2.0,
+        "mix_center": 0.85,
+        "mix_peak_strength": 4.0,
+        "mix_peak_center": 0.3,
+    }
+    plan = Plan.of(Weights(*W, params=mix), NoraxConfig())
+    assert {k: getattr(plan, k) for k in mix} == mix
     assert Plan.of(Weights(*W), NoraxConfig()).mix_strength == 0.0  # off by default
-    for bad in ({"mix_strength": -1.0}, {"mix_center": 1.5}, {"mix_strength": float("nan")}):
+    bad_values = (
+        {"mix_strength": -1.0},
+        {"mix_center": 1.5},
+        {"mix_strength": float("nan")},
+        {"mix_peak_strength": -2.0},
+        {"mix_peak_center": -0.1},
+    )
+    for bad in bad_values:
         with pytest.raises(InvalidInputError):
             NoraxConfig().with_params(bad)
     assert NEVER > MIX_DEPTH
