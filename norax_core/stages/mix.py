@@ -3,31 +3,35 @@ r"""Query-adaptive mix: each query's BM25 weight scaled by how much the embeddin
 A weighted sum trusts BM25 as much for "where do we keep credentials" (its best matches share
 only generic words with the query) as for "when did Melanie paint a sunset" (they share the
 rare ones). This stage estimates, per query and from the signals' own scores only, how far
-BM25 can be trusted: the **agreement** of the embedding with BM25's picks, the mean dense
-score of BM25's best ``j`` memories (``j`` up to :data:`MIX_DEPTH`, fewer where fewer share a
-word with the query) over the mean dense score of the embedding's own best ``j``. Where BM25's picks look unrelated in meaning to the query
-(agreement low) its weight shrinks; where they are the memories the embedding would pick
-anyway it grows:
+BM25 can be trusted, from two query-performance predictors:
 
-Where BM25's best match stands out from its next ones (**peakedness**, a rare word matched)
-it grows, where they all score alike (common words every long message holds) it shrinks:
+- the **agreement** ``a`` of the embedding with BM25's picks: the mean dense score of BM25's
+  best ``j`` memories (``j`` up to :data:`MIX_DEPTH`, fewer where fewer share a word with the
+  query) over the mean dense score of the embedding's own best ``j``. Low when BM25's picks
+  look unrelated in meaning to the query;
+- the **peakedness** ``p`` of BM25's scores: how far its best match stands out from its next
+  ones. Low when they all score alike (common words every long message holds).
 
 .. math::
 
     w_{\mathrm{bm25}}(q) = w_{\mathrm{bm25}} \cdot
         2^{\operatorname{clip}(\alpha\,(a(q) - c) + \beta\,(p(q) - c_p),\ -3,\ 2)}
 
-with four global parameters, ``alpha`` (``mix_strength``, 0: off), ``c`` (``mix_center``),
-``beta`` (``mix_peak_strength``) and ``c_p`` (``mix_peak_center``); the other weights are unchanged (the fused score is still divided by the
-sum of the query's weights). Both features come from the rows each signal proposes first, so
-a search's table (candidates only) and the benchmark's (whole namespaces) give the same
-weights.
+with four global parameters: ``alpha`` (``mix_strength``, 0: off), ``c`` (``mix_center``),
+``beta`` (``mix_peak_strength``), ``c_p`` (``mix_peak_center``). The other weights are
+unchanged (the fused score is still divided by the sum of the query's weights). Both features
+come from the rows each signal proposes first, so a search's table (candidates only) and the
+benchmark's (whole namespaces) give the same weights.
 
-Measured (``benchmarks/mix_cv.py``, leave one conversation out over LoCoMo dev and BEAM 100K):
-no setting of ``(alpha, c)`` beats the fixed mix on held-out conversations by more than the
-noise, and the per-query oracle over BM25 weights (x1/8 .. x4) is only 0.637 on BEAM 100K
-(fixed 0.595): the BEAM gap to the embedding alone is not in the mix. Off in every shipped
-preset.
+Measured (``python benchmarks/mix_cv.py --data ../shared/data``; ``default`` plus the mix,
+parameters chosen by leave-one-conversation-out CV over LoCoMo dev and BEAM 100K, recall@10
+held out vs the fixed mix): LoCoMo 0.767 vs 0.769, BEAM 100K 0.592 vs 0.595, and with the
+point chosen on all dev data (``2, 0.85, 4, 0.25``) BEAM 500K 0.441 vs 0.445 (preference
+following 0.463 vs 0.522). The per-query oracle over the grid is 0.788 / 0.624 / 0.468: even
+a perfect choice of the BM25 weight per query would leave BEAM far below its targets. So the
+mix is off in every preset; the BEAM loss against the embedding alone comes from elsewhere
+(long assistant messages that hold many of the query's common words top BM25, which is
+divided by its best score while cosines stay in a narrow band; context propagation).
 
 References:
     J. A. Aslam and V. Pavlu, "Query hardness estimation using Jensen-Shannon divergence
