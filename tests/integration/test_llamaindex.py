@@ -513,6 +513,7 @@ def test_result_to_node() -> None:
             "latest_wins": 0.0,
             "supersede": 0.0,
             "freshness": 0.0,
+            "turns": 0.0,
             "coverage": 0.0,
         },
     }
@@ -540,6 +541,7 @@ def test_reranked_copies_the_node() -> None:
             "latest_wins": 0.0,
             "supersede": 0.0,
             "freshness": 0.0,
+            "turns": 0.0,
             "coverage": 0.0,
         },
     }
