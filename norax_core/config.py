@@ -111,10 +111,14 @@ class NoraxConfig:
             bring up ..."; :attr:`QueryPlan.own_words <norax_core.query.QueryPlan.own_words>`),
             a memory whose ``role`` metadata is ``"user"`` scores ``1 + speaker_boost`` times
             its score. 0 turns it off.
-        freshness_weight: Freshness (:mod:`norax_core.stages.freshness`): every score is
-            scaled by ``(1 - w) + w * exp(-age_days / tau_kind)``, so a stale memory of a
-            fast-decaying kind loses against a fresh one without a recency weight lifting
-            unrelated recent memories. In [0, 1]; 0 turns it off.
+        freshness_weight: Freshness (:mod:`norax_core.stages.freshness`): the score of a
+            memory of one of ``freshness_kinds`` is scaled by
+            ``(1 - w) + w * exp(-age_days / tau_kind)``, so a stale note of a fast-decaying
+            kind loses against a fresh one without a recency weight lifting unrelated recent
+            memories. In [0, 1]; 0 turns it off.
+        freshness_kinds: The memory kinds freshness scales (default: ``scratchpad``, the
+            working notes whose age says whether they still hold); memories of other kinds
+            keep their score whatever their age.
         supersede_weight: Supersession (:mod:`norax_core.stages.supersede`): a memory linked
             at write time as superseding a candidate (:mod:`norax_core.supersession`) joins
             the candidates and closes this share of the gap to the older one (above 1:
@@ -181,6 +185,7 @@ class NoraxConfig:
     opener_span: float = 10.0
     speaker_boost: float = 0.0
     freshness_weight: float = 0.0
+    freshness_kinds: tuple[str, ...] = ("scratchpad",)
     supersede_weight: float = 0.0
     supersede_depth: int = 10
     supersede_ratio: float = 0.0
@@ -259,6 +264,12 @@ class NoraxConfig:
         fw = self.freshness_weight
         if isinstance(fw, bool) or not (isinstance(fw, (int, float)) and 0 <= fw <= 1):
             raise InvalidInputError(f"freshness_weight must be a number in [0, 1], got {fw!r}")
+        fk = self.freshness_kinds
+        if isinstance(fk, str) or not isinstance(fk, (list, tuple)):
+            raise InvalidInputError(f"freshness_kinds must be a list of kinds, got {fk!r}")
+        if not all(isinstance(k, str) and k for k in fk):
+            raise InvalidInputError(f"freshness_kinds must hold non-empty strings, got {fk!r}")
+        object.__setattr__(self, "freshness_kinds", tuple(dict.fromkeys(fk)))
         _non_negative("supersede_weight", self.supersede_weight)
         _count("supersede_depth", self.supersede_depth, 1)
         sr = self.supersede_ratio

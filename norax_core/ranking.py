@@ -28,8 +28,8 @@ The stages, in order (each one a plain array operation over the whole batch):
    memory similar to an older, better one closes part of the gap;
 7. **supersession** (:mod:`norax_core.stages.supersede`): memories linked at write time as
    superseding one of the best ``supersede_depth`` candidates pass it (and join them);
-8. **freshness** (:mod:`norax_core.stages.freshness`): every score scaled by the memory's
-   decay, ``(1 - w) + w * exp(-age / tau_kind)``;
+8. **freshness** (:mod:`norax_core.stages.freshness`): the scores of memories of the
+   ``freshness_kinds`` scaled by their decay, ``(1 - w) + w * exp(-age / tau_kind)``;
 9. **turns** (:mod:`norax_core.stages.turns`): memories that open their session, and the
    user's own when the query asks what the user said, gain a share of their score;
 10. **coverage** (:mod:`norax_core.stages.coverage`): the best ``coverage_depth`` are
@@ -52,7 +52,7 @@ import numpy as np
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
 from norax_core.stages import coverage, mix, period, supersede, turns
-from norax_core.stages.freshness import freshness
+from norax_core.stages.freshness import freshness, kind_freshness
 from norax_core.weights import FusionMethod, Weights
 
 if TYPE_CHECKING:
@@ -142,6 +142,7 @@ class Plan:
         speaker_boost: Share of its score a user's memory gains when the query asks what the
             user said (0: off).
         freshness: Share of the score freshness scales by the kind's decay (0: off).
+        freshness_kinds: The memory kinds freshness scales (others keep their score).
         supersede_weight: Supersession's share of the gap (0: off).
         supersede_depth: How many of the best candidates lift what supersedes them.
         supersede_ratio: Least share of the older memory's score the newer one needs.
@@ -179,6 +180,7 @@ class Plan:
     opener_span: float = 10.0
     speaker_boost: float = 0.0
     freshness: float = 0.0
+    freshness_kinds: tuple[str, ...] = ("scratchpad",)
     supersede_weight: float = 0.0
     supersede_depth: int = 10
     supersede_ratio: float = 0.0
@@ -226,6 +228,7 @@ class Plan:
             opener_span=cfg.opener_span,
             speaker_boost=cfg.speaker_boost,
             freshness=cfg.freshness_weight,
+            freshness_kinds=cfg.freshness_kinds,
             supersede_weight=cfg.supersede_weight,
             supersede_depth=cfg.supersede_depth,
             supersede_ratio=cfg.supersede_ratio,
@@ -303,6 +306,7 @@ class Table:
         sessions: The rows' sessions in their namespace's timeline (coverage).
         positions: The rows' positions in their sessions (the turns stage's openers).
         users: Which rows the user wrote (the turns stage's speaker boost).
+        kinds: ``(q, n)`` each row's memory kind (``""`` for padding; freshness).
     """
 
     scores: np.ndarray
@@ -320,6 +324,7 @@ class Table:
     sessions: Sessions | None = None
     positions: Positions | None = None
     users: Users | None = None
+    kinds: np.ndarray | None = None
 
 
 class Extend(Protocol):
@@ -452,7 +457,10 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
         cand, score = supersede.supersede_arrays(score, cand, top, table.newer, *sw)
     after["supersede"] = score
     if plan.freshness > 0:
-        score = freshness(score, table.scores[_T], plan.freshness)
+        if table.kinds is None:
+            raise ValueError("freshness needs the table's memory kinds")
+        fresh = kind_freshness(table.scores[_T], table.kinds, plan.freshness_kinds)
+        score = freshness(score, fresh, plan.freshness)
     after["freshness"] = score
     if plan.opener_boost > 0 or plan.speaker_boost > 0:
         score = _turns(table, plan, score)

@@ -116,7 +116,12 @@ METHODS = {
         0.6,
         0.0,
         0.1,
-        params={"context_window": 1, "context_weight": 0.5, "freshness_weight": 0.3},
+        params={
+            "context_window": 1,
+            "context_weight": 0.5,
+            "freshness_weight": 0.3,
+            "freshness_kinds": ["episodic"],  # the datasets' memories are all episodic
+        },
     ),
 }
 PER_INTENT = Weights(
