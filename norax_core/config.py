@@ -130,6 +130,13 @@ class NoraxConfig:
         supersede_pull: Whether a superseding memory that is not among those best
             candidates is lifted too (joining the candidates); without, supersession only
             reorders the best ``supersede_depth``, so recall at that depth is unchanged.
+        mix_strength: Adaptive mix (:mod:`norax_core.stages.mix`): each query's BM25 weight
+            is scaled by ``2 ** (mix_strength * (a - mix_center))``, ``a`` the embedding's
+            agreement with BM25's best matches (clipped to 1/8 .. 4 times). 0 turns it off.
+        mix_center: The agreement, in [0, 1], at which the BM25 weight keeps its value.
+        mix_peak_strength: With the mix on, BM25's peakedness ``p`` (how far its best match
+            stands out) adds ``mix_peak_strength * (p - mix_peak_center)`` to that exponent.
+        mix_peak_center: The peakedness, in [0, 1], at which that part is 0.
         dense_exact_limit: A namespace of at most this many memories is ranked by the dense
             signal exactly, over its own vectors held in process (one float32 matrix, loaded
             from Chroma on first use); a larger one through Chroma's HNSW index, which is
@@ -183,6 +190,10 @@ class NoraxConfig:
     supersede_depth: int = 10
     supersede_ratio: float = 0.0
     supersede_pull: bool = True
+    mix_strength: float = 0.0
+    mix_center: float = 0.0
+    mix_peak_strength: float = 0.0
+    mix_peak_center: float = 0.0
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
     index_cache_mb: float = 1024.0
@@ -268,6 +279,12 @@ class NoraxConfig:
             raise InvalidInputError(
                 f"supersede_pull must be True or False, got {self.supersede_pull!r}"
             )
+        _non_negative("mix_strength", self.mix_strength)
+        _non_negative("mix_peak_strength", self.mix_peak_strength)
+        for name in ("mix_center", "mix_peak_center"):
+            mc = getattr(self, name)
+            if isinstance(mc, bool) or not (isinstance(mc, (int, float)) and 0 <= mc <= 1):
+                raise InvalidInputError(f"{name} must be a number in [0, 1], got {mc!r}")
         limit = self.dense_exact_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")
