@@ -203,7 +203,8 @@ def test_shipped_model_intents(text: str, intent: Intent) -> None:
 def test_shipped_model_knows_every_intent() -> None:
     model = load_intent_model()
     assert model is not None
-    assert set(model.intents) == set(Intent)
+    # decision questions never occur in the dev data: only the cue gives that intent
+    assert set(model.intents) == set(Intent) - {Intent.DECISION}
     assert IntentModel.from_json(model.to_json()).intents == model.intents
 
 
