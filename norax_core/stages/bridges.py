@@ -212,6 +212,7 @@ def bridge_scores(
         with np.errstate(divide="ignore", invalid="ignore"):
             to_ent = idf[ents] / strength[rows]
         to_mem, dangling = 1.0 / df[ents], strength == 0
+        q = q[np.isin(q, ents)]  # the restart only on entities the walk still follows
     if len(q) and not skip_query:
         p_ent[q] = idf[q]
     if p_mem.sum() <= 0 and p_ent.sum() <= 0 or not len(rows):
