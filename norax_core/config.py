@@ -106,6 +106,19 @@ class NoraxConfig:
             session costs the next one from it this share of the best score. 0 turns it off.
         coverage_depth: How many of the best candidates coverage reorders (it never changes
             which memories are the best ``coverage_depth``).
+        coverage_order_weight: Added to ``coverage_weight`` for a query that asks for an
+            order ("in what order did I ...", "chronologically"; :attr:`QueryPlan.ordering
+            <norax_core.query.QueryPlan.ordering>`): spread the sequence's steps over the
+            sessions, not a summary's. 0 adds nothing.
+        opener_boost: Turns (:mod:`norax_core.stages.turns`): a memory that opens its session
+            scores ``1 + opener_boost`` times its score, fading as
+            ``exp(-position / opener_span)`` with its position in the session (a session's
+            first turns state its topic). 0 turns it off.
+        opener_span: Positions over which the opener boost fades (``e``-fold).
+        speaker_boost: Turns: when the query asks what the user said ("in what order did I
+            bring up ..."; :attr:`QueryPlan.own_words <norax_core.query.QueryPlan.own_words>`),
+            a memory whose ``role`` metadata is ``"user"`` scores ``1 + speaker_boost`` times
+            its score. 0 turns it off.
         freshness_weight: Freshness (:mod:`norax_core.stages.freshness`): every score is
             scaled by ``(1 - w) + w * exp(-age_days / tau_kind)``, so a stale memory of a
             fast-decaying kind loses against a fresh one without a recency weight lifting
@@ -167,6 +180,10 @@ class NoraxConfig:
     period_margin: float = 0.0
     coverage_weight: float = 0.0
     coverage_depth: int = 30
+    coverage_order_weight: float = 0.0
+    opener_boost: float = 0.0
+    opener_span: float = 10.0
+    speaker_boost: float = 0.0
     freshness_weight: float = 0.0
     supersede_weight: float = 0.0
     supersede_depth: int = 10
@@ -230,8 +247,20 @@ class NoraxConfig:
                 raise InvalidInputError(
                     f"{flag} must be true or false, got {getattr(self, flag)!r}"
                 )
-        for name in ("period_boost", "period_margin", "coverage_weight"):
+        for name in (
+            "period_boost",
+            "period_margin",
+            "coverage_weight",
+            "coverage_order_weight",
+            "opener_boost",
+            "speaker_boost",
+        ):
             _non_negative(name, getattr(self, name))
+        os_ = self.opener_span
+        if isinstance(os_, bool) or not (
+            isinstance(os_, (int, float)) and math.isfinite(os_) and os_ > 0
+        ):
+            raise InvalidInputError(f"opener_span must be a finite number > 0, got {os_!r}")
         _count("coverage_depth", self.coverage_depth, 2)
         fw = self.freshness_weight
         if isinstance(fw, bool) or not (isinstance(fw, (int, float)) and 0 <= fw <= 1):

@@ -67,10 +67,10 @@ SEARCH_KEYS = (
 
 @dataclass(frozen=True)
 class Explanation:
-    """Which ranking stage moved a result; the eight values sum to its ``score``.
+    """Which ranking stage moved a result; the nine values sum to its ``score``.
 
     The stages run in the order ``context``, ``bridges``, ``period``, ``latest_wins``,
-    ``supersede``, ``freshness``, ``coverage`` (:func:`norax_core.ranking.rank`); a stage
+    ``supersede``, ``freshness``, ``turns``, ``coverage`` (:func:`norax_core.ranking.rank`); a stage
     that is off adds 0.
 
     Attributes:
@@ -83,6 +83,8 @@ class Explanation:
             query names); 0 when it is off or the query names none.
         freshness: What freshness changed (at most 0: the score scaled by the memory's
             decay); 0 when it is off.
+        turns: What the turns stage added (the memory opens its session, or is the user's
+            own when the query asks what the user said); 0 when it is off.
         coverage: What coverage changed (the best results reordered to spread over
             sessions: positive for a memory moved up, negative for one moved down).
         bridges: What the bridge step added (the result shares entities with the best
@@ -99,6 +101,7 @@ class Explanation:
     coverage: float = 0.0
     bridges: float = 0.0
     supersede: float = 0.0
+    turns: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
         """Every stage's contribution by name, in stage order, JSON-ready."""
@@ -110,6 +113,7 @@ class Explanation:
             "latest_wins": self.latest_wins,
             "supersede": self.supersede,
             "freshness": self.freshness,
+            "turns": self.turns,
             "coverage": self.coverage,
         }
 

@@ -28,9 +28,11 @@ The stages, in order (each one a plain array operation over the whole batch):
    superseding one of the best ``supersede_depth`` candidates pass it (and join them);
 8. **freshness** (:mod:`norax_core.stages.freshness`): every score scaled by the memory's
    decay, ``(1 - w) + w * exp(-age / tau_kind)``;
-9. **coverage** (:mod:`norax_core.stages.coverage`): the best ``coverage_depth`` are
+9. **turns** (:mod:`norax_core.stages.turns`): memories that open their session, and the
+   user's own when the query asks what the user said, gain a share of their score;
+10. **coverage** (:mod:`norax_core.stages.coverage`): the best ``coverage_depth`` are
    reordered to spread over the sessions they come from;
-10. **order**: best first, ties to the smaller id.
+11. **order**: best first, ties to the smaller id.
 
 New stages (query intents, date windows, coverage, supersession) belong here too, as fields of
 :class:`Plan` and steps of :func:`rank`, so that search and the benchmarks cannot drift apart.
@@ -47,7 +49,7 @@ import numpy as np
 
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
-from norax_core.stages import coverage, period, supersede
+from norax_core.stages import coverage, period, supersede, turns
 from norax_core.stages.freshness import freshness
 from norax_core.weights import FusionMethod, Weights
 
@@ -77,7 +79,16 @@ NEVER = np.iinfo(np.int32).max
 POSITIVE_ONLY = frozenset({"bm25", "graph"})
 """Signals that propose only memories they score above zero (BM25 needs a shared term, the
 graph a shared entity); dense and temporal rank every memory."""
-STAGES = ("context", "bridges", "period", "latest_wins", "supersede", "freshness", "coverage")
+STAGES = (
+    "context",
+    "bridges",
+    "period",
+    "latest_wins",
+    "supersede",
+    "freshness",
+    "turns",
+    "coverage",
+)
 """The stages after fusion, in the order :func:`rank` runs them (:meth:`Ranking.explain`)."""
 _B, _D, _T, _G = (SIGNALS.index(s) for s in ("bm25", "dense", "temporal", "graph"))
 
@@ -90,6 +101,10 @@ embeddings of those rows; ``present`` is False for a memory deleted meanwhile.""
 Sessions = Callable[[float], np.ndarray]
 """``gap -> (q, n)`` each row's session in its namespace's timeline split where consecutive
 memories are more than ``gap`` seconds apart (equal numbers: same session; padding any)."""
+Positions = Callable[[float], np.ndarray]
+"""``gap -> (q, n)`` each row's position in its session (0: it opens it; -1: unknown)."""
+Users = Callable[[], np.ndarray]
+"""``() -> (q, n)`` whether each row was written by the user (``role`` metadata ``"user"``)."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +136,11 @@ class Plan:
         coverage_weight: Coverage's penalty per result already picked from a session, a
             share of the best score (0: off).
         coverage_depth: How many of the best candidates coverage reorders.
+        coverage_order_weight: Added to ``coverage_weight`` for a query asking for an order.
+        opener_boost: Share of its score a memory opening its session gains (0: off).
+        opener_span: Positions in the session over which the opener boost fades.
+        speaker_boost: Share of its score a user's memory gains when the query asks what the
+            user said (0: off).
         freshness: Share of the score freshness scales by the kind's decay (0: off).
         supersede_weight: Supersession's share of the gap (0: off).
         supersede_depth: How many of the best candidates lift what supersedes them.
@@ -152,6 +172,10 @@ class Plan:
     period_margin: float = 0.0
     coverage_weight: float = 0.0
     coverage_depth: int = 30
+    coverage_order_weight: float = 0.0
+    opener_boost: float = 0.0
+    opener_span: float = 10.0
+    speaker_boost: float = 0.0
     freshness: float = 0.0
     supersede_weight: float = 0.0
     supersede_depth: int = 10
@@ -194,6 +218,10 @@ class Plan:
             period_margin=cfg.period_margin,
             coverage_weight=cfg.coverage_weight,
             coverage_depth=cfg.coverage_depth,
+            coverage_order_weight=cfg.coverage_order_weight,
+            opener_boost=cfg.opener_boost,
+            opener_span=cfg.opener_span,
+            speaker_boost=cfg.speaker_boost,
             freshness=cfg.freshness_weight,
             supersede_weight=cfg.supersede_weight,
             supersede_depth=cfg.supersede_depth,
@@ -266,6 +294,8 @@ class Table:
         newer: ``(s, q, n)`` per slot, the row of a memory that supersedes each row
             (:mod:`norax_core.supersession`; ``n``: none). A search's table holds them.
         sessions: The rows' sessions in their namespace's timeline (coverage).
+        positions: The rows' positions in their sessions (the turns stage's openers).
+        users: Which rows the user wrote (the turns stage's speaker boost).
     """
 
     scores: np.ndarray
@@ -281,6 +311,8 @@ class Table:
     entities: Sequence[BridgeInput | None] | None = None
     newer: np.ndarray | None = None
     sessions: Sessions | None = None
+    positions: Positions | None = None
+    users: Users | None = None
 
 
 class Extend(Protocol):
@@ -409,7 +441,10 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     if plan.freshness > 0:
         score = freshness(score, table.scores[_T], plan.freshness)
     after["freshness"] = score
-    if plan.coverage_weight > 0:
+    if plan.opener_boost > 0 or plan.speaker_boost > 0:
+        score = _turns(table, plan, score)
+    after["turns"] = score
+    if plan.coverage_weight > 0 or plan.coverage_order_weight > 0:
         score = after["coverage"] = _coverage(table, plan, cand, score)
     return Ranking(table, kk, cand, fused, ctx, score, after)
 
@@ -627,10 +662,35 @@ def _period(table: Table, plan: Plan, score: np.ndarray) -> np.ndarray:
     return period.boost(score, u, plan.period_boost)
 
 
+def _flags(table: Table, name: str) -> np.ndarray:
+    """``(q,)`` each query's plan's boolean ``name`` (False without a plan)."""
+    plans = table.plans or [None] * table.valid.shape[0]
+    return np.array([bool(p is not None and getattr(p, name)) for p in plans], dtype=bool)
+
+
+def _turns(table: Table, plan: Plan, score: np.ndarray) -> np.ndarray:
+    """Turns stage: session openers, and the user's memories for own-words queries, gain."""
+    own = _flags(table, "own_words")
+    position = user = None
+    if plan.opener_boost > 0:
+        if table.positions is None:
+            raise ValueError("the opener boost needs the table's positions")
+        position = table.positions(plan.context_gap)
+    if plan.speaker_boost > 0 and own.any():
+        if table.users is None:
+            raise ValueError("the speaker boost needs the table's users")
+        user = table.users()
+    f = turns.turns_factor(
+        score.shape, position, user, own, plan.opener_boost, plan.opener_span, plan.speaker_boost
+    )
+    return score * f  # type: ignore[no-any-return]
+
+
 def _coverage(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:
     """Coverage stage: the best ``coverage_depth`` reordered to spread over sessions."""
     if table.sessions is None:
         raise ValueError("coverage needs the table's sessions")
+    weight = plan.coverage_weight + plan.coverage_order_weight * _flags(table, "ordering")
     top = _order(score, cand, table.tie)[:, : plan.coverage_depth]
     live = np.take_along_axis(cand, top, axis=1)
-    return coverage.spread(score, top, live, table.sessions(plan.context_gap), plan.coverage_weight)
+    return coverage.spread(score, top, live, table.sessions(plan.context_gap), weight)

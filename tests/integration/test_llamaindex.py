@@ -512,6 +512,7 @@ def test_result_to_node() -> None:
             "latest_wins": 0.0,
             "supersede": 0.0,
             "freshness": 0.0,
+            "turns": 0.0,
             "coverage": 0.0,
         },
     }
@@ -538,6 +539,7 @@ def test_reranked_copies_the_node() -> None:
             "latest_wins": 0.0,
             "supersede": 0.0,
             "freshness": 0.0,
+            "turns": 0.0,
             "coverage": 0.0,
         },
     }
