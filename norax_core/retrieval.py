@@ -217,6 +217,7 @@ def search_table(
             positions=positions,
             users=users,
             newer=link_slots([rows], [newer_of(ids)], n),
+            kinds=np.array([catalog.kinds(q.namespace, ids)], dtype=str).reshape(1, n),
         )
 
     def extend(t: Table, wanted: np.ndarray, add: Sequence[Sequence[str]] = ()) -> Table:

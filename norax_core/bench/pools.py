@@ -243,8 +243,11 @@ def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Tabl
     scores = np.zeros((len(SIGNALS), q, n))
     valid = np.zeros((q, n), dtype=bool)
     created = np.zeros((q, n))
+    width = max((len(k) for p in pools for k in p.kinds), default=1)
+    kinds = np.full((q, n), "", dtype=f"<U{max(width, 1)}")
     for i, p in enumerate(pools):
         m = len(p.ids)
+        kinds[i, :m] = p.kinds
         scores[:, i, :m] = p.scores
         scores[SIGNALS.index("temporal"), i, :m] = pool_temporal(p, cfg)
         scores[SIGNALS.index("bm25"), i, :m] = pool_bm25(p, cfg)
@@ -273,6 +276,7 @@ def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Tabl
             dtype=bool,
         ),
         newer=link_slots([p.index_of for p in pools], [p.newer or {} for p in pools], n),
+        kinds=kinds,
     )
 
 

@@ -197,6 +197,14 @@ class TemporalSignal:
             return [float("nan")] * len(ids)
         return [float(ns.ts[ns.slot[m]]) if m in ns.slot else float("nan") for m in ids]
 
+    def kinds(self, namespace: str, ids: Sequence[str]) -> list[str]:
+        """Memory kind of each of ``ids``; ``""`` for ids not in ``namespace``."""
+        ns = self._ns.get(namespace)
+        names = {code: kind for kind, code in self._kinds.items()}
+        if ns is None:
+            return [""] * len(ids)
+        return [names[int(ns.kind[ns.slot[m]])] if m in ns.slot else "" for m in ids]
+
     def seqs(self, namespace: str, ids: Sequence[str]) -> list[int]:
         """Write sequence number of each of ``ids`` (all in ``namespace``)."""
         ns = self._ns[namespace]
