@@ -87,6 +87,14 @@ class NoraxConfig:
         bridge_candidates: Memories with the most walk mass that join the candidates.
         bridge_query_share: Share of the walk's restart on the query's own entities (the
             rest on the first-pass memories).
+        bridge_query_entities: The bridge step runs only for a query with at least this many
+            entities the walk can pass through (in the namespace's graph, not hubs); 0: for
+            every query.
+        bridge_seed_gain: Whether the seeds also gain what the walk brings them beyond their
+            own restart mass (a seed linked to the other seeds or to the query by rare
+            entities rises); without it a seed's walk mass is 0.
+        bridge_skip_query: Whether the walk leaves out the query's own entities (it then
+            links the first pass's memories only through their other entities).
         period_boost: Period boost (:mod:`norax_core.stages.period`): when the query names a
             period ("in June", "last week"), a candidate created inside it scores
             ``1 + period_boost`` times its own score (a boost, never a filter). 0 turns it off.
@@ -176,6 +184,9 @@ class NoraxConfig:
     bridge_seeds: int = 5
     bridge_candidates: int = 10
     bridge_query_share: float = 0.0
+    bridge_query_entities: int = 0
+    bridge_seed_gain: bool = False
+    bridge_skip_query: bool = False
     period_boost: float = 0.0
     period_margin: float = 0.0
     coverage_weight: float = 0.0
@@ -246,6 +257,12 @@ class NoraxConfig:
         share = self.bridge_query_share
         if isinstance(share, bool) or not (isinstance(share, (int, float)) and 0 <= share <= 1):
             raise InvalidInputError(f"bridge_query_share must be in [0, 1], got {share!r}")
+        _count("bridge_query_entities", self.bridge_query_entities, 0)
+        for flag in ("bridge_seed_gain", "bridge_skip_query"):
+            if not isinstance(getattr(self, flag), bool):
+                raise InvalidInputError(
+                    f"{flag} must be true or false, got {getattr(self, flag)!r}"
+                )
         for name in (
             "period_boost",
             "period_margin",

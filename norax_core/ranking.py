@@ -131,6 +131,9 @@ class Plan:
         bridge_seeds: First-pass candidates that seed the bridge step.
         bridge_candidates: Memories the bridge step reaches most that join the candidates.
         bridge_query_share: Share of the bridge walk's restart on the query's entities.
+        bridge_query_entities: Walkable query entities a query needs for the bridge step.
+        bridge_seed_gain: Whether the bridge step's seeds gain their walk mass too.
+        bridge_skip_query: Whether the bridge walk leaves out the query's own entities.
         period_boost: Share of its score a candidate inside a named period gains (0: off).
         period_margin: The boost's fade outside the period, a share of its length.
         coverage_weight: Coverage's penalty per result already picked from a session, a
@@ -171,6 +174,9 @@ class Plan:
     bridge_seeds: int = 5
     bridge_candidates: int = 10
     bridge_query_share: float = 0.0
+    bridge_query_entities: int = 0
+    bridge_seed_gain: bool = False
+    bridge_skip_query: bool = False
     period_boost: float = 0.0
     period_margin: float = 0.0
     coverage_weight: float = 0.0
@@ -219,6 +225,9 @@ class Plan:
             bridge_seeds=cfg.bridge_seeds,
             bridge_candidates=cfg.bridge_candidates,
             bridge_query_share=cfg.bridge_query_share,
+            bridge_query_entities=cfg.bridge_query_entities,
+            bridge_seed_gain=cfg.bridge_seed_gain,
+            bridge_skip_query=cfg.bridge_skip_query,
             period_boost=cfg.period_boost,
             period_margin=cfg.period_margin,
             coverage_weight=cfg.coverage_weight,
@@ -617,7 +626,7 @@ def _bridges(
     extend: Extend | None,
 ) -> tuple[Table, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Bridge stage: a walk from the best candidates; the memories it reaches join and gain."""
-    from norax_core.stages.bridges import best_rows, bridge_scores
+    from norax_core.stages.bridges import best_rows, bridge_scores, walkable_query
 
     if table.entities is None:
         raise ValueError("the bridge step needs the table's entities")
@@ -629,8 +638,10 @@ def _bridges(
     for i, view in enumerate(table.entities):
         if view is None:
             continue
-        rows = np.flatnonzero(seeds[i])
         g = view.graph
+        if len(walkable_query(g, view.query, view.allowed)) < plan.bridge_query_entities:
+            continue
+        rows = np.flatnonzero(seeds[i])
         walk = bridge_scores(
             g,
             view.rows[rows],
@@ -638,6 +649,8 @@ def _bridges(
             view.query,
             view.allowed,
             query_share=plan.bridge_query_share,
+            seed_gain=plan.bridge_seed_gain,
+            skip_query=plan.bridge_skip_query,
         )
         walks[i] = walk
         joins[i] = [g.ids[r] or "" for r in best_rows(walk, plan.bridge_candidates, g.ids)]

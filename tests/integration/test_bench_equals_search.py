@@ -102,6 +102,9 @@ METHODS = {
             "coverage_weight": 0.5,
             "coverage_depth": 12,
             "bridge_weight": 0.1,
+            "bridge_query_entities": 1,  # the bridge options of the decision / multi-hop files
+            "bridge_seed_gain": True,
+            "bridge_skip_query": True,
             "supersede_weight": 1.05,
             "supersede_depth": 5,
             "supersede_pull": False,
