@@ -28,6 +28,7 @@ from norax_core.tokenize import Tokenizer
 __all__ = [
     "CHANGE_CUE_WORDS",
     "CUE_WORDS",
+    "NUMBER_WORDS",
     "VALUE_CUE_WORDS",
     "LinkRule",
     "SupersessionIndex",
@@ -54,6 +55,13 @@ VALUE_CUE_WORDS = (
 only if the two give one quantity different values (:func:`value_changed`). Alone they are
 too common: on BEAM 100K most of the links they made joined an assistant's reply ("the new
 version ...") to the user message it answered."""
+
+NUMBER_WORDS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy "
+    "eighty ninety hundred thousand million dozen half"
+)
+"""Numbers written as words ("the team has five people"), read as values like digits."""
 
 CUE_WORDS = f"{CHANGE_CUE_WORDS} {VALUE_CUE_WORDS}"
 """Every update cue. On BEAM 100K, 73 % of the updated messages of knowledge-update
@@ -111,22 +119,29 @@ def link_score(
     return (tok + ent) / 2
 
 
-def quantities(tokens: Sequence[str], ignore: frozenset[str] = frozenset()) -> Quantities:
+def quantities(
+    tokens: Sequence[str],
+    ignore: frozenset[str] = frozenset(),
+    numbers: frozenset[str] = frozenset(),
+) -> Quantities:
     """The values a memory gives to quantities, read from its tokens in text order.
 
-    A number names the word after it as its unit (``52 sources``: ``u:sourc`` is 52) and
-    the word before it as its attribute (``coverage 78``: ``a:coverag`` is 78); words in
-    ``ignore`` (the update cues: "increased 7") and other numbers are neither.
+    A number (digits, or a token of ``numbers``: the tokenised :data:`NUMBER_WORDS`) names
+    the word after it as its unit (``52 sources``: ``u:sourc`` is 52) and the word before it
+    as its attribute (``coverage 78``: ``a:coverag`` is 78); words in ``ignore`` (the update
+    cues: "increased 7") and other numbers are neither.
 
     Examples:
         >>> dict(quantities(["zotero", "52", "sourc"]))
         {'a:zotero': frozenset({'52'}), 'u:sourc': frozenset({'52'})}
     """
     out: dict[str, set[str]] = {}
-    for a, b in zip(tokens, tokens[1:], strict=False):
-        if a.isdigit() and not b.isdigit() and b not in ignore:
+    num = [t.isdigit() or t in numbers for t in tokens]
+    for i in range(len(tokens) - 1):
+        a, b = tokens[i], tokens[i + 1]
+        if num[i] and not num[i + 1] and b not in ignore:
             out.setdefault(f"u:{b}", set()).add(a)
-        if b.isdigit() and not a.isdigit() and a not in ignore:
+        if num[i + 1] and not num[i] and a not in ignore:
             out.setdefault(f"a:{a}", set()).add(b)
     return {k: frozenset(v) for k, v in out.items()}
 
@@ -207,6 +222,7 @@ class SupersessionIndex:
         self.rule = rule or LinkRule()
         self.outright = frozenset(tokenizer(self.rule.cues))
         self.cues = self.outright | frozenset(tokenizer(self.rule.value_cues))
+        self.numbers = frozenset(tokenizer(NUMBER_WORDS))
         self._spaces: dict[str, _Space] = {}
 
     # -- reads --------------------------------------------------------------------------
@@ -255,7 +271,7 @@ class SupersessionIndex:
         tokens = frozenset(r.tokens)
         cue = bool(tokens & self.cues)
         outright = bool(tokens & self.outright)
-        values = quantities(r.tokens, self.cues)
+        values = quantities(r.tokens, self.cues, self.numbers)
         return _Row(
             (r.created_at, r.seq, r.id), tokens, frozenset(r.entities), cue, outright, values
         )
