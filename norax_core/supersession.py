@@ -1,20 +1,26 @@
 """Supersession links: which newer memory restates an attribute of an older one.
 
 "The deadline moved to Friday" supersedes "the deadline is Monday": both speak of the same
-things (shared entities and words) and the newer one says that something changed (an update
-cue: *moved*, *now*, *updated*, *increased*, *rescheduled*, ...). :func:`link_score` and
-:func:`supersedes` decide that for one pair, from what the derived indexes already hold of
-each memory (tokens, entities, creation time), without an LLM and without the embeddings;
+things (shared entities and words) and the newer one says that something changed: outright
+(a change cue: *moved*, *switched*, *instead*, *rescheduled*, *no longer*, ...) or with a
+value cue (*new*, *recently*, *increased*, *updated*, ...) and a quantity the two give
+different values ("coverage recently improved to 78 %" after "coverage is 65 %",
+:func:`value_changed`). :func:`link_score` and the rule decide that for one pair, from what
+the derived indexes already hold of each memory (tokens in text order, entities, creation
+time, write sequence number), without an LLM and without the embeddings;
 :class:`SupersessionIndex` keeps, per namespace, each memory's links to the older memories it
 supersedes, updated by every write and delete, so that ranking
 (:mod:`norax_core.stages.supersede`) can lift the newer memory above the older one.
 
 The links are a pure function of a namespace's rows: a memory ``j`` with an update cue
 supersedes the (at most ``max_links``) older memories ``i`` of its namespace that share an
-entity and at least ``min_shared`` other words with it, best :func:`link_score` first, with a
-score of at least ``min_score``. Writing or deleting a memory re-derives the links of exactly
-the memories whose answer can change, so the index always equals a rebuild from its rows
-(``norax check`` compares them).
+entity and at least ``min_shared`` other words with it (and, if ``j``'s only cues are value
+cues, a quantity with another value; and ``i`` is not the memory written just before ``j``,
+which ``j`` most likely answers), best :func:`link_score` first, with a score of at least
+``min_score``. Writing or deleting a memory re-derives the links of exactly the memories
+whose answer can change, so the index always equals a rebuild from its rows (``norax check``
+compares them; a store written under an earlier rule fails that check until ``norax check
+--repair`` re-derives its links).
 """
 
 from __future__ import annotations
