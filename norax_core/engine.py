@@ -375,6 +375,7 @@ class NoraxMemory:
                 chosen.applied(self.config),
                 self.embeddings,
                 supersede=plan.supersede_weight > 0,
+                roles=lambda ids: self._roles(ids, cands.query.namespace),
             )
             ranking = rank(table, plan, cands.k, extend)
         found = self.get(ranking.ids(), namespace=cands.query.namespace)
@@ -478,6 +479,10 @@ class NoraxMemory:
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored embedding of each of ``ids`` that exists (float32, unit norm)."""
         return self._store.embeddings(check.id_list(ids))
+
+    def _roles(self, ids: Sequence[str], namespace: str) -> dict[str, object]:
+        """The ``role`` metadata of each of ``ids`` (the turns stage's speaker boost)."""
+        return {m.id: m.metadata.get("role") for m in self.get(list(ids), namespace=namespace)}
 
     async def asearch(self, query: str, k: int = 10, **kwargs: Any) -> list[SearchResult]:
         """Async :meth:`search`; the work runs in a thread, the event loop stays free."""

@@ -123,6 +123,7 @@ def search_table(
     vectors: Callable[[list[str]], Mapping[str, np.ndarray]],
     *,
     supersede: bool = False,
+    roles: Callable[[list[str]], Mapping[str, object]] | None = None,
 ) -> tuple[Table, Extend]:
     """The candidate table of one search, and how to add the context neighbours it asks for.
 
@@ -138,6 +139,8 @@ def search_table(
         cfg: The search's configuration.
         vectors: Stored embeddings of ids (those that still exist).
         supersede: Whether the supersession stage will run (its rows are joined).
+        roles: The ``role`` metadata of ids (the turns stage's speaker boost); without it
+            no row counts as the user's.
     """
     q = cands.query
     catalog = indexes.temporal
@@ -190,6 +193,14 @@ def search_table(
         def sessions(gap: float) -> np.ndarray:
             return np.array([catalog.sessions(q.namespace, ids, gap, allowed=q.allowed)])
 
+        def positions(gap: float) -> np.ndarray:
+            got = catalog.session_positions(q.namespace, ids, gap, allowed=q.allowed)
+            return np.array([got], dtype=np.int64)
+
+        def users() -> np.ndarray:
+            found = roles(ids) if roles is not None else {}
+            return np.array([[found.get(m) == "user" for m in ids]], dtype=bool)
+
         return Table(
             scores=scores.reshape(len(SIGNALS), 1, n),
             proposed=proposed,
@@ -203,7 +214,10 @@ def search_table(
             plans=[q.plan],
             entities=None if bridge is None else [bridge.at(ids)],
             sessions=sessions,
+            positions=positions,
+            users=users,
             newer=link_slots([rows], [newer_of(ids)], n),
+            kinds=np.array([catalog.kinds(q.namespace, ids)], dtype=str).reshape(1, n),
         )
 
     def extend(t: Table, wanted: np.ndarray, add: Sequence[Sequence[str]] = ()) -> Table:

@@ -76,6 +76,9 @@ class BenchMemory:
         created_at: Epoch seconds (UTC).
         session: Session number, from 1.
         speaker: Speaker name or role.
+        role: ``"user"`` or ``"assistant"`` where the data says (BEAM), else ``""`` (LoCoMo:
+            two people, neither an assistant); stored as the ``role`` metadata that
+            :mod:`norax_core.conversation` writes.
     """
 
     id: str
@@ -83,6 +86,7 @@ class BenchMemory:
     created_at: float
     session: int
     speaker: str
+    role: str = ""
 
 
 @dataclass(frozen=True)
@@ -303,7 +307,8 @@ def _beam_conversation(folder: Path, name: str) -> Conversation:
             if not text:
                 continue
             ts = start + i
-            memories.append(BenchMemory(str(m["id"]), text, ts, n, str(m.get("role", ""))))
+            role = str(m.get("role", ""))
+            memories.append(BenchMemory(str(m["id"]), text, ts, n, role, role))
             now = max(now, ts + 1)
     questions = []
     for category, items in probing.items():

@@ -102,7 +102,14 @@ def ingest(memory: NoraxMemory, dataset: BenchDataset, *, progress: bool = True)
                     ids=[store_id(conv.name, m.id) for m in batch],
                     created_at=[m.created_at for m in batch],
                     namespace=conv.name,
-                    metadata=[{"speaker": m.speaker, "session": m.session} for m in batch],
+                    metadata=[
+                        {
+                            "speaker": m.speaker,
+                            "session": m.session,
+                            **({"role": m.role} if m.role else {}),
+                        }
+                        for m in batch
+                    ],
                 )
                 bar.update(len(batch))
     # Communities of big namespaces are recomputed off the query path and adopted by a later

@@ -25,7 +25,7 @@ from norax_core.ranking import Plan, Table, rank, signal_ranks
 from norax_core.retrieval import BridgeSource, bridge_source
 from norax_core.signals.base import Query
 from norax_core.signals.bm25 import BM25Index, BM25Signal
-from norax_core.signals.context import neighbour_map, session_numbers
+from norax_core.signals.context import neighbour_map, session_numbers, session_positions
 from norax_core.signals.temporal import SECONDS_PER_DAY, decay
 from norax_core.stages.supersede import link_slots
 from norax_core.tokenize import Tokenizer
@@ -93,6 +93,7 @@ class Pool:
             ``None``; pools of one namespace with the same ids share one array.
         bridge: The bridge step's view of the namespace and query (``None``: no entity graph).
         newer: The memories superseding each candidate (:mod:`norax_core.supersession`).
+        roles: Each candidate's ``role`` metadata (``None`` where it has none).
     """
 
     request: PoolRequest
@@ -106,6 +107,7 @@ class Pool:
     vectors: np.ndarray | None = field(default=None, repr=False)
     bridge: BridgeSource | None = field(default=None, repr=False)
     newer: Mapping[str, tuple[str, ...]] | None = field(default=None, repr=False)
+    roles: Sequence[object] | None = field(default=None, repr=False)
     bm25_rows: dict[tuple[float, float], np.ndarray] = field(default_factory=dict, repr=False)
     """BM25 scores of the candidates under other ``(k1, b)`` (see :func:`add_bm25_variants`)."""
     _index: dict[str, int] = field(default_factory=dict, repr=False)
@@ -241,8 +243,11 @@ def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Tabl
     scores = np.zeros((len(SIGNALS), q, n))
     valid = np.zeros((q, n), dtype=bool)
     created = np.zeros((q, n))
+    width = max((len(k) for p in pools for k in p.kinds), default=1)
+    kinds = np.full((q, n), "", dtype=f"<U{max(width, 1)}")
     for i, p in enumerate(pools):
         m = len(p.ids)
+        kinds[i, :m] = p.kinds
         scores[:, i, :m] = p.scores
         scores[SIGNALS.index("temporal"), i, :m] = pool_temporal(p, cfg)
         scores[SIGNALS.index("bm25"), i, :m] = pool_bm25(p, cfg)
@@ -262,7 +267,16 @@ def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Tabl
         plans=[p.plan for p in pools],
         entities=[None if p.bridge is None else p.bridge.at(p.ids, n) for p in pools],
         sessions=PoolSessions(pools, n),
+        positions=PoolPositions(pools, n),
+        users=lambda: np.array(
+            [
+                [r == "user" for r in (p.roles or ())] + [False] * (n - len(p.roles or ()))
+                for p in pools
+            ],
+            dtype=bool,
+        ),
         newer=link_slots([p.index_of for p in pools], [p.newer or {} for p in pools], n),
+        kinds=kinds,
     )
 
 
@@ -309,6 +323,29 @@ class PoolSessions:
             ordered, times = timeline(p)
             row = p.index_of
             out[i, [row[m] for m in ordered]] = session_numbers(times, gap)
+        self._cache[gap] = out
+        return out
+
+
+class PoolPositions:
+    """Positions in their session of pools that hold whole namespaces (cached per gap)."""
+
+    def __init__(self, pools: Sequence[Pool], n: int) -> None:
+        self.pools, self.n = pools, n
+        self._cache: dict[float, np.ndarray] = {}
+
+    def __call__(self, gap: float) -> np.ndarray:
+        """See :data:`~norax_core.ranking.Positions`."""
+        hit = self._cache.get(gap)
+        if hit is not None:
+            return hit
+        if any(len(p.ids) < p.size for p in self.pools):
+            raise ValueError("the opener boost needs pools that hold the whole namespace")
+        out = np.full((len(self.pools), self.n), -1, dtype=np.int64)
+        for i, p in enumerate(self.pools):
+            ordered, times = timeline(p)
+            row = p.index_of
+            out[i, [row[m] for m in ordered]] = session_positions(times, gap)
         self._cache[gap] = out
         return out
 
@@ -378,7 +415,7 @@ def build_pools(
         progress: Called with 1 after each query.
     """
     every = Weights(1.0, 1.0, 1.0, 1.0, params={"recency_candidates": recency_depth}, name="all")
-    meta: dict[str, tuple[float, str]] = {}
+    meta: dict[str, tuple[float, str, object]] = {}
     shared: dict[tuple[str, ...], np.ndarray] = {}
     out: list[Pool] = []
     for req in requests:
@@ -395,7 +432,7 @@ def build_pools(
         missing = [m for m in ids if m not in meta]
         if missing:
             for m in memory.get(missing):
-                meta[m.id] = (m.created_at.timestamp(), m.kind)
+                meta[m.id] = (m.created_at.timestamp(), m.kind, m.metadata.get("role"))
         scores = np.array(
             [[cands.signals[s].get(m, 0.0) for m in ids] for s in SIGNALS], dtype=np.float64
         ).reshape(len(SIGNALS), len(ids))
@@ -417,6 +454,7 @@ def build_pools(
                 vectors=shared[key],
                 bridge=bridge_source(memory.store.indexes, cands.query),
                 newer=memory.store.superseding(cands.query.namespace, ids),
+                roles=[meta[m][2] for m in ids],
             )
         out.append(pool)
         if progress:

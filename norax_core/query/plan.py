@@ -17,6 +17,7 @@ from norax_core import validation
 from norax_core.entities import find_code_identifiers
 from norax_core.errors import InvalidInputError
 from norax_core.models import NamedPeriod, QueryInfo
+from norax_core.query.cues import asks_order, asks_own_words
 from norax_core.query.intents import (
     Intent,
     features,
@@ -73,6 +74,10 @@ class QueryPlan:
         entities: Candidate entity strings as written: capitalised spans, quoted terms and
             code identifiers, in text order, without repeats.
         source: ``"model"`` (the shipped classifier) or ``"rules"`` (no weights file).
+        ordering: The query asks for a sequence ("in what order", "chronological"; see
+            :func:`~norax_core.query.cues.asks_order`).
+        own_words: The query asks what the user said ("I brought up", "did I ask"; see
+            :func:`~norax_core.query.cues.asks_own_words`).
     """
 
     text: str
@@ -82,6 +87,8 @@ class QueryPlan:
     periods: tuple[Period, ...] = ()
     entities: tuple[str, ...] = ()
     source: str = "model"
+    ordering: bool = False
+    own_words: bool = False
 
     def score(self, intent: Intent) -> float:
         """The probability of ``intent`` (0 when it is not scored)."""
@@ -120,6 +127,8 @@ class QueryPlan:
             "periods": [{"start": p.start, "end": p.end, "text": p.text} for p in self.periods],
             "entities": list(self.entities),
             "source": self.source,
+            "ordering": self.ordering,
+            "own_words": self.own_words,
         }
 
 
@@ -160,7 +169,17 @@ def plan_query(text: str, now: datetime | float | str | None = None) -> QueryPla
         probs = with_cues(query, model.scores(features(query, bool(periods))))
         scores = tuple(sorted(probs.items(), key=lambda p: -p[1]))
         intent, source = scores[0][0], "model"
-    return QueryPlan(query, ts, intent, scores, periods, tuple(_entities(query)), source)
+    return QueryPlan(
+        query,
+        ts,
+        intent,
+        scores,
+        periods,
+        tuple(_entities(query)),
+        source,
+        ordering=asks_order(query),
+        own_words=asks_own_words(query),
+    )
 
 
 def _entities(text: str) -> list[str]:

@@ -34,6 +34,7 @@ __all__ = [
     "preceding",
     "propagate",
     "session_numbers",
+    "session_positions",
 ]
 
 CONTEXT_SEPARATOR = "\n"
@@ -92,6 +93,21 @@ def session_numbers(times: Sequence[float], gap: float) -> list[int]:
         return []
     breaks = np.diff(np.asarray(times, dtype=np.float64)) > gap
     return [0, *np.cumsum(breaks).tolist()]
+
+
+def session_positions(times: Sequence[float], gap: float) -> list[int]:
+    """Each memory's position in its session (0: it opens it), split as by session_numbers.
+
+    Examples:
+        >>> session_positions([0.0, 1.0, 2.0, 5000.0, 5001.0], 3600.0)
+        [0, 1, 2, 0, 1]
+    """
+    out: list[int] = []
+    prev = -1
+    for s in session_numbers(times, gap):
+        out.append(out[-1] + 1 if s == prev else 0)
+        prev = s
+    return out
 
 
 def propagate(

@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 import numpy as np
 
 from norax_core.signals.base import Query
-from norax_core.signals.context import neighbour_map, session_numbers
+from norax_core.signals.context import neighbour_map, session_numbers, session_positions
 
 SECONDS_PER_DAY = 86_400.0
 
@@ -197,6 +197,14 @@ class TemporalSignal:
             return [float("nan")] * len(ids)
         return [float(ns.ts[ns.slot[m]]) if m in ns.slot else float("nan") for m in ids]
 
+    def kinds(self, namespace: str, ids: Sequence[str]) -> list[str]:
+        """Memory kind of each of ``ids``; ``""`` for ids not in ``namespace``."""
+        ns = self._ns.get(namespace)
+        names = {code: kind for kind, code in self._kinds.items()}
+        if ns is None:
+            return [""] * len(ids)
+        return [names[int(ns.kind[ns.slot[m]])] if m in ns.slot else "" for m in ids]
+
     def seqs(self, namespace: str, ids: Sequence[str]) -> list[int]:
         """Write sequence number of each of ``ids`` (all in ``namespace``)."""
         ns = self._ns[namespace]
@@ -246,6 +254,25 @@ class TemporalSignal:
             pos = {m: j for j, m in enumerate(ordered)}
         number = session_numbers(times, gap)
         return [number[pos[m]] if m in pos else -1 - i for i, m in enumerate(ids)]
+
+    def session_positions(
+        self,
+        namespace: str,
+        ids: Sequence[str],
+        gap: float,
+        allowed: Collection[str] | None = None,
+    ) -> list[int]:
+        """Each of ``ids``' position in its session (0: it opens it), as :meth:`sessions` splits.
+
+        With ``allowed`` the timeline holds those memories only; an id not in it gets -1.
+        """
+        ordered, times, pos = self.timeline(namespace)
+        if allowed is not None:
+            keep = sorted(pos[m] for m in allowed if m in pos)
+            ordered, times = [ordered[i] for i in keep], [times[i] for i in keep]
+            pos = {m: j for j, m in enumerate(ordered)}
+        at = session_positions(times, gap)
+        return [at[pos[m]] if m in pos else -1 for m in ids]
 
     def timeline(self, namespace: str) -> tuple[list[str], list[float], dict[str, int]]:
         """The namespace's ids in conversation order, their times and positions.

@@ -20,7 +20,11 @@ query, which the unit tests compare it with.
 Off by default, because it does not generalise: with ``default``, weight 0.2 and depth 30 for
 BEAM's ``coverage`` questions, event ordering rises on BEAM 100K (recall@10 0.099 -> 0.172)
 but summarization falls (0.191 -> 0.163), and on BEAM 500K both fall (0.029 -> 0.013,
-0.047 -> 0.034); for every other kind of question it costs recall (LoCoMo 0.747 -> 0.584).
+0.047 -> 0.034); for every other kind of question it costs recall (LoCoMo 0.747 -> 0.584). Most of
+those questions' evidence is not among the best 30 at all: :mod:`norax_core.stages.turns`
+lifts it by its place in the conversation instead. ``coverage_order_weight`` spreads only the
+questions that ask for an order (:attr:`QueryPlan.ordering
+<norax_core.query.QueryPlan.ordering>`).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ __all__ = ["greedy_order", "spread", "spread_one"]
 
 
 def greedy_order(
-    score: np.ndarray, session: np.ndarray, live: np.ndarray, weight: float
+    score: np.ndarray, session: np.ndarray, live: np.ndarray, weight: float | np.ndarray
 ) -> np.ndarray:
     r"""The order in which coverage picks each query's best candidates.
 
@@ -51,7 +55,7 @@ def greedy_order(
         score: ``(q, m)`` scores of each query's best ``m`` candidates, best first.
         session: ``(q, m)`` their session numbers (any integers; equal means same session).
         live: ``(q, m)`` real candidates; the others (padding, at the end) keep their place.
-        weight: ``lambda >= 0``.
+        weight: ``lambda >= 0``, one for all queries or ``(q,)`` one per query.
 
     Returns:
         ``(q, m)`` column indices into ``score``, in pick order.
@@ -62,12 +66,13 @@ def greedy_order(
     """
     q, m = score.shape
     best = np.where(live[:, :1], score[:, :1], 0.0)
+    lam = np.broadcast_to(np.asarray(weight, dtype=np.float64), (q,))[:, None]
     same = np.zeros((q, m))
     chosen = np.zeros((q, m), dtype=bool)
     out = np.empty((q, m), dtype=np.int64)
     at = np.arange(q)
     for p in range(m):
-        value = np.where(live, score - weight * best * same, -np.finfo(np.float64).max)
+        value = np.where(live, score - lam * best * same, -np.finfo(np.float64).max)
         value = np.where(chosen, -np.inf, value)
         pick = np.argmax(value, axis=1)
         out[:, p] = pick
@@ -81,7 +86,7 @@ def spread(
     top: np.ndarray,
     live: np.ndarray,
     session: np.ndarray,
-    weight: float,
+    weight: float | np.ndarray,
 ) -> np.ndarray:
     """Scores after coverage: the ``top`` rows' scores handed out in :func:`greedy_order`.
 
@@ -90,7 +95,7 @@ def spread(
         top: ``(q, m)`` each query's best ``m`` rows, best first.
         live: ``(q, m)`` which of them are candidates.
         session: ``(q, n)`` every row's session number.
-        weight: ``lambda`` of :func:`greedy_order`.
+        weight: ``lambda`` of :func:`greedy_order` (one, or ``(q,)`` one per query).
 
     Returns:
         ``(q, n)`` scores; rows outside ``top`` keep theirs.

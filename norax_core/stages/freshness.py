@@ -7,13 +7,19 @@ scratch note ranks like a fresh one. Freshness instead *multiplies* the score by
 the memory's age, as time-based language models multiply the query likelihood by an
 exponential prior on the document's age, so it reorders memories that are about the query
 and cannot lift one that is not.
+
+Only the kinds listed in ``freshness_kinds`` (by default ``scratchpad``) are scaled: a
+conversation turn or a fact keeps its score however old it is. Scaling every kind, even with
+a decay of ~1, reorders near-ties: with an episodic tau of 100 years, a 126-day-old BEAM 500K
+message at rank 10 lost 0.07 % of its score, and a same-day message 0.003 % behind it passed
+it (one preference-following question out of the top ten).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["freshness"]
+__all__ = ["freshness", "kind_freshness"]
 
 
 def freshness(score: np.ndarray, fresh: np.ndarray, weight: float) -> np.ndarray:
@@ -53,4 +59,25 @@ def freshness(score: np.ndarray, fresh: np.ndarray, weight: float) -> np.ndarray
     .. [1] X. Li and W. B. Croft, "Time-based language models", CIKM 2003: a document prior
        that decays exponentially with age, multiplied with the query likelihood.
     """  # noqa: D416 - NumPy sections on purpose: this is the formula docstring (STYLE.md)
-    return score * ((1.0 - weight) + weight * fresh)
+    # written as 1 - w (1 - f): a row with f = 1 (a kind freshness leaves alone) keeps its
+    # score to the last bit
+    return score * (1.0 - weight * (1.0 - fresh))
+
+
+def kind_freshness(decay: np.ndarray, kinds: np.ndarray, scaled: tuple[str, ...]) -> np.ndarray:
+    """Each row's freshness: its decay if its kind is one of ``scaled``, else 1.
+
+    Args:
+        decay: The temporal signal's scores, ``exp(-age / tau_kind)``.
+        kinds: Each row's memory kind, the same shape (``""`` for padding).
+        scaled: The kinds freshness applies to.
+
+    Returns:
+        The freshness :math:`f` that :func:`freshness` multiplies in.
+
+    Examples:
+        >>> kind_freshness(np.array([0.1, 0.2]), np.array(["scratchpad", "episodic"]),
+        ...                ("scratchpad",))
+        array([0.1, 1. ])
+    """
+    return np.where(np.isin(kinds, scaled), decay, 1.0)

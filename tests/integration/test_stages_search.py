@@ -121,3 +121,40 @@ def test_coverage_leaves_a_single_session_alone(store: NoraxMemory) -> None:
     spread = store.search(query, k=4, now=NOW, weights=_with(coverage_weight=1.0))
     assert [(r.id, r.score) for r in spread] == [(r.id, r.score) for r in plain]
     assert all(r.explanation is not None and r.explanation.coverage == 0 for r in spread)
+
+
+def test_freshness_scales_only_the_kinds_it_lists(store: NoraxMemory) -> None:
+    # a months-old conversation turn, a months-old scratch note and this morning's one
+    store.add(
+        [
+            "We talked about the orders table migration plan with Colby.",
+            "Scratch: orders table migration not started, first write the plan.",
+            "Scratch: orders table migration paused after step 3, backfill half done.",
+        ],
+        ids=["turn", "stale", "fresh"],
+        kind=["episodic", "scratchpad", "scratchpad"],
+        created_at=[NOW - timedelta(days=90), NOW - timedelta(days=90), NOW - timedelta(hours=3)],
+    )
+    query = "Where did I leave off with the orders table migration?"
+    plain = {r.id: r for r in store.search(query, k=3, now=NOW, weights=BASE)}
+    staged = {
+        r.id: r for r in store.search(query, k=3, now=NOW, weights=_with(freshness_weight=0.5))
+    }
+    assert set(staged) == set(plain) == {"turn", "stale", "fresh"}
+    for mid, r in staged.items():
+        assert r.explanation is not None and r.kind == plain[mid].kind
+        assert sum(r.explanation.to_dict().values()) == pytest.approx(r.score, abs=1e-9)
+    turn = staged["turn"].explanation
+    assert turn is not None and turn.freshness == 0.0  # an episodic memory keeps its score
+    assert staged["turn"].score == pytest.approx(plain["turn"].score, abs=1e-12)
+    stale = staged["stale"].explanation
+    assert stale is not None  # the 90-day-old scratch note (tau 1 day) loses half its score
+    assert stale.freshness == pytest.approx(-0.5 * plain["stale"].score, rel=1e-6)
+    assert staged["fresh"].score > staged["stale"].score
+    # with every kind listed, the old turn is scaled too
+    every = _with(freshness_weight=0.5)
+    every = Weights(
+        **{**vars(every), "params": {**every.params, "freshness_kinds": ["episodic", "scratchpad"]}}
+    )
+    turned = {r.id: r for r in store.search(query, k=3, now=NOW, weights=every)}
+    assert turned["turn"].explanation is not None and turned["turn"].explanation.freshness < 0

@@ -25,6 +25,9 @@ from norax_core import Weights
 
 HERE = Path(__file__).resolve().parent
 WORKERS = 8
+# Every worker runs at least MIN_OPS operations, however slow the machine, so the checks
+# below always see interleaved writes and reads (a count, not a timing assertion).
+MIN_OPS = 4
 SECONDS = 3.0
 NAMESPACES = ("red", "green", "blue")
 WORDS = [
@@ -151,7 +154,7 @@ def test_eight_threads_mixing_writes_and_reads(tmp_path, weights):
                 start.wait()
                 stop = time.monotonic() + SECONDS
                 n = 0
-                while time.monotonic() < min(stop, deadline):
+                while n < MIN_OPS or time.monotonic() < min(stop, deadline):
                     step(mem, rng, wid, n, ledgers[wid])
                     n += 1
             except BaseException as exc:  # reported below, with the worker's id
@@ -170,7 +173,6 @@ def test_eight_threads_mixing_writes_and_reads(tmp_path, weights):
         f"\nthreads: {WORKERS} x {SECONDS:.0f}s, {ops} operations ({searches} searches), "
         f"0 exceptions, {live} live and {deleted} deleted ids verified, check OK"
     )
-    assert ops > WORKERS * 3
 
 
 @WEIGHTS
@@ -182,7 +184,7 @@ async def test_async_tasks_mixing_writes_and_reads(tmp_path, weights):
             rng = random.Random(100 + wid)
             stop = time.monotonic() + SECONDS
             n = 0
-            while time.monotonic() < stop:
+            while n < MIN_OPS or time.monotonic() < stop:
                 ledger = ledgers[wid]
                 roll = rng.random()
                 ledger.ops += 1
@@ -211,7 +213,6 @@ async def test_async_tasks_mixing_writes_and_reads(tmp_path, weights):
         f"\nasync: {WORKERS} tasks x {SECONDS:.0f}s on one loop, {ops} operations, "
         f"0 exceptions, {live} live and {deleted} deleted ids verified, check OK"
     )
-    assert ops > WORKERS * 3
 
 
 OPENER = """

@@ -105,7 +105,8 @@ def test_the_filtered_search_ignores_what_excluded_memories_say(embedder):
 # The period boost and coverage on: coverage splits the timeline into sessions at the gap,
 # among the memories the filter allows. "x" (excluded) sits between "a" and "b", each a gap
 # of 120 s from it: with x, one session; without it, "b" is 240 s after "a", a session of its
-# own.
+# own. The turns stage's openers count positions among the allowed memories too: "b" opens
+# its session only without "x".
 STAGED = Weights(
     bm25=0.0,
     dense=0.8,
@@ -117,6 +118,8 @@ STAGED = Weights(
         "context_gap_seconds": 150.0,
         "period_boost": 0.5,
         "coverage_weight": 1.0,
+        "opener_boost": 0.5,
+        "opener_span": 1.0,
     },
     name="stages-test",
 )

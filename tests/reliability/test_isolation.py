@@ -8,9 +8,9 @@ answers in both stores: the same candidate pool in the same order, the same scor
 of the four signals for every candidate, the same matched entities, and the same fused
 ranking (``search`` fuses exactly this pool), and the same results, scores and explanations
 from ``search`` with every query-aware stage on (context, the period boost for the period
-the query names, coverage). All four signals have positive weights; the
-embedder is a fast hashed bag of words and entities come from the rules extractor, so a case
-costs milliseconds.
+the query names, the turns stage's session openers, coverage). All four signals have
+positive weights; the embedder is a fast hashed bag of words and entities come from the
+rules extractor, so a case costs milliseconds.
 
 The two stores live for the whole test (each case uses fresh namespaces), so they also hold
 every earlier case's namespaces: isolation from many tenants, not only from B.
@@ -45,6 +45,7 @@ STAGED = Weights(
         "period_boost": 1.0,
         "period_margin": 0.5,
         "coverage_weight": 0.3,
+        "opener_boost": 0.5,  # positions in B's sessions must never move A's memories
         # the bridge step walks the namespace's entity graph: B's entities and edges (the
         # same words) must never carry A's walk, join A's results or change a score
         "bridge_weight": 0.5,

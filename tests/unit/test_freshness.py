@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -22,9 +24,10 @@ def test_the_formula() -> None:
     assert np.allclose(freshness(s, f, 1.0), s * f)
 
 
-def _table(fused: list[float], fresh: list[float]) -> Table:
+def _table(fused: list[float], fresh: list[float], kinds: list[str] | None = None) -> Table:
     """One query; the dense signal carries the relevance, the temporal one the freshness."""
     n = len(fused)
+    kinds = kinds or ["scratchpad"] * n
     scores = np.zeros((len(SIGNALS), 1, n))
     scores[SIGNALS.index("dense"), 0] = fused
     scores[_T, 0] = fresh
@@ -36,6 +39,7 @@ def _table(fused: list[float], fresh: list[float]) -> Table:
         tie=None,
         size=np.array([n]),
         ids=[[f"m{i}" for i in range(n)]],
+        kinds=np.array([kinds]),
     )
 
 
@@ -69,3 +73,28 @@ def test_weights_params_set_it_and_bad_values_are_refused() -> None:
     for bad in (-0.1, 1.5, True, "0.2"):
         with pytest.raises(InvalidInputError, match="freshness_weight"):
             NoraxConfig(freshness_weight=bad)  # type: ignore[arg-type]
+
+
+def test_only_the_listed_kinds_are_scaled() -> None:
+    # m0 an old episodic turn, m1 a stale scratch note, m2 a fresh scratch note
+    table = _table([0.80, 0.78, 0.70], [0.01, 0.0, 0.99], ["episodic", "scratchpad", "scratchpad"])
+    on = rank(table, Plan(weights=(0.0, 1.0, 0.0, 0.0), freshness=0.5), 3)
+    assert on.ids() == ["m0", "m2", "m1"]
+    assert on.explain(0, 0)["freshness"] == 0.0  # the episodic turn is untouched
+    assert on.explain(0, 1)["freshness"] < 0
+    every = Plan(weights=(0.0, 1.0, 0.0, 0.0), freshness=0.5, freshness_kinds=("episodic",))
+    assert rank(table, every, 3).ids() == ["m1", "m2", "m0"]  # now only the turn is scaled
+
+
+def test_kinds_come_from_the_config_and_a_table_without_them_is_refused() -> None:
+    w = Weights(0.3, 0.7, 0.0, 0.0, params={"freshness_weight": 0.2})
+    assert Plan.of(w, NoraxConfig()).freshness_kinds == ("scratchpad",)
+    w2 = Weights(0.3, 0.7, 0.0, 0.0, params={"freshness_kinds": ["scratchpad", "working"]})
+    assert Plan.of(w2, NoraxConfig()).freshness_kinds == ("scratchpad", "working")
+    for bad in ("scratchpad", [""], [3], None):
+        with pytest.raises(InvalidInputError, match="freshness_kinds"):
+            NoraxConfig(freshness_kinds=bad)  # type: ignore[arg-type]
+    bare = replace(_table([0.5, 0.4], [1.0, 0.0]), kinds=None)
+    with pytest.raises(ValueError, match="kinds"):
+        rank(bare, Plan(weights=(0.0, 1.0, 0.0, 0.0), freshness=0.5), 2)
+    assert rank(bare, Plan(weights=(0.0, 1.0, 0.0, 0.0)), 2).ids() == ["m0", "m1"]

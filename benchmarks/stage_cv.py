@@ -1,0 +1,383 @@
+"""The shipped default's ranking stages, held out: leave-one-conversation-out CV.
+
+The ``default`` weights' fitted part (fusion weights, decay, BM25, context) has a held-out
+figure of its own (``fit`` in ``norax_core/data/weights_default.json``); the stages on top of
+it were chosen on all the dev data. Here, for each conversation of LoCoMo dev (7) and BEAM
+100K (10), every stage of :data:`STAGES` picks its setting (off included) on the *other*
+conversations, with the fitted weights fixed, and the held-out conversation is ranked with
+the picks. Stages are picked one after the other in list order, each given the picks before
+it (one sweep of coordinate ascent; a setting must beat the one before it strictly, so a
+stage that changes nothing stays off). A stage is chosen by the measure it is for: mean
+recall@10 with each dataset weighted equally (as ``norax fit`` weighs them), or, for
+supersession, BEAM's latest wins (the updated fact above the one it replaces) among the
+settings that keep the training recall@10 (its shipped setting was kept for that, with
+recall@10 unchanged). The report gives held-out recall@10 and latest wins.
+
+Every pool is built once (``norax bench``'s pools: :func:`norax_core.bench.harness.
+pool_dataset`) and every setting ranked once over all questions by
+:func:`norax_core.ranking.rank`, the function ``search`` calls (each question's ranking
+depends on its own pool only, so a fold's training score is a mean over the cached
+per-question recalls).
+
+To add a stage, append a :class:`StageGrid` to :data:`STAGES`: its name, the settings to try
+(``params`` of a weights file; the first is usually "off"), and the intents it is for
+(``None``: every query). Its parameters are stripped from the shipped default to make the
+"no stages" baseline.
+
+Run from the repository root (the data path is an argument; nothing is copied)::
+
+    python benchmarks/stage_cv.py --data ../shared/data
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from norax_core.bench.data import load_beam, load_locomo
+from norax_core.bench.harness import (
+    bm25_needed,
+    documents_for,
+    ingest,
+    open_store,
+    pool_dataset,
+    requests_for,
+)
+from norax_core.bench.metrics import latest_wins, recall_at_k
+from norax_core.bench.pools import Pool, add_bm25_variants, pool_table
+from norax_core.presets import get_preset
+from norax_core.ranking import Plan, Table, rank
+from norax_core.weights import Weights
+
+K = 10
+
+
+@dataclass(frozen=True)
+class StageGrid:
+    """One stage's settings to choose from.
+
+    Attributes:
+        name: A label for the report.
+        settings: Weights-file ``params`` to try, in order (``{}``: the stage off).
+        intents: The intents whose queries get the setting (a per-intent override);
+            ``None``: every query (the global ``params``).
+        objective: What the setting is chosen for on the training conversations:
+            ``"recall"`` (mean recall@10) or ``"latest_wins"`` (latest wins, among the
+            settings whose recall@10 is not below the stage off).
+    """
+
+    name: str
+    settings: tuple[Mapping[str, Any], ...]
+    intents: tuple[str, ...] | None = None
+    objective: str = "recall"
+
+    @property
+    def keys(self) -> set[str]:
+        """Every parameter this stage sets."""
+        return {k for s in self.settings for k in s}
+
+
+def grid(param: str, *values: Any, **fixed: Any) -> tuple[Mapping[str, Any], ...]:
+    """Off, then ``param`` at each of ``values`` (with the ``fixed`` parameters beside it)."""
+    return ({}, *({param: v, **fixed} for v in values))
+
+
+STAGES: list[StageGrid] = [
+    StageGrid("period_boost", grid("period_boost", 0.25, 0.5, 1.0)),
+    StageGrid(
+        "supersession",
+        grid("supersede_weight", 0.5, 1.05, supersede_depth=10, supersede_pull=False),
+        intents=("current_state",),
+        objective="latest_wins",
+    ),
+    StageGrid("freshness", grid("freshness_weight", 0.1, 0.2, 0.5)),
+    StageGrid(
+        "turns",
+        grid("opener_boost", 0.5, 1.0, opener_span=10.0, speaker_boost=1.0),
+        intents=("coverage",),
+    ),
+]
+"""The stages chosen per fold, in the order they are chosen (extend at will)."""
+
+
+def strip_stages(weights: Weights, stages: Sequence[StageGrid]) -> Weights:
+    """``weights`` without any parameter a stage of ``stages`` sets (and overrides left empty)."""
+    keys = set().union(*(s.keys for s in stages))
+    params = {k: v for k, v in weights.params.items() if k not in keys}
+    intents = {}
+    for name, over in weights.intents.items():
+        own = {k: v for k, v in over.params.items() if k not in keys}
+        same = over.as_dict() == weights.as_dict() and over.method == weights.method
+        if own or not same:
+            intents[name] = replace(over, params=own)
+    return replace(weights, params=params, intents=intents, name=f"{weights.name}-no-stages")
+
+
+def with_choices(base: Weights, choices: Mapping[str, int], stages: Sequence[StageGrid]) -> Weights:
+    """``base`` with each stage's chosen setting (an index into its ``settings``)."""
+    params = dict(base.params)
+    intents = dict(base.intents)
+    for stage in stages:
+        setting = stage.settings[choices.get(stage.name, 0)]
+        if not setting:
+            continue
+        if stage.intents is None:
+            params.update(setting)
+            continue
+        for intent in stage.intents:
+            over = intents.get(intent) or replace(base, params={}, intents={})
+            intents[intent] = replace(over, params={**over.params, **setting})
+    return replace(base, params=params, intents=intents)
+
+
+class Evaluator:
+    """Recall@10 of every question under a weights setting (cached per setting).
+
+    Tables are built once per (dataset, intent) and store configuration; a setting only
+    changes the :class:`~norax_core.ranking.Plan` each intent's group is ranked with.
+    """
+
+    def __init__(self, pools: Sequence[Pool], datasets: Sequence[str]) -> None:
+        self.pools = list(pools)
+        self.groups: dict[tuple[str, str], list[int]] = {}
+        for i, (p, d) in enumerate(zip(self.pools, datasets, strict=True)):
+            self.groups.setdefault((d, p.plan.intent.value), []).append(i)
+        self._tables: dict[tuple[Any, ...], Table] = {}
+        self._cache: dict[str, np.ndarray] = {}
+        self._latest: dict[str, np.ndarray] = {}
+        self.updates = np.array(
+            [bool(p.request.original and p.request.updated) for p in self.pools], dtype=bool
+        )
+        """The knowledge-update questions (latest wins is defined for them)."""
+        self.rank_seconds = 0.0
+
+    def _table(self, weights: Weights, ds: str, intent: str, idx: Sequence[int]) -> Table:
+        cfg = weights.for_intent(intent).applied(self.pools[0].config)
+        key = (ds, intent, len(idx), tuple(sorted(cfg.decay_days.items())), cfg.bm25_k1, cfg.bm25_b)
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = pool_table([self.pools[i] for i in idx], cfg)
+        return table
+
+    def latest(self, weights: Weights) -> np.ndarray:
+        """Per-question latest-wins verdict (1/0; NaN where undefined) under ``weights``."""
+        key = json.dumps(weights.to_file_dict(name=""), sort_keys=True)
+        hit = self._latest.get(key)
+        if hit is not None:
+            return hit
+        t0 = time.perf_counter()
+        out = np.full(len(self.pools), np.nan)
+        base = self.pools[0].config
+        for (ds, intent), every in self.groups.items():
+            idx = [i for i in every if self.updates[i]]
+            if not idx:
+                continue
+            table = self._table(weights, ds, intent, idx)
+            got = rank(table, Plan.of(weights, base, intent), table.size)
+            for j, i in enumerate(idx):
+                req = self.pools[i].request
+                verdict = latest_wins(got.ids(j), req.original, req.updated)
+                if verdict is not None:
+                    out[i] = float(verdict)
+        self.rank_seconds += time.perf_counter() - t0
+        self._latest[key] = out
+        return out
+
+    def recall(self, weights: Weights) -> np.ndarray:
+        """Per-question recall@10 (pool order) under ``weights``."""
+        key = json.dumps(weights.to_file_dict(name=""), sort_keys=True)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        t0 = time.perf_counter()
+        out = np.zeros(len(self.pools))
+        base = self.pools[0].config
+        for (ds, intent), idx in self.groups.items():
+            table = self._table(weights, ds, intent, idx)
+            got = rank(table, Plan.of(weights, base, intent), K)
+            for j, i in enumerate(idx):
+                out[i] = recall_at_k(got.ids(j), self.pools[i].request.relevant, K)
+        self.rank_seconds += time.perf_counter() - t0
+        self._cache[key] = out
+        return out
+
+
+def pool_all(data: Path, default: Weights) -> tuple[list[Pool], list[str]]:
+    """LoCoMo dev and BEAM 100K pools (one store, one namespace per conversation)."""
+    mem = open_store()
+    pools: list[Pool] = []
+    names: list[str] = []
+    try:
+        for ds in (
+            load_locomo(data / "locomo" / "locomo10_dev.json"),
+            load_beam(data / "beam" / "100K"),
+        ):
+            ingest(mem, ds, progress=False)
+            got = pool_dataset(mem, requests_for(ds), progress=False)
+            add_bm25_variants(got, documents_for(ds), sorted(bm25_needed(got, {"d": default})))
+            pools += got
+            names += [ds.name] * len(got)
+    finally:
+        mem.close()
+    return pools, names
+
+
+def choose(
+    ev: Evaluator,
+    base: Weights,
+    train: np.ndarray,
+    ds: np.ndarray,
+    stages: Sequence[StageGrid],
+) -> dict[str, int]:
+    """Each stage's setting, picked in order on the ``train`` questions (datasets weighted
+    equally); ties keep the earlier setting (off first)."""
+
+    def recall(choices: Mapping[str, int]) -> float:
+        r = ev.recall(with_choices(base, choices, stages))
+        return float(np.mean([r[train & (ds == d)].mean() for d in np.unique(ds[train])]))
+
+    def latest(choices: Mapping[str, int]) -> float:
+        v = ev.latest(with_choices(base, choices, stages))[train]
+        return float(np.nanmean(v)) if (~np.isnan(v)).any() else 0.0
+
+    choices: dict[str, int] = {}
+    for stage in stages:
+        off = {**choices, stage.name: 0}
+        floor = recall(off)
+        score = recall if stage.objective == "recall" else latest
+        best, best_score = 0, score(off)
+        for j in range(1, len(stage.settings)):
+            trial = {**choices, stage.name: j}
+            if stage.objective != "recall" and recall(trial) < floor - 1e-12:
+                continue  # a latest-wins gain may not cost recall@10
+            s = score(trial)
+            if s > best_score + 1e-12:
+                best, best_score = j, s
+        choices[stage.name] = best
+    return choices
+
+
+def summary(columns: Mapping[str, np.ndarray], ds: np.ndarray, cats: np.ndarray) -> dict[str, Any]:
+    """Per dataset: each column's mean recall@10, overall and per category."""
+    out: dict[str, Any] = {}
+    for d in dict.fromkeys(ds.tolist()):
+        m = ds == d
+        out[d] = {
+            "n": int(m.sum()),
+            **{name: round(float(col[m].mean()), 4) for name, col in columns.items()},
+            "by_category": {
+                c: {
+                    "n": int((m & (cats == c)).sum()),
+                    **{
+                        name: round(float(col[m & (cats == c)].mean()), 4)
+                        for name, col in columns.items()
+                    },
+                }
+                for c in sorted(set(cats[m].tolist()))
+            },
+        }
+    return out
+
+
+def main() -> None:
+    """Pool once, choose per fold, print and write the report."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, required=True, help="folder holding locomo/ and beam/")
+    ap.add_argument(
+        "--json", type=Path, default=Path("benchmarks/results/stage_cv.json"), help="report"
+    )
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    shipped = get_preset("default")
+    base = strip_stages(shipped, STAGES)
+    pools, names = pool_all(args.data, shipped)
+    t_pool = time.perf_counter() - t0
+    ds = np.array(names)
+    conv = np.array([f"{d}/{p.request.namespace}" for d, p in zip(names, pools, strict=True)])
+    cats = np.array([p.request.category for p in pools])
+    ev = Evaluator(pools, names)
+    held = np.full(len(pools), np.nan)
+    held_latest = np.full(len(pools), np.nan)
+    folds = []
+    for c in dict.fromkeys(conv.tolist()):
+        test = conv == c
+        picks = choose(ev, base, ~test, ds, STAGES)
+        chosen = with_choices(base, picks, STAGES)
+        held[test] = ev.recall(chosen)[test]
+        held_latest[test] = ev.latest(chosen)[test]
+        named = {s.name: dict(s.settings[picks[s.name]]) for s in STAGES}
+        folds.append(
+            {
+                "held_out": c,
+                "n": int(test.sum()),
+                "chosen": named,
+                "recall@10": round(float(held[test].mean()), 4),
+                "recall@10 no stages": round(float(ev.recall(base)[test].mean()), 4),
+            }
+        )
+        picked = " ".join(f"{k}={v or 'off'}" for k, v in named.items())
+        print(f"{c:24s} n={int(test.sum()):4d} {picked}", flush=True)
+    columns = {
+        "held_out_stages": held,
+        "no_stages": ev.recall(base),
+        "shipped_in_sample": ev.recall(shipped),
+    }
+    latest_cols = {
+        "held_out_stages": held_latest,
+        "no_stages": ev.latest(base),
+        "shipped_in_sample": ev.latest(shipped),
+    }
+    report: dict[str, Any] = {
+        "what": "leave-one-conversation-out: each stage's setting chosen on the other "
+        "conversations (fitted weights fixed), recall@10 of the held-out one",
+        "command": "python benchmarks/stage_cv.py --data ../shared/data",
+        "k": K,
+        "stages": [
+            {"name": s.name, "settings": [dict(x) for x in s.settings], "intents": s.intents}
+            for s in STAGES
+        ],
+        "datasets": summary(columns, ds, cats),
+        "latest_wins": {
+            d: {
+                "n": int((~np.isnan(held_latest) & (ds == d)).sum()),
+                **{k: round(float(np.nanmean(v[ds == d])), 4) for k, v in latest_cols.items()},
+            }
+            for d in dict.fromkeys(ds.tolist())
+            if (~np.isnan(held_latest) & (ds == d)).any()
+        },
+        "folds": folds,
+        "seconds": {
+            "pool": round(t_pool, 1),
+            "rank": round(ev.rank_seconds, 1),
+            "total": round(time.perf_counter() - t0, 1),
+        },
+    }
+    for d, r in report["datasets"].items():
+        print(
+            f"\n{d} (n={r['n']}): held-out with stages {r['held_out_stages']:.4f}, "
+            f"no stages {r['no_stages']:.4f}, shipped in sample {r['shipped_in_sample']:.4f}"
+        )
+        for c, v in r["by_category"].items():
+            print(
+                f"  {c:28s} n={v['n']:4d} held-out {v['held_out_stages']:.4f} "
+                f"no stages {v['no_stages']:.4f} shipped {v['shipped_in_sample']:.4f}"
+            )
+    for d, v in report["latest_wins"].items():
+        print(
+            f"\n{d} latest wins (n={v['n']}): held-out {v['held_out_stages']:.4f}, "
+            f"no stages {v['no_stages']:.4f}, shipped in sample {v['shipped_in_sample']:.4f}"
+        )
+    print(f"\nseconds: {report['seconds']}")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

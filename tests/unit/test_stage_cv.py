@@ -1,0 +1,66 @@
+"""benchmarks/stage_cv.py: the stage grid rebuilds the shipped default, and the per-fold choice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from benchmarks.stage_cv import STAGES, StageGrid, choose, grid, strip_stages, with_choices
+from norax_core.config import NoraxConfig
+from norax_core.presets import get_preset
+from norax_core.query import Intent
+from norax_core.ranking import Plan
+from norax_core.weights import Weights
+
+
+def test_the_grid_strips_and_rebuilds_the_shipped_default() -> None:
+    shipped = get_preset("default")
+    base = strip_stages(shipped, STAGES)
+    assert "period_boost" not in base.params and not base.intents
+    assert base.as_dict() == shipped.as_dict()
+    # period 0.5; supersession 1.05 (current_state); freshness 0.5; turns opener 1.0 (coverage)
+    picks = {"period_boost": 2, "supersession": 2, "freshness": 3, "turns": 2}
+    rebuilt = with_choices(base, picks, STAGES)
+    cfg = NoraxConfig()
+    for intent in (None, *Intent):
+        assert Plan.of(rebuilt, cfg, intent) == Plan.of(shipped, cfg, intent), intent
+    assert Plan.of(base, cfg, "current_state").supersede_weight == 0.0
+
+
+class _Fake:
+    """Recall and latest wins as functions of the chosen parameters (four questions).
+
+    ``period_boost`` lifts questions 0 and 1; ``supersede_weight`` (for current-state
+    questions) is their latest wins; ``period_margin`` there costs recall; ``coverage_weight``
+    changes nothing.
+    """
+
+    def recall(self, w: Weights) -> np.ndarray:
+        a = w.params.get("period_boost", 0.0)
+        over = w.intents.get("current_state")
+        cost = over.params.get("period_margin", 0.0) if over else 0.0
+        return np.array([0.5 + a, 0.5 + a, 0.5, 0.5]) - cost
+
+    def latest(self, w: Weights) -> np.ndarray:
+        over = w.intents.get("current_state")
+        b = over.params.get("supersede_weight", 0.0) if over else 0.0
+        return np.array([b, b, np.nan, np.nan])
+
+
+def test_each_stage_is_chosen_on_the_training_questions_only() -> None:
+    lifts = grid("supersede_weight", 0.5, 1.0) + ({"supersede_weight": 2.0, "period_margin": 0.1},)
+    stages = [
+        StageGrid("a", grid("period_boost", 0.1, 0.2)),
+        StageGrid("noop", grid("coverage_weight", 1.0)),
+        StageGrid("b", lifts, intents=("current_state",), objective="latest_wins"),
+    ]
+    base = Weights(0.5, 0.5, 0.0, 0.0)
+    ds = np.array(["x", "x", "y", "y"])
+    fake: Any = _Fake()
+    # trained on questions 0 and 2: "a" helps question 0, so its largest value wins
+    got = choose(fake, base, np.array([True, False, True, False]), ds, stages)
+    assert got == {"a": 2, "noop": 0, "b": 2}  # a tie keeps "off"; the 2.0 costs recall
+    # trained without the questions "a" helps: it stays off
+    got = choose(fake, base, np.array([False, False, True, True]), ds, stages)
+    assert got["a"] == 0
