@@ -155,6 +155,16 @@ STAGES: list[StageGrid] = [
         grid("opener_boost", 0.5, 1.0, opener_span=10.0, speaker_boost=1.0),
         intents=("coverage",),
     ),
+    StageGrid(
+        "bridges",
+        grid("bridge_weight", 0.05, 0.1, bridge_seed_gain=True, bridge_skip_query=True),
+        intents=("multi_hop", "entity"),
+    ),
+    StageGrid(
+        "decision_bridges",
+        grid("bridge_weight", 0.5, bridge_seeds=5, bridge_seed_gain=True, bridge_skip_query=True),
+        intents=("decision",),
+    ),
     *(StageGrid(f"mix_{i.value}", MIXES, intents=(i.value,)) for i in Intent),
 ]
 """The stages chosen per fold, in the order they are chosen (extend at will)."""

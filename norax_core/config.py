@@ -87,6 +87,14 @@ class NoraxConfig:
         bridge_candidates: Memories with the most walk mass that join the candidates.
         bridge_query_share: Share of the walk's restart on the query's own entities (the
             rest on the first-pass memories).
+        bridge_query_entities: The bridge step runs only for a query with at least this many
+            entities the walk can pass through (in the namespace's graph, not hubs); 0: for
+            every query.
+        bridge_seed_gain: Whether the seeds also gain what the walk brings them beyond their
+            own restart mass (a seed linked to the other seeds or to the query by rare
+            entities rises); without it a seed's walk mass is 0.
+        bridge_skip_query: Whether the walk leaves out the query's own entities (it then
+            links the first pass's memories only through their other entities).
         period_boost: Period boost (:mod:`norax_core.stages.period`): when the query names a
             period ("in June", "last week"), a candidate created inside it scores
             ``1 + period_boost`` times its own score (a boost, never a filter). 0 turns it off.
@@ -130,6 +138,13 @@ class NoraxConfig:
         supersede_pull: Whether a superseding memory that is not among those best
             candidates is lifted too (joining the candidates); without, supersession only
             reorders the best ``supersede_depth``, so recall at that depth is unchanged.
+        mix_strength: Adaptive mix (:mod:`norax_core.stages.mix`): each query's BM25 weight
+            is scaled by ``2 ** (mix_strength * (a - mix_center))``, ``a`` the embedding's
+            agreement with BM25's best matches (clipped to 1/8 .. 4 times). 0 turns it off.
+        mix_center: The agreement, in [0, 1], at which the BM25 weight keeps its value.
+        mix_peak_strength: With the mix on, BM25's peakedness ``p`` (how far its best match
+            stands out) adds ``mix_peak_strength * (p - mix_peak_center)`` to that exponent.
+        mix_peak_center: The peakedness, in [0, 1], at which that part is 0.
         dense_exact_limit: A namespace of at most this many memories is ranked by the dense
             signal exactly, over its own vectors held in process (one float32 matrix, loaded
             from Chroma on first use); a larger one through Chroma's HNSW index, which is
@@ -169,6 +184,9 @@ class NoraxConfig:
     bridge_seeds: int = 5
     bridge_candidates: int = 10
     bridge_query_share: float = 0.0
+    bridge_query_entities: int = 0
+    bridge_seed_gain: bool = False
+    bridge_skip_query: bool = False
     period_boost: float = 0.0
     period_margin: float = 0.0
     coverage_weight: float = 0.0
@@ -183,6 +201,10 @@ class NoraxConfig:
     supersede_depth: int = 10
     supersede_ratio: float = 0.0
     supersede_pull: bool = True
+    mix_strength: float = 0.0
+    mix_center: float = 0.0
+    mix_peak_strength: float = 0.0
+    mix_peak_center: float = 0.0
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
     index_cache_mb: float = 1024.0
@@ -235,6 +257,12 @@ class NoraxConfig:
         share = self.bridge_query_share
         if isinstance(share, bool) or not (isinstance(share, (int, float)) and 0 <= share <= 1):
             raise InvalidInputError(f"bridge_query_share must be in [0, 1], got {share!r}")
+        _count("bridge_query_entities", self.bridge_query_entities, 0)
+        for flag in ("bridge_seed_gain", "bridge_skip_query"):
+            if not isinstance(getattr(self, flag), bool):
+                raise InvalidInputError(
+                    f"{flag} must be true or false, got {getattr(self, flag)!r}"
+                )
         for name in (
             "period_boost",
             "period_margin",
@@ -268,6 +296,12 @@ class NoraxConfig:
             raise InvalidInputError(
                 f"supersede_pull must be True or False, got {self.supersede_pull!r}"
             )
+        _non_negative("mix_strength", self.mix_strength)
+        _non_negative("mix_peak_strength", self.mix_peak_strength)
+        for name in ("mix_center", "mix_peak_center"):
+            mc = getattr(self, name)
+            if isinstance(mc, bool) or not (isinstance(mc, (int, float)) and 0 <= mc <= 1):
+                raise InvalidInputError(f"{name} must be a number in [0, 1], got {mc!r}")
         limit = self.dense_exact_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")

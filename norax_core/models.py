@@ -67,10 +67,11 @@ SEARCH_KEYS = (
 
 @dataclass(frozen=True)
 class Explanation:
-    """Which ranking stage moved a result; the nine values sum to its ``score``.
+    """Which ranking stage moved a result; the ten values sum to its ``score``.
 
-    The stages run in the order ``context``, ``bridges``, ``period``, ``latest_wins``,
-    ``supersede``, ``freshness``, ``turns``, ``coverage`` (:func:`norax_core.ranking.rank`); a stage
+    The stages run in the order ``mix``, ``context``, ``bridges``, ``period``,
+    ``latest_wins``, ``supersede``, ``freshness``, ``turns``, ``coverage``
+    (:func:`norax_core.ranking.rank`); a stage
     that is off adds 0.
 
     Attributes:
@@ -91,6 +92,9 @@ class Explanation:
             first-pass results or the query's, in the entity graph); 0 when it is off.
         supersede: What supersession added (a memory linked at write time as superseding
             a better-scored candidate); 0 when it is off or did not apply.
+        mix: What the adaptive mix changed (the query's own weights, BM25's scaled by how
+            much the embedding backs its best matches, instead of the fixed ones); 0 when it
+            is off.
     """
 
     fused: float
@@ -101,12 +105,14 @@ class Explanation:
     coverage: float = 0.0
     bridges: float = 0.0
     supersede: float = 0.0
+    mix: float = 0.0
     turns: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
         """Every stage's contribution by name, in stage order, JSON-ready."""
         return {
             "fused": self.fused,
+            "mix": self.mix,
             "context": self.context,
             "bridges": self.bridges,
             "period": self.period,

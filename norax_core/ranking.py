@@ -15,6 +15,8 @@ The stages, in order (each one a plain array operation over the whole batch):
    (``max(pool_min, pool_factor * k)``; recency only ``recency_candidates`` unless it is the
    only signal);
 2. **fusion**: weighted sum of the normalised scores, or weighted reciprocal rank fusion;
+   with the adaptive **mix** (:mod:`norax_core.stages.mix`), each query's BM25 weight is
+   first scaled by how much the embedding backs BM25's best matches;
 3. **context** (:mod:`norax_core.signals.context`): the neighbours of the best
    ``CONTEXT_SEEDS * k`` candidates join, and every candidate borrows from its best neighbour;
 4. **bridges** (:mod:`norax_core.stages.bridges`): a personalised PageRank over the
@@ -41,7 +43,7 @@ New stages (query intents, date windows, coverage, supersession) belong here too
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
@@ -49,7 +51,7 @@ import numpy as np
 
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
-from norax_core.stages import coverage, period, supersede, turns
+from norax_core.stages import coverage, mix, period, supersede, turns
 from norax_core.stages.freshness import freshness, kind_freshness
 from norax_core.weights import FusionMethod, Weights
 
@@ -80,6 +82,7 @@ POSITIVE_ONLY = frozenset({"bm25", "graph"})
 """Signals that propose only memories they score above zero (BM25 needs a shared term, the
 graph a shared entity); dense and temporal rank every memory."""
 STAGES = (
+    "mix",
     "context",
     "bridges",
     "period",
@@ -128,6 +131,9 @@ class Plan:
         bridge_seeds: First-pass candidates that seed the bridge step.
         bridge_candidates: Memories the bridge step reaches most that join the candidates.
         bridge_query_share: Share of the bridge walk's restart on the query's entities.
+        bridge_query_entities: Walkable query entities a query needs for the bridge step.
+        bridge_seed_gain: Whether the bridge step's seeds gain their walk mass too.
+        bridge_skip_query: Whether the bridge walk leaves out the query's own entities.
         period_boost: Share of its score a candidate inside a named period gains (0: off).
         period_margin: The boost's fade outside the period, a share of its length.
         coverage_weight: Coverage's penalty per result already picked from a session, a
@@ -145,6 +151,11 @@ class Plan:
         supersede_ratio: Least share of the older memory's score the newer one needs.
         supersede_pull: Whether a superseding memory outside that depth is lifted (and
             joins the candidates).
+        mix_strength: How far the adaptive mix moves each query's BM25 weight with the
+            embedding's agreement with BM25's picks (0: off; :mod:`norax_core.stages.mix`).
+        mix_center: The agreement at which the BM25 weight keeps its fixed value.
+        mix_peak_strength: How far BM25's peakedness moves it too.
+        mix_peak_center: The peakedness at which that part is 0.
     """
 
     weights: tuple[float, float, float, float]
@@ -163,6 +174,9 @@ class Plan:
     bridge_seeds: int = 5
     bridge_candidates: int = 10
     bridge_query_share: float = 0.0
+    bridge_query_entities: int = 0
+    bridge_seed_gain: bool = False
+    bridge_skip_query: bool = False
     period_boost: float = 0.0
     period_margin: float = 0.0
     coverage_weight: float = 0.0
@@ -177,6 +191,10 @@ class Plan:
     supersede_depth: int = 10
     supersede_ratio: float = 0.0
     supersede_pull: bool = True
+    mix_strength: float = 0.0
+    mix_center: float = 0.0
+    mix_peak_strength: float = 0.0
+    mix_peak_center: float = 0.0
 
     @classmethod
     def of(cls, weights: Weights, config: NoraxConfig, intent: Intent | str | None = None) -> Plan:
@@ -207,6 +225,9 @@ class Plan:
             bridge_seeds=cfg.bridge_seeds,
             bridge_candidates=cfg.bridge_candidates,
             bridge_query_share=cfg.bridge_query_share,
+            bridge_query_entities=cfg.bridge_query_entities,
+            bridge_seed_gain=cfg.bridge_seed_gain,
+            bridge_skip_query=cfg.bridge_skip_query,
             period_boost=cfg.period_boost,
             period_margin=cfg.period_margin,
             coverage_weight=cfg.coverage_weight,
@@ -221,6 +242,10 @@ class Plan:
             supersede_depth=cfg.supersede_depth,
             supersede_ratio=cfg.supersede_ratio,
             supersede_pull=cfg.supersede_pull,
+            mix_strength=cfg.mix_strength,
+            mix_center=cfg.mix_center,
+            mix_peak_strength=cfg.mix_peak_strength,
+            mix_peak_center=cfg.mix_peak_center,
         )
 
     @property
@@ -340,6 +365,8 @@ class Ranking:
         score: ``(q, n)`` final scores (after the last stage).
         after: ``(q, n)`` scores after each of :data:`STAGES` (the previous ones where a
             stage is off), for :meth:`explain`.
+        plain: ``(q, n)`` fused scores under the plan's fixed weights when the adaptive mix
+            is on (``fused`` is then under each query's own weights); ``None`` when it is off.
     """
 
     table: Table
@@ -349,6 +376,7 @@ class Ranking:
     context: np.ndarray
     score: np.ndarray
     after: Mapping[str, np.ndarray] = field(default_factory=dict)
+    plain: np.ndarray | None = None
 
     @cached_property
     def order(self) -> np.ndarray:
@@ -388,8 +416,11 @@ class Ranking:
         """What moved a result: its fused score and each later stage's change of it.
 
         Keys ``fused`` and each of :data:`STAGES`; their values sum to the final score.
+        ``fused`` is under the plan's fixed weights, ``mix`` what the query's own weights
+        changed (0 without the adaptive mix).
         """
-        out = {"fused": float(self.fused[q, row])}
+        base = self.fused if self.plain is None else self.plain
+        out = {"fused": float(base[q, row])}
         prev = out["fused"]
         for name in STAGES:
             now = float(self.after.get(name, self.score)[q, row])
@@ -424,7 +455,7 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     bridged = ctx
     if plan.bridge_weight > 0:  # may add rows: the earlier stages' arrays grow with them
         table, cand, fused, ctx, bridged = _bridges(table, plan, cand, fused, ctx, extend)
-    after = {"context": ctx, "bridges": bridged}
+    after = {"mix": fused, "context": ctx, "bridges": bridged}
     score = after["period"] = _period(table, plan, bridged) if plan.period_boost > 0 else bridged
     if plan.latest_weight > 0:
         score = _latest(table, plan, cand, score)
@@ -445,7 +476,8 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     after["turns"] = score
     if plan.coverage_weight > 0 or plan.coverage_order_weight > 0:
         score = after["coverage"] = _coverage(table, plan, cand, score)
-    return Ranking(table, kk, cand, fused, ctx, score, after)
+    plain = _fuse(table, replace(plan, mix_strength=0.0), cand) if plan.mix_strength else None
+    return Ranking(table, kk, cand, fused, ctx, score, after, plain)
 
 
 def _order(score: np.ndarray, cand: np.ndarray, tie: np.ndarray | None) -> np.ndarray:
@@ -468,19 +500,51 @@ def _candidates(table: Table, plan: Plan, kk: np.ndarray) -> np.ndarray:
 
 
 def _fuse(table: Table, plan: Plan, cand: np.ndarray) -> np.ndarray:
-    """Fused scores of every row (weighted sum), or RRF over the candidates."""
-    w, sc = plan.weights, table.scores
+    """Fused scores of every row (weighted sum), or RRF over the candidates.
+
+    With the adaptive mix on, each query fuses with its own weights (:func:`_mixed`).
+    """
+    sc = table.scores
+    if plan.mix_strength != 0:
+        w = _mixed(table, plan)
+        if plan.method is not FusionMethod.RRF:
+            return np.einsum("qs,sqn->qn", w, sc) / w.sum(axis=1)[:, None]  # type: ignore[no-any-return]
+        return _rrf(table, plan, cand, w)
+    w0 = plan.weights
     if plan.method is not FusionMethod.RRF:
         # summed in signal order, as sum(w_s * score_s) / sum(w_s)
-        return (0.0 + w[_B] * sc[_B] + w[_D] * sc[_D] + w[_T] * sc[_T] + w[_G] * sc[_G]) / sum(w)
+        return (0.0 + w0[_B] * sc[_B] + w0[_D] * sc[_D] + w0[_T] * sc[_T] + w0[_G] * sc[_G]) / sum(
+            w0
+        )
+    return _rrf(table, plan, cand, np.broadcast_to(np.asarray(w0), (cand.shape[0], len(w0))))
+
+
+def _rrf(table: Table, plan: Plan, cand: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Weighted RRF over the candidates, with ``(q, s)`` weights."""
+    sc = table.scores
     fused = np.zeros(cand.shape)
-    for i, v in enumerate(w):
+    for i, v in enumerate(plan.weights):
         if v <= 0:
             continue
         ok = cand & (sc[i] > 0)
         ranks = signal_ranks(np.where(ok, sc[i], 0.0), ok, table.tie, "bm25")
-        fused += np.where(ok, v / (plan.rrf_k + ranks + 1.0), 0.0)
-    return fused / (sum(w) / (plan.rrf_k + 1))
+        fused += np.where(ok, w[:, i, None] / (plan.rrf_k + ranks + 1.0), 0.0)
+    return fused / (w.sum(axis=1)[:, None] / (plan.rrf_k + 1))  # type: ignore[no-any-return]
+
+
+def _mixed(table: Table, plan: Plan) -> np.ndarray:
+    """``(q, s)`` each query's weights under the adaptive mix (:mod:`norax_core.stages.mix`).
+
+    Without a BM25 or a dense weight there is nothing to trade: the fixed weights.
+    """
+    w = np.asarray(plan.weights, dtype=np.float64)
+    q = table.valid.shape[0]
+    if w[_B] <= 0 or w[_D] <= 0:
+        return np.tile(w, (q, 1))
+    agree = mix.agreement(table.scores[_D], table.proposed[_B], table.proposed[_D], table.valid)
+    peak = mix.peakedness(table.scores[_B], table.proposed[_B], table.valid)
+    p = (plan.mix_strength, plan.mix_center, peak, plan.mix_peak_strength, plan.mix_peak_center)
+    return mix.mixed_weights(w, agree, *p, bm25=_B)
 
 
 def _best(score: np.ndarray, cand: np.ndarray, tie: np.ndarray | None, m: np.ndarray) -> np.ndarray:
@@ -562,7 +626,7 @@ def _bridges(
     extend: Extend | None,
 ) -> tuple[Table, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Bridge stage: a walk from the best candidates; the memories it reaches join and gain."""
-    from norax_core.stages.bridges import best_rows, bridge_scores
+    from norax_core.stages.bridges import best_rows, bridge_scores, walkable_query
 
     if table.entities is None:
         raise ValueError("the bridge step needs the table's entities")
@@ -574,8 +638,10 @@ def _bridges(
     for i, view in enumerate(table.entities):
         if view is None:
             continue
-        rows = np.flatnonzero(seeds[i])
         g = view.graph
+        if len(walkable_query(g, view.query, view.allowed)) < plan.bridge_query_entities:
+            continue
+        rows = np.flatnonzero(seeds[i])
         walk = bridge_scores(
             g,
             view.rows[rows],
@@ -583,6 +649,8 @@ def _bridges(
             view.query,
             view.allowed,
             query_share=plan.bridge_query_share,
+            seed_gain=plan.bridge_seed_gain,
+            skip_query=plan.bridge_skip_query,
         )
         walks[i] = walk
         joins[i] = [g.ids[r] or "" for r in best_rows(walk, plan.bridge_candidates, g.ids)]

@@ -32,8 +32,9 @@ class NoraxRetriever(BaseRetriever):
     * ``matched_entities``: the query entities the memory shares;
     * ``query_plan``: the query's reading, ``{"intent", "periods": [{"start", "end",
       "text"}], "entities"}`` (periods in ISO 8601 UTC);
-    * ``explanation``: what each ranking stage contributed, ``{"fused", "context",
-      "period", "latest_wins", "supersede", "freshness", "coverage"}``, summing to ``score``.
+    * ``explanation``: what each ranking stage contributed, ``{"fused", "mix", "context",
+      "bridges", "period", "latest_wins", "supersede", "freshness", "turns", "coverage"}``,
+      summing to ``score``.
 
     These keys replace user metadata keys of the same name.
 

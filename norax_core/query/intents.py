@@ -47,6 +47,9 @@ class Intent(str, Enum):
         ENTITY: About a named person or thing (who is, tell me about X, what does X ...).
         PREFERENCE: The user's preferences or standing instructions (prefer, favourite,
             always, how should you ...).
+        DECISION: What a group decided, agreed or chose about something ("what did we decide
+            about the wallet?", "any decision on the warehouse?"): the decision often never
+            names the thing, only what links to it, so the entity graph's bridges matter.
         LOOKUP: A plain fact lookup (the default).
     """
 
@@ -56,6 +59,7 @@ class Intent(str, Enum):
     MULTI_HOP = "multi_hop"
     ENTITY = "entity"
     PREFERENCE = "preference"
+    DECISION = "decision"
     LOOKUP = "lookup"
 
 
@@ -67,6 +71,15 @@ _NOT_NAMES = frozenset(
         "Monday Tuesday Wednesday Thursday Friday Saturday Sunday"
     )
 )
+_DECISION = re.compile(
+    r"\b(?:we|the team|they|everyone)\s+(?:have\s+|had\s+)?(?:decide[ds]?|settle[ds]?|"
+    r"agree[ds]?|conclude[ds]?|land(?:ed)? on|choose|chose|pick(?:ed)?|go with|went with)\b|"
+    r"\b(?:was|were|been)\s+(?:decided|agreed|concluded|settled|chosen|picked)\b|"
+    r"\b(?:decision|verdict|outcome|conclusion)s?\s+(?:on|about|for|regarding)\b"
+)
+"""A group's decision asked about: "we/the team decided ...", "was decided", "the decision
+on ...". Only first-person-plural or passive forms: "Why did Jon decide to ...", a person's own
+choice (LoCoMo asks many), stays with the model."""
 _RULES: list[tuple[Intent, re.Pattern[str]]] = [
     (
         Intent.COVERAGE,
@@ -93,6 +106,7 @@ _RULES: list[tuple[Intent, re.Pattern[str]]] = [
             r"\bin which month\b|\bhow often\b"
         ),
     ),
+    (Intent.DECISION, _DECISION),
     (
         Intent.PREFERENCE,
         re.compile(
@@ -139,9 +153,11 @@ CUES: tuple[tuple[Intent, re.Pattern[str]], ...] = (
             r"most recent|most recently|latest)\b"
         ),
     ),
+    (Intent.DECISION, _DECISION),
 )
 """Words that say what a question asks for whoever or whatever it names, strongest first:
-a summary or an order of events; the present value of something that changes. A subset of
+a summary or an order of events; the present value of something that changes; a group's
+decision (an intent the dev questions never ask, so the model cannot give it). A subset of
 the keyword rules: the ones with another sense ("progress", "every time", "walk me through"
 a proof, "still", "so far") are left to the model."""
 CUE_WEIGHT = 0.5
@@ -168,7 +184,9 @@ def with_cues(text: str, probs: Mapping[Intent, float]) -> dict[Intent, float]:
     for intent, cue in CUES:
         if cue.search(lower):
             w = CUE_WEIGHT
-            return {i: (1 - w) * p + (w if i is intent else 0.0) for i, p in probs.items()}
+            mixed = {i: (1 - w) * p for i, p in probs.items()}
+            mixed[intent] = mixed.get(intent, 0.0) + w
+            return mixed
     return dict(probs)
 
 

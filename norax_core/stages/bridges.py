@@ -28,7 +28,7 @@ import numpy as np
 if TYPE_CHECKING:
     from norax_core.signals.entity_graph import NamespaceGraph
 
-__all__ = ["BridgeInput", "MemoryEntities", "bridge_scores", "best_rows"]
+__all__ = ["BridgeInput", "MemoryEntities", "best_rows", "bridge_scores", "walkable_query"]
 
 DAMPING = 0.5
 """Probability of following an edge rather than restarting (HippoRAG's 0.5)."""
@@ -110,6 +110,8 @@ def bridge_scores(
     *,
     damping: float = DAMPING,
     query_share: float = 0.0,
+    seed_gain: bool = False,
+    skip_query: bool = False,
 ) -> np.ndarray:
     r"""Walk mass of every memory from the first-pass memories and the query's entities.
 
@@ -129,13 +131,21 @@ def bridge_scores(
         others are neither seeds nor reached nor passed through, nor counted in the IDF).
     damping, query_share : float
         Probability of following an edge; share of the restart on the query's entities.
+    seed_gain : bool
+        Whether a seed keeps the mass the walk brings it beyond its own restart mass (else
+        a seed scores 0).
+    skip_query : bool
+        Whether the walk leaves out the query's own entities (as it leaves out hubs): it then
+        moves only through the other entities of what the first pass found, and none of its
+        restart is on the query's entities.
 
     Returns
     -------
     numpy.ndarray
         ``(graph.n_rows,)`` in [0, 1]: each memory's stationary mass, divided by the largest
-        one; 0 for the seeds themselves (they are what the walk starts from) and for every
-        memory the walk does not reach.
+        one; 0 for every memory the walk does not reach, and for the seeds themselves (they
+        are what the walk starts from) unless ``seed_gain``: then a seed scores what it
+        receives through its entities, its stationary mass less its restart mass.
 
     Notes
     -----
@@ -153,8 +163,11 @@ def bridge_scores(
     sends its mass back to ``p``. A non-seed memory gains mass only through an entity it
     shares with the seeds or the query (or with memories that do), the more the rarer the
     entity; the seeds' own mass is set to 0, so the scores rank the memories the first pass
-    did not already put first. Power iteration until the L1 change is below 1e-7 (at most
-    30 steps: the error shrinks by ``damping`` per step).
+    did not already put first (with ``seed_gain`` a seed keeps what it receives beyond its
+    restart mass, so in a small namespace, where the seeds are most of it, a seed that
+    shares a rare entity with a better seed still rises; an entity of one memory only, which
+    would return the walk to it, is then left out). Power iteration until the L1 change is
+    below 1e-7 (at most 30 steps: the error shrinks by ``damping`` per step).
 
     Examples
     --------
@@ -187,7 +200,20 @@ def bridge_scores(
     p_ent = np.zeros(e)
     q = np.unique(query[(query >= 0) & (query < e)]) if len(query) else query
     q = q[df[q] > 0] if len(q) else q
-    if len(q):
+    to_ent, to_mem, dangling = walkable.to_ent, walkable.to_mem, walkable.dangling
+    if seed_gain or skip_query and len(q):
+        # a seed's gain must come from elsewhere: an entity of one memory only returns the
+        # walk to it, so it is left out; and the query's own, if asked
+        keep = df[ents] > 1 if seed_gain else np.ones(len(ents), bool)
+        if skip_query and len(q):
+            keep &= ~np.isin(ents, q)
+        rows, ents = rows[keep], ents[keep]
+        strength = np.bincount(rows, weights=idf[ents], minlength=n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            to_ent = idf[ents] / strength[rows]
+        to_mem, dangling = 1.0 / df[ents], strength == 0
+        q = q[np.isin(q, ents)]  # the restart only on entities the walk still follows
+    if len(q) and not skip_query:
         p_ent[q] = idf[q]
     if p_mem.sum() <= 0 and p_ent.sum() <= 0 or not len(rows):
         return out
@@ -198,7 +224,6 @@ def bridge_scores(
         share = 1.0
     if p_ent.sum() > 0:
         p_ent *= share / p_ent.sum()
-    to_ent, to_mem, dangling = walkable.to_ent, walkable.to_mem, walkable.dangling
     x_mem, x_ent = p_mem.copy(), p_ent.copy()
     for _ in range(MAX_ITER):
         lost = x_mem[dangling].sum()
@@ -212,11 +237,25 @@ def bridge_scores(
         if change < TOL:
             break
     walk = x_mem.copy()
-    walk[p_mem > 0] = 0.0
+    if seed_gain:
+        walk = np.maximum(walk - restart * p_mem, 0.0)
+    else:
+        walk[p_mem > 0] = 0.0
     if allowed is not None:
         walk[~allowed] = 0.0
     top = walk.max()
     return walk / top if top > 0 else out
+
+
+def walkable_query(
+    graph: MemoryEntities, query: np.ndarray, allowed: np.ndarray | None = None
+) -> np.ndarray:
+    """The query's entity ids the walk can pass through: in the graph, not hubs, admitted."""
+    if not len(query):
+        return query
+    walkable = graph.walkable if allowed is None else _Walkable.of(graph, allowed)
+    q = np.unique(query[(query >= 0) & (query < graph.n_ents)])
+    return q[walkable.df[q] > 0]
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ pytestmark = pytest.mark.integration
 DATA = Path(os.environ.get("NORAX_DATA_DIR", Path(__file__).parents[3] / "shared" / "data"))
 
 DEFAULT = get_preset("default")
+MIX = {"mix_strength": 4.0, "mix_center": 0.9, "mix_peak_strength": 2.0, "mix_peak_center": 0.3}
+"""The adaptive mix, strong enough to move rankings (:mod:`norax_core.stages.mix`)."""
 METHODS = {
     "default": DEFAULT,
     "project": get_preset("project"),
@@ -100,6 +102,9 @@ METHODS = {
             "coverage_weight": 0.5,
             "coverage_depth": 12,
             "bridge_weight": 0.1,
+            "bridge_query_entities": 1,  # the bridge options of the decision / multi-hop files
+            "bridge_seed_gain": True,
+            "bridge_skip_query": True,
             "supersede_weight": 1.05,
             "supersede_depth": 5,
             "supersede_pull": False,
@@ -108,6 +113,7 @@ METHODS = {
     "supersede": Weights(
         **{**vars(DEFAULT), "params": {**DEFAULT.params, "supersede_weight": 1.1}}
     ),
+    "mix": Weights(**{**vars(DEFAULT), "params": {**DEFAULT.params, **MIX}}),
     "freshness": Weights(  # no recency weight: freshness reads the decay all the same
         0.3,
         0.6,
@@ -191,6 +197,7 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
             "bridges": 0,
             "freshness": 0,
             "supersede": 0,
+            "mix": 0,
         }
         overridden: set[str] = set()
         for name, w in METHODS.items():
@@ -219,7 +226,7 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
                         if name in moved and k == 10:
                             before, after = _stage(bench, name)
                             moved[name] += int((before[j] != after[j])[bench.top(j)].any())
-                            if name in ("bridges", "turns"):  # the part search explains
+                            if name in ("bridges", "turns", "mix"):  # the part search explains
                                 top = bench.top(j)
                                 want = sorted(float(after[j, r] - before[j, r]) for r in top)
                                 parts = sorted(getattr(r.explanation, name) for r in got)
@@ -227,6 +234,7 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
         # the context, latest-wins, coverage (and on LoCoMo period) stages really acted
         assert moved["context2"] > 0 and moved["latest"] > 0 and moved["coverage"] > 0
         assert moved["bridges"] > 0 and moved["freshness"] > 0 and moved["supersede"] > 0
+        assert moved["mix"] > 0
         assert moved["turns"] > 0
         if kind == "beam":  # the speaker boost read the same roles in both (chat 1 asks it)
             asks = [i for i, p in enumerate(pools) if p.plan.own_words]
@@ -238,6 +246,9 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
 
 def _stage(ranking: Ranking, method: str) -> tuple[np.ndarray, np.ndarray]:
     """The scores before and after the stage ``method`` turns on."""
+    if method == "mix":
+        assert ranking.plain is not None
+        return ranking.plain, ranking.after["mix"]
     if method == "period":
         return ranking.after["bridges"], ranking.after["period"]
     if method == "bridges":

@@ -122,3 +122,45 @@ def test_the_walk_stays_in_the_namespace_and_the_filter(store: NoraxMemory) -> N
     got = store.search(QUERY, k=2, namespace="team", where=general, now=NOW, weights=ON)
     assert _ids(got)[0] == "team:wallet" and "team:bridge" not in _ids(got)
     assert all(r.metadata["room"] == "general" for r in got)
+
+
+DECISION_BRIDGES = {
+    "bridge_weight": 0.5,
+    "bridge_seeds": 5,
+    "bridge_seed_gain": True,
+    "bridge_skip_query": True,
+}
+"""The bridge step for ``decision`` questions only (the weights file proposed for issue 13)."""
+
+
+def _with_decision_bridges() -> Weights:
+    from dataclasses import replace
+
+    from norax_core.presets import get_preset
+
+    base = get_preset("default")
+    over = replace(base, params=DECISION_BRIDGES, intents={}, name="default[decision]")
+    return replace(base, intents={**base.intents, "decision": over}, name="default+decision")
+
+
+def test_decision_questions_reach_the_decision_through_the_graph(
+    embedder, extractor, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from norax_core.bench.scenarios import generate, indexes, load, passes, ranked
+
+    scenarios = generate(8, seed=13, families=("graph",))
+    mem = NoraxMemory(tmp_path / "graph", embedder=embedder, extractor=extractor)
+    try:
+        load(mem, scenarios)
+        on = _with_decision_bridges()
+        before = [passes(s, indexes(ranked(mem, s))) for s in scenarios]
+        results = [ranked(mem, s, on) for s in scenarios]
+        after = [passes(s, indexes(r)) for s, r in zip(scenarios, results, strict=True)]
+    finally:
+        mem.close()
+    assert all(r[0].query_plan is not None for r in results)
+    assert {r[0].query_plan.intent for r in results} == {"decision"}  # type: ignore[union-attr]
+    assert sum(after) >= 6 and sum(after) > sum(before) + 3, (before, after)
+    # what moved them is the bridge step, and only the targets' rows say so
+    moved = [r for s, r in zip(scenarios, results, strict=True) if passes(s, indexes(r))]
+    assert all(any(x.explanation.bridges > 0 for x in r[:3]) for r in moved)

@@ -58,6 +58,7 @@ STAGES = Weights(
 PLAN_KEYS = {"intent", "periods", "entities", "weights_intent"}
 STAGE_KEYS = {
     "fused",
+    "mix",
     "context",
     "bridges",
     "period",

@@ -347,6 +347,7 @@ def test_result_to_document() -> None:
         },
         "explanation": {
             "fused": 0.4,
+            "mix": 0.0,
             "context": 0.15,
             "bridges": 0.0,
             "period": 0.0,

@@ -506,6 +506,7 @@ def test_result_to_node() -> None:
         },
         "explanation": {
             "fused": 0.5,
+            "mix": 0.0,
             "context": 0.0,
             "bridges": 0.0,
             "period": 0.0,
@@ -533,6 +534,7 @@ def test_reranked_copies_the_node() -> None:
         "query_plan": {"intent": "lookup", "periods": [], "entities": [], "weights_intent": None},
         "explanation": {
             "fused": 0.7,
+            "mix": 0.0,
             "context": 0.0,
             "bridges": 0.0,
             "period": 0.0,

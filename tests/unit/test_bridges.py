@@ -26,6 +26,7 @@ from norax_core.stages.bridges import (
     MemoryEntities,
     best_rows,
     bridge_scores,
+    walkable_query,
 )
 from norax_core.weights import Weights
 
@@ -47,22 +48,28 @@ def _solve(
     query: np.ndarray,
     share: float,
     damping: float = 0.5,
+    seed_gain: bool = False,
+    skip_query: bool = False,
 ) -> np.ndarray:
     """The same walk by a direct linear solve of the PageRank equations (dense matrices)."""
     n, e = g.n_rows, g.n_ents
     df = np.bincount(g.ents, minlength=e).astype(float)
     hub = df > max(HUB_FRACTION * g.size, MIN_HUB_DF)
     idf = np.log1p((g.size - df + 0.5) / (df + 0.5))
+    left_out = hub | (df < 2) if seed_gain else hub.copy()
+    q_set = {x for x in np.unique(query).tolist() if not left_out[x] and df[x] > 0}
+    if skip_query:
+        left_out[list(q_set)] = True
     trans = np.zeros((n + e, n + e))  # trans[to, from]
     for r, x in zip(g.rows.tolist(), g.ents.tolist(), strict=True):
-        if not hub[x]:
+        if not left_out[x]:
             trans[n + x, r] = idf[x]
             trans[r, n + x] = 1.0
     out = trans.sum(axis=0)
     trans[:, out > 0] /= out[out > 0]
     p = np.zeros(n + e)
     p[seeds] = weights
-    q = [x for x in np.unique(query).tolist() if not hub[x] and df[x] > 0]
+    q = [] if skip_query else sorted(q_set)
     s = share if q else 0.0
     p[:n] *= (1 - s) / p[:n].sum()
     if q:
@@ -71,7 +78,11 @@ def _solve(
     m = trans + np.outer(p, dangling)
     pi = np.linalg.solve(np.eye(n + e) - damping * m, (1 - damping) * p)
     walk = pi[:n].copy()
-    walk[seeds] = 0.0
+    if seed_gain:  # what each memory receives beyond its own restart mass
+        restart = 1 - damping + damping * pi[:n][dangling[:n]].sum()
+        walk = np.maximum(walk - restart * p[:n], 0.0)
+    else:
+        walk[seeds] = 0.0
     return walk / walk.max() if walk.max() > 0 else walk
 
 
@@ -91,6 +102,55 @@ def test_bridge_scores_equal_a_direct_solve_of_the_pagerank_equations(seed: int)
     np.testing.assert_allclose(got, want, atol=1e-5)
     assert got.min() >= 0 and got.max() <= 1
     assert (got[seeds] == 0).all()
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize(("seed_gain", "skip_query"), [(True, False), (False, True), (True, True)])
+def test_seed_gain_and_skip_query_equal_the_direct_solve(
+    seed: int, seed_gain: bool, skip_query: bool
+) -> None:
+    rng = random.Random(seed)
+    n, e = rng.randrange(3, 40), rng.randrange(2, 30)
+    ents = [rng.sample(range(e), rng.randrange(0, min(e, 6))) for _ in range(n)]
+    ents[0] = ents[0] or [0]
+    g = _graph(ents)
+    seeds = np.array(sorted(rng.sample(range(n), rng.randrange(1, min(n, 5) + 1))))
+    weights = np.array([rng.uniform(0.1, 1.0) for _ in seeds])
+    query = np.array(rng.sample(range(g.n_ents), min(2, g.n_ents)))
+    share = rng.choice([0.0, 0.5])
+    got = bridge_scores(
+        g, seeds, weights, query, query_share=share, seed_gain=seed_gain, skip_query=skip_query
+    )
+    want = _solve(g, seeds, weights, query, share, seed_gain=seed_gain, skip_query=skip_query)
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_seed_gain_lifts_a_seed_linked_to_a_better_seed_not_one_with_private_entities() -> None:
+    # a (best seed): wallet=0 base=1; b (seed): base=1; c (seed): logo=2 only; d: wallet=0
+    g = _graph([[0, 1], [1], [2], [0]], ["a", "b", "c", "d"])
+    seeds, w, none = np.array([0, 1, 2]), np.array([1.0, 0.8, 0.9]), np.zeros(0, np.int64)
+    assert bridge_scores(g, seeds, w, none)[:3].tolist() == [0.0, 0.0, 0.0]
+    got = bridge_scores(g, seeds, w, none, seed_gain=True)
+    assert got[1] > 0 and got[0] > 0  # a and b reach each other through base
+    assert got[2] == 0.0  # its logo is in no other memory: the walk only came back to it
+
+
+def test_skip_query_walks_around_the_query_entities() -> None:
+    # the query names the tip jar (0); a and b mention it; a also names Lightning (1), as c does
+    g = _graph([[0, 1], [0], [1]], ["a", "b", "c"])
+    seeds, w, query = np.array([0]), np.array([1.0]), np.array([0])
+    through = bridge_scores(g, seeds, w, query)
+    assert through[1] > 0 and through[2] > 0
+    around = bridge_scores(g, seeds, w, query, skip_query=True)
+    assert around[1] == 0.0 and around[2] == 1.0
+
+
+def test_walkable_query_keeps_entities_the_walk_can_pass_through() -> None:
+    n = MIN_HUB_DF + 10  # entity 0 is a hub; 1 is in two memories; 9 is in none
+    ents = [[0, 1], [0, 1]] + [[0, 2 + i] for i in range(n - 2)]
+    g = _graph(ents)
+    assert walkable_query(g, np.array([0, 1, 9999, -1])).tolist() == [1]
+    assert walkable_query(g, np.zeros(0, np.int64)).tolist() == []
 
 
 def test_a_memory_linking_the_query_entity_to_a_second_entity_rises() -> None:
@@ -151,7 +211,7 @@ CREATED = [0.0, 5.0, 1.0, 2.0, 3.0, 4.0]  # timeline a, c, d, e, f, b: b is nobo
 TIMELINE = sorted(IDS, key=lambda m: CREATED[IDS.index(m)])
 
 
-def _plan(bridge: float, context: bool = False) -> Plan:
+def _plan(bridge: float, context: bool = False, query_entities: int = 0) -> Plan:
     return Plan(
         weights=(0.0, 1.0, 0.0, 0.0),
         pool_min=4,
@@ -163,6 +223,7 @@ def _plan(bridge: float, context: bool = False) -> Plan:
         bridge_weight=bridge,
         bridge_seeds=1,
         bridge_candidates=2,
+        bridge_query_entities=query_entities,
     )
 
 
@@ -235,6 +296,14 @@ def test_the_stage_lifts_the_bridge_memory_into_the_top_k(context: bool) -> None
     assert off.explain(0, IDS.index("a"))["bridges"] == 0.0
 
 
+def test_the_step_waits_for_a_query_with_entities_the_walk_knows() -> None:
+    graph = _graph(ENTS, IDS)  # the tables' queries name no entity
+    gated = rank(_whole_table(graph), _plan(0.5, query_entities=1), 3)
+    assert gated.explain(0, IDS.index("b"))["bridges"] == 0.0
+    assert "b" not in gated.ids(0)
+    assert "b" in rank(_whole_table(graph), _plan(0.5, query_entities=0), 3).ids(0)
+
+
 @pytest.mark.parametrize("context", [False, True])
 def test_a_table_of_candidates_grows_by_the_bridge_memories_as_the_whole_one_ranks(
     context: bool,
@@ -275,5 +344,11 @@ def test_bridge_parameters_are_validated() -> None:
         NoraxConfig(bridge_seeds=0)
     with pytest.raises(InvalidInputError, match="bridge_query_share"):
         NoraxConfig(bridge_query_share=1.5)
+    with pytest.raises(InvalidInputError, match="bridge_query_entities"):
+        NoraxConfig(bridge_query_entities=-1)
+    with pytest.raises(InvalidInputError, match="bridge_seed_gain"):
+        NoraxConfig(bridge_seed_gain=1)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="bridge_skip_query"):
+        NoraxConfig(bridge_skip_query="yes")  # type: ignore[arg-type]
     plan = Plan.of(Weights(1, 0, 0, 0, params={"bridge_weight": 0.3}), NoraxConfig())
     assert plan.bridge_weight == 0.3 and NoraxConfig().bridge_weight == 0.0

@@ -59,3 +59,40 @@ def test_the_first_cue_wins() -> None:
     probs = {i: 1 / len(Intent) for i in Intent}
     got = with_cues("Summarize my current setup.", probs)
     assert max(got, key=lambda i: got[i]) is Intent.COVERAGE
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "What did we decide about the wallet?",
+        "What was decided about the error tracker?",
+        "Did we settle on anything for the team offsite?",
+        "What's the decision on the analytics warehouse?",
+        "What did the team decide on the charting library?",
+        "Where did we land on the tablet version?",
+        "Have we decided anything about the deploy pipeline?",
+        "Any decision on the warehouse?",
+    ],
+)
+def test_a_groups_decision_reads_as_decision(query: str) -> None:
+    assert plan_query(query, NOW).intent is Intent.DECISION
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Why did Jon decide to start his dance studio?",  # a person's own choice (LoCoMo)
+        "What decision did James and Samantha make on 31 October, 2022?",
+        "When will we land in Paris?",
+        "I'm trying to decide which laptop to get. What should I keep in mind?",
+    ],
+)
+def test_a_persons_choice_or_other_senses_do_not(query: str) -> None:
+    assert plan_query(query, NOW).intent is not Intent.DECISION
+
+
+def test_the_decision_cue_adds_an_intent_the_model_lacks() -> None:
+    probs = {i: 0.0 for i in Intent if i is not Intent.DECISION} | {Intent.PREFERENCE: 1.0}
+    got = with_cues("Have we decided anything about the wallet?", probs)
+    assert got[Intent.DECISION] == pytest.approx(CUE_WEIGHT)
+    assert sum(got.values()) == pytest.approx(1.0)

@@ -203,7 +203,8 @@ def test_shipped_model_intents(text: str, intent: Intent) -> None:
 def test_shipped_model_knows_every_intent() -> None:
     model = load_intent_model()
     assert model is not None
-    assert set(model.intents) == set(Intent)
+    # decision questions never occur in the dev data: only the cue gives that intent
+    assert set(model.intents) == set(Intent) - {Intent.DECISION}
     assert IntentModel.from_json(model.to_json()).intents == model.intents
 
 
@@ -345,7 +346,10 @@ def test_dataset_label_mappings_cover_every_category() -> None:
         "summarization",
         "temporal_reasoning",
     }
-    assert set(LOCOMO_INTENTS.values()) | set(BEAM_INTENTS.values()) == set(Intent)
+    # no dataset asks for a group's decision: that intent comes from its cue alone
+    assert set(LOCOMO_INTENTS.values()) | set(BEAM_INTENTS.values()) == set(Intent) - {
+        Intent.DECISION
+    }
 
 
 def test_query_package_surface() -> None:

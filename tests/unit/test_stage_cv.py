@@ -30,8 +30,16 @@ def test_the_grid_strips_and_rebuilds_the_shipped_default() -> None:
     base = strip_stages(shipped, STAGES)
     assert "period_boost" not in base.params and not base.intents
     assert base.as_dict() == shipped.as_dict()
-    # period 0.5; supersession 1.05 (current_state); freshness 0.5; turns opener 1.0 (coverage)
-    picks = {"period_boost": 2, "supersession": 2, "freshness": 3, "turns": 2}
+    # period 0.5; supersession 1.05 (current_state); freshness 0.5; turns opener 1.0 (coverage);
+    # bridges 0.1 (multi_hop, entity) and 0.5 (decision)
+    picks = {
+        "period_boost": 2,
+        "supersession": 2,
+        "freshness": 3,
+        "turns": 2,
+        "bridges": 2,
+        "decision_bridges": 1,
+    }
     rebuilt = with_choices(base, picks, STAGES)
     cfg = NoraxConfig()
     for intent in (None, *Intent):
@@ -92,7 +100,7 @@ def test_a_mix_stage_sets_its_intents_weights_and_strips_back_to_the_global_mix(
         assert Plan.of(chosen, cfg, intent) == Plan.of(shipped, cfg, intent), intent
     # stripping the mix stage puts the global weights back and drops an override left empty
     stripped = strip_stages(chosen, mixes)
-    assert set(stripped.intents) == {"current_state", "coverage"}
+    assert set(stripped.intents) == set(shipped.intents)
     for intent in (None, *Intent):
         assert Plan.of(stripped, cfg, intent) == Plan.of(shipped, cfg, intent), intent
     # the shipped default's mix, as a setting
