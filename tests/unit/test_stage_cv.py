@@ -103,6 +103,11 @@ def test_a_mix_stage_sets_its_intents_weights_and_strips_back_to_the_global_mix(
     assert set(stripped.intents) == set(shipped.intents)
     for intent in (None, *Intent):
         assert Plan.of(stripped, cfg, intent) == Plan.of(shipped, cfg, intent), intent
+    # the grid's mix stages are trials: the shipped stages alone rebuild the shipped default
+    mix_stages = [s for s in STAGES if s.sets_weights]
+    assert mix_stages and all(s.trial for s in mix_stages)
+    kept = [s for s in STAGES if not s.trial]
+    assert strip_stages(shipped, STAGES) == strip_stages(shipped, kept)
     # the shipped default's mix, as a setting
     assert mix(SHIPPED_SHARE, 0.1)[WEIGHTS] == {
         k: round(v, 6) for k, v in shipped.as_dict().items()
