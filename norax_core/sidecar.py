@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 """Bumped when the rows change meaning; a sidecar of another version is rebuilt from Chroma
-(2: ``seq``, the write sequence number; 3: the ``supersedes`` links)."""
+(2: ``seq``, the write sequence number; 3: the ``supersedes`` links; 4: links under the rule
+with value cues and the reply rule, so a store written by 3 re-derives them at open)."""
 
 Links = Mapping[str, tuple[str, tuple[str, ...]]]
 """Supersession links a write changes: ``{newer id: (namespace, older ids)}``; no older ids

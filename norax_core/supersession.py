@@ -1,20 +1,26 @@
 """Supersession links: which newer memory restates an attribute of an older one.
 
 "The deadline moved to Friday" supersedes "the deadline is Monday": both speak of the same
-things (shared entities and words) and the newer one says that something changed (an update
-cue: *moved*, *now*, *updated*, *increased*, *rescheduled*, ...). :func:`link_score` and
-:func:`supersedes` decide that for one pair, from what the derived indexes already hold of
-each memory (tokens, entities, creation time), without an LLM and without the embeddings;
+things (shared entities and words) and the newer one says that something changed: outright
+(a change cue: *moved*, *switched*, *instead*, *rescheduled*, *no longer*, ...) or with a
+value cue (*new*, *recently*, *increased*, *updated*, ...) and a quantity the two give
+different values ("coverage recently improved to 78 %" after "coverage is 65 %",
+:func:`value_changed`). :func:`link_score` and the rule decide that for one pair, from what
+the derived indexes already hold of each memory (tokens in text order, entities, creation
+time, write sequence number), without an LLM and without the embeddings;
 :class:`SupersessionIndex` keeps, per namespace, each memory's links to the older memories it
 supersedes, updated by every write and delete, so that ranking
 (:mod:`norax_core.stages.supersede`) can lift the newer memory above the older one.
 
 The links are a pure function of a namespace's rows: a memory ``j`` with an update cue
 supersedes the (at most ``max_links``) older memories ``i`` of its namespace that share an
-entity and at least ``min_shared`` other words with it, best :func:`link_score` first, with a
-score of at least ``min_score``. Writing or deleting a memory re-derives the links of exactly
-the memories whose answer can change, so the index always equals a rebuild from its rows
-(``norax check`` compares them).
+entity and at least ``min_shared`` other words with it (and, if ``j``'s only cues are value
+cues, a quantity with another value; and ``i`` is not the memory written just before ``j``,
+which ``j`` most likely answers), best :func:`link_score` first, with a score of at least
+``min_score``. Writing or deleting a memory re-derives the links of exactly the memories
+whose answer can change, so the index always equals a rebuild from its rows (``norax check``
+compares them; a store written under an earlier rule fails that check until ``norax check
+--repair`` re-derives its links).
 """
 
 from __future__ import annotations
@@ -26,23 +32,46 @@ from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.tokenize import Tokenizer
 
 __all__ = [
+    "CHANGE_CUE_WORDS",
     "CUE_WORDS",
+    "NUMBER_WORDS",
+    "VALUE_CUE_WORDS",
     "LinkRule",
     "SupersessionIndex",
     "derive_links",
     "link_score",
+    "quantities",
+    "value_changed",
 ]
 
-CUE_WORDS = (
-    "update updated updating changed change changes switched switch moved move instead "
-    "increased increase decreased decrease improved grown grew reached rescheduled postponed "
-    "delayed extended shortened revised adjusted replaced raised lowered dropped recently "
-    "latest currently anymore longer new"
+CHANGE_CUE_WORDS = (
+    "changed change changes switched switch moved move instead rescheduled postponed delayed "
+    "revised adjusted replaced anymore longer"
 )
-"""Words by which a memory says that something changed. Tokenised with the store's own
-tokenizer, so they match its stems (``moved`` and ``move`` alike). On BEAM 100K, 73 % of the
-updated messages of knowledge-update questions hold one, against 23 % of the other user
-messages."""
+"""Words by which a memory says outright that something changed ("moved to Friday",
+"switched to Neovim", "no longer"): enough for a link. Tokenised with the store's own
+tokenizer, so they match its stems (``moved`` and ``move`` alike)."""
+
+VALUE_CUE_WORDS = (
+    "update updated updating increased increase decreased decrease improved grown grew reached "
+    "extended shortened raised lowered dropped recently latest currently new"
+)
+"""Words that say a change only together with a changed value ("has recently improved to
+78 %", "increased to 7 mentees"): a memory whose only cues are these links to an older one
+only if the two give one quantity different values (:func:`value_changed`). Alone they are
+too common: on BEAM 100K most of the links they made joined an assistant's reply ("the new
+version ...") to the user message it answered."""
+
+NUMBER_WORDS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy "
+    "eighty ninety hundred thousand million dozen half"
+)
+"""Numbers written as words ("the team has five people"), read as values like digits."""
+
+CUE_WORDS = f"{CHANGE_CUE_WORDS} {VALUE_CUE_WORDS}"
+"""Every update cue. On BEAM 100K, 73 % of the updated messages of knowledge-update
+questions hold one, against 23 % of the other user messages."""
 
 Links = dict[str, tuple[str, ...]]
 """``{newer id: the older ids it supersedes}``; an empty tuple means none (any more)."""
@@ -58,13 +87,21 @@ class LinkRule:
         min_score: Least :func:`link_score` of a link.
         min_shared: Least number of words, update cues aside, the two share.
         max_links: Most older memories one memory supersedes (its best-scored ones).
-        cues: The update cues, as words (default :data:`CUE_WORDS`).
+        cues: The cues that say a change outright, as words (default
+            :data:`CHANGE_CUE_WORDS`).
+        value_cues: The cues that need a changed value too (default
+            :data:`VALUE_CUE_WORDS`; empty: every cue is enough alone).
+        skip_reply: Whether a memory never supersedes the one written just before it
+            (write sequence numbers one apart): a reply restates what it answers ("the new
+            schema looks right" after "the new schema is ..."), an update comes later.
     """
 
     min_score: float = 0.1
     min_shared: int = 2
     max_links: int = 2
-    cues: str = CUE_WORDS
+    cues: str = CHANGE_CUE_WORDS
+    value_cues: str = VALUE_CUE_WORDS
+    skip_reply: bool = True
 
 
 def link_score(
@@ -88,6 +125,50 @@ def link_score(
     return (tok + ent) / 2
 
 
+def quantities(
+    tokens: Sequence[str],
+    ignore: frozenset[str] = frozenset(),
+    numbers: frozenset[str] = frozenset(),
+) -> Quantities:
+    """The values a memory gives to quantities, read from its tokens in text order.
+
+    A number (digits, or a token of ``numbers``: the tokenised :data:`NUMBER_WORDS`) names
+    the word after it as its unit (``52 sources``: ``u:sourc`` is 52) and the word before it
+    as its attribute (``coverage 78``: ``a:coverag`` is 78); words in ``ignore`` (the update
+    cues: "increased 7") and other numbers are neither.
+
+    Examples:
+        >>> dict(quantities(["zotero", "52", "sourc"]))
+        {'a:zotero': frozenset({'52'}), 'u:sourc': frozenset({'52'})}
+    """
+    out: dict[str, set[str]] = {}
+    num = [t.isdigit() or t in numbers for t in tokens]
+    for i in range(len(tokens) - 1):
+        a, b = tokens[i], tokens[i + 1]
+        if num[i] and not num[i + 1] and b not in ignore:
+            out.setdefault(f"u:{b}", set()).add(a)
+        if num[i + 1] and not num[i] and a not in ignore:
+            out.setdefault(f"a:{a}", set()).add(b)
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def value_changed(newer: Quantities, older: Quantities) -> bool:
+    """Whether some quantity both memories give has other values in the newer one.
+
+    The attribute-level test of a link: "the number of sources has grown to 52" changes
+    "45 sources" (``u:sourc``), not "3 chapters".
+
+    Examples:
+        >>> value_changed({"u:sourc": frozenset({"52"})}, {"u:sourc": frozenset({"45"})})
+        True
+        >>> value_changed({"u:sourc": frozenset({"52"})}, {"u:chapter": frozenset({"3"})})
+        False
+    """
+    return any(k in older and v != older[k] for k, v in newer.items())
+
+
+Quantities = Mapping[str, frozenset[str]]
+"""``{"u:<unit>" or "a:<attribute>": values}``: see :func:`quantities`."""
 Order = tuple[float, int, str]
 """``(created_at, seq, id)``: what "older" means."""
 Key = tuple[float, float, int, str]
@@ -99,7 +180,9 @@ class _Row:
     order: Order
     tokens: frozenset[str]
     entities: frozenset[str]
-    cue: bool
+    cue: bool  # some update cue
+    outright: bool  # a cue that says the change without a value
+    values: Quantities
 
 
 class _Space:
@@ -143,7 +226,9 @@ class SupersessionIndex:
 
     def __init__(self, tokenizer: Tokenizer, rule: LinkRule | None = None) -> None:
         self.rule = rule or LinkRule()
-        self.cues = frozenset(tokenizer(self.rule.cues))
+        self.outright = frozenset(tokenizer(self.rule.cues))
+        self.cues = self.outright | frozenset(tokenizer(self.rule.value_cues))
+        self.numbers = frozenset(tokenizer(NUMBER_WORDS))
         self._spaces: dict[str, _Space] = {}
 
     # -- reads --------------------------------------------------------------------------
@@ -191,7 +276,11 @@ class SupersessionIndex:
     def _row(self, r: IndexRow) -> _Row:
         tokens = frozenset(r.tokens)
         cue = bool(tokens & self.cues)
-        return _Row((r.created_at, r.seq, r.id), tokens, frozenset(r.entities), cue)
+        outright = bool(tokens & self.outright)
+        values = quantities(r.tokens, self.cues, self.numbers)
+        return _Row(
+            (r.created_at, r.seq, r.id), tokens, frozenset(r.entities), cue, outright, values
+        )
 
     def _key(self, space: _Space, mid: str, other: str) -> Key | None:
         """How ``mid`` ranks ``other`` as a memory it supersedes (smaller first), or ``None``."""
@@ -199,6 +288,10 @@ class SupersessionIndex:
         if o.order >= row.order or not (row.entities & o.entities):
             return None
         if len((row.tokens & o.tokens) - self.cues) < self.rule.min_shared:
+            return None
+        if self.rule.skip_reply and row.order[1] - o.order[1] == 1:
+            return None
+        if not row.outright and not value_changed(row.values, o.values):
             return None
         s = link_score(row.tokens, o.tokens, row.entities, o.entities)
         if s < self.rule.min_score:

@@ -7,6 +7,7 @@ the fast hashed embedder and the rules extractor, whose entities are the capital
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -185,6 +186,23 @@ def test_a_sidecar_of_the_previous_schema_is_rebuilt_with_links(tmp_path: Path) 
     assert SCHEMA_VERSION != "2"
     with open_store(tmp_path / "s") as mem:
         assert _links(mem) == {"default-new": ("default-old",)} and mem.check().ok
+
+
+def test_links_of_the_previous_link_rule_are_re_derived_at_open(tmp_path: Path) -> None:
+    with open_store(tmp_path / "s") as mem:
+        _seed(mem)
+        derived = _links(mem)
+    db = sqlite3.connect(tmp_path / "s" / SIDECAR_FILE)
+    with db:  # what schema 3 could hold: a link today's rule does not make
+        db.execute("UPDATE meta SET value = '3' WHERE key = 'schema'")
+        db.execute(
+            "INSERT OR REPLACE INTO supersedes (id, namespace, older) VALUES (?, ?, ?)",
+            ("default-old", "default", json.dumps(["default-new"])),
+        )
+    db.close()
+    assert SCHEMA_VERSION != "3"
+    with open_store(tmp_path / "s") as mem:
+        assert _links(mem) == derived and mem.check().ok
 
 
 def test_concurrent_writers_leave_the_links_a_rebuild_derives(tmp_path: Path) -> None:

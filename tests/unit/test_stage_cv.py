@@ -5,8 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
-from benchmarks.stage_cv import STAGES, StageGrid, choose, grid, strip_stages, with_choices
+from benchmarks.stage_cv import (
+    SHIPPED_SHARE,
+    STAGES,
+    WEIGHTS,
+    StageGrid,
+    choose,
+    grid,
+    mix,
+    strip_stages,
+    with_choices,
+)
 from norax_core.config import NoraxConfig
 from norax_core.presets import get_preset
 from norax_core.query import Intent
@@ -72,3 +83,37 @@ def test_each_stage_is_chosen_on_the_training_questions_only() -> None:
     # trained without the questions "a" helps: it stays off
     got = choose(fake, base, np.array([False, False, True, True]), ds, stages)
     assert got["a"] == 0
+
+
+def test_a_mix_stage_sets_its_intents_weights_and_strips_back_to_the_global_mix() -> None:
+    shipped = get_preset("default")
+    mixes = [StageGrid("mix_x", ({}, mix(0.9, 0.0)), intents=("current_state", "lookup"))]
+    chosen = with_choices(shipped, {"mix_x": 1}, mixes)
+    cfg = NoraxConfig()
+    for intent in ("current_state", "lookup"):
+        got = Plan.of(chosen, cfg, intent)
+        assert got.weights == (0.1, 0.9, 0.0, 0.0), intent
+    # the current_state override keeps its own params (supersession) under the new mix
+    assert Plan.of(chosen, cfg, "current_state").supersede_weight == 1.05
+    assert Plan.of(chosen, cfg, "lookup").supersede_weight == 0.0
+    for intent in (None, "entity", "coverage"):
+        assert Plan.of(chosen, cfg, intent) == Plan.of(shipped, cfg, intent), intent
+    # stripping the mix stage puts the global weights back and drops an override left empty
+    stripped = strip_stages(chosen, mixes)
+    assert set(stripped.intents) == set(shipped.intents)
+    for intent in (None, *Intent):
+        assert Plan.of(stripped, cfg, intent) == Plan.of(shipped, cfg, intent), intent
+    # the grid's mix stages are trials: the shipped stages alone rebuild the shipped default
+    mix_stages = [s for s in STAGES if s.sets_weights]
+    assert mix_stages and all(s.trial for s in mix_stages)
+    kept = [s for s in STAGES if not s.trial]
+    assert strip_stages(shipped, STAGES) == strip_stages(shipped, kept)
+    # the shipped default's mix, as a setting
+    assert mix(SHIPPED_SHARE, 0.1)[WEIGHTS] == {
+        k: round(v, 6) for k, v in shipped.as_dict().items()
+    }
+
+
+def test_a_mix_needs_intents() -> None:
+    with pytest.raises(ValueError, match="need intents"):
+        StageGrid("global_mix", ({}, mix(0.5, 0.1)))

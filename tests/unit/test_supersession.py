@@ -7,14 +7,22 @@ import random
 import pytest
 
 from norax_core.sidecar import IndexRow
-from norax_core.supersession import LinkRule, SupersessionIndex, derive_links, link_score
+from norax_core.supersession import (
+    NUMBER_WORDS,
+    LinkRule,
+    SupersessionIndex,
+    derive_links,
+    link_score,
+    quantities,
+    value_changed,
+)
 from norax_core.tokenize import Tokenizer
 
 TOK = Tokenizer(stem=True, stopwords="english")
 
 
-def row(mid: str, text: str, entities: str, t: float, ns: str = "ns") -> IndexRow:
-    return IndexRow(mid, ns, "episodic", t, tuple(TOK(text)), tuple(entities.split()), 0)
+def row(mid: str, text: str, entities: str, t: float, ns: str = "ns", seq: int = 0) -> IndexRow:
+    return IndexRow(mid, ns, "episodic", t, tuple(TOK(text)), tuple(entities.split()), seq)
 
 
 MONDAY = row("monday", "The project deadline is Monday", "project deadline monday", 1.0)
@@ -97,6 +105,70 @@ def test_filter_keeps_only_allowed_newer() -> None:
     assert idx.newer("ns", ["monday"], allowed=frozenset({"monday"})) == {}
 
 
+COVERAGE = row("c65", "The API module test coverage is 65 percent", "api module coverage", 1.0)
+
+
+def test_a_value_cue_links_when_the_quantity_changes() -> None:
+    newer = row(
+        "c78", "The API module test coverage recently improved to 78 percent", "api module", 2.0
+    )
+    idx = SupersessionIndex(TOK)
+    idx.add("ns", [COVERAGE, newer])
+    assert idx.links("ns") == {"c78": ("c65",)}
+
+
+def test_a_value_cue_without_a_changed_value_is_no_link() -> None:
+    # "new" and "improved" alone: a reply about the same module, not a new coverage figure
+    for text in (
+        "The new API module test coverage report looks good",
+        "The API module test coverage improved, still 65 percent",
+    ):
+        idx = SupersessionIndex(TOK)
+        idx.add("ns", [COVERAGE, row("reply", text, "api module coverage", 2.0)])
+        assert idx.links("ns") == {}, text
+    # with every cue enough alone (the former rule) the first one links
+    idx = SupersessionIndex(TOK, LinkRule(cues=LinkRule().cues + " new", value_cues=""))
+    idx.add("ns", [COVERAGE, row("reply", "The new API module test coverage", "api module", 2.0)])
+    assert idx.links("ns") == {"reply": ("c65",)}
+
+
+def test_a_count_in_words_changes_value() -> None:
+    older = row("five", "The platform team has five people.", "platform team people", 1.0)
+    newer = row("seven", "With two new hires the platform team is seven people.", "team", 2.0)
+    idx = SupersessionIndex(TOK)
+    idx.add("ns", [older, newer])
+    assert idx.links("ns") == {"seven": ("five",)}
+
+
+def test_the_memory_written_just_before_is_not_superseded() -> None:
+    older = row("monday", "The project deadline is Monday", "project deadline monday", 1.0, seq=5)
+    reply = row("friday", "The project deadline moved to Friday", "project deadline", 1.0, seq=6)
+    later = row("friday", "The project deadline moved to Friday", "project deadline", 1.0, seq=7)
+    for rule, newer, linked in (
+        (LinkRule(), reply, False),
+        (LinkRule(), later, True),
+        (LinkRule(skip_reply=False), reply, True),
+    ):
+        idx = SupersessionIndex(TOK, rule)
+        idx.add("ns", [older, newer])
+        assert (idx.links("ns") == {"friday": ("monday",)}) is linked
+
+
+def test_quantities_pair_numbers_with_their_unit_and_attribute() -> None:
+    got = quantities(TOK("Zotero now holds 52 sources, up from 45 sources"))
+    assert got["u:sourc"] == frozenset({"52", "45"})
+    assert value_changed(quantities(TOK("52 sources")), quantities(TOK("45 sources")))
+    assert not value_changed(quantities(TOK("52 sources")), quantities(TOK("52 sources")))
+    assert not value_changed(quantities(TOK("52 sources")), quantities(TOK("3 chapters")))
+    words = frozenset(TOK(NUMBER_WORDS))
+    assert value_changed(
+        quantities(TOK("seven people"), numbers=words),
+        quantities(TOK("five people"), numbers=words),
+    )
+    # cue words are neither unit nor attribute: "increased 7" says nothing of "increased"
+    assert "a:increas" not in quantities(TOK("mentees increased 7"), frozenset(TOK("increased")))
+
+
 def test_link_score_is_pairwise_jaccard() -> None:
     a, b = frozenset({"x", "y"}), frozenset({"y", "z"})
     assert link_score(a, b, frozenset(), frozenset()) == pytest.approx(1 / 6)
@@ -119,7 +191,7 @@ def test_incremental_index_equals_a_rebuild(seed: int) -> None:
         "bob",
         "api",
     ]
-    cues = ["moved", "increased", "updated", ""]
+    cues = ["moved", "increased", "updated", "", "increased 7", "new 3 api"]
     rows: dict[str, IndexRow] = {}
     idx = SupersessionIndex(TOK)
     for _step in range(120):
@@ -133,7 +205,9 @@ def test_incremental_index_equals_a_rebuild(seed: int) -> None:
             bid = mid if extra == 0 else f"m{rng.randrange(30)}"
             picked = rng.sample(words, 4)
             text = " ".join([*picked, rng.choice(cues)])
-            batch[bid] = row(bid, text, " ".join(picked[:2]), float(rng.randrange(10)))
+            text += f" {rng.randrange(3)} budget" if rng.random() < 0.5 else ""
+            t, seq = float(rng.randrange(10)), rng.randrange(4)  # seq: replies one apart
+            batch[bid] = row(bid, text, " ".join(picked[:2]), t, seq=seq)
         rows.update(batch)
         idx.add("ns", list(batch.values()))
     assert idx.links("ns") == derive_links(rows.values(), TOK).get("ns", {})
