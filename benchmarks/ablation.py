@@ -1,10 +1,12 @@
 """Which signal earns its place? Leave-one-signal-out ablation of the shipped presets.
 
 For each dataset, every shipped preset (``default``, ``chat``, ``project``, ``seed``, ``rrf``)
-is ranked as shipped and once more with each of its signals' weights set to 0 (the other
+is ranked as shipped, once more with each of its signals' weights set to 0, and once more
+with each ranking stage it uses switched off (period boost, freshness, supersession, turns,
+coverage, bridges), in the global weights and every per-intent override alike (the other
 weights and learned parameters unchanged, so the ranking is what a user who turned that
-signal off would get; nothing is refitted). The pools come from one ``norax bench`` style run
-per store build (``chat`` embeds context, so it gets a store of its own).
+signal or stage off would get; nothing is refitted). The pools come from one ``norax bench``
+style run per store build (``chat`` embeds context, so it gets a store of its own).
 
 Run from the repository root (the data path is an argument; nothing is copied)::
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,33 +38,67 @@ from norax_core.weights import Weights
 PRESETS = ("default", "chat", "project", "seed", "rrf")
 
 
-def variants(preset: Weights) -> dict[str, Weights]:
-    """The preset itself, and one copy per positive-weight signal with that signal off.
+STAGE_PARAMS: dict[str, tuple[str, ...]] = {
+    "period": ("period_boost",),
+    "freshness": ("freshness_weight",),
+    "supersession": ("supersede_weight",),
+    "turns": ("opener_boost", "speaker_boost", "coverage_order_weight"),
+    "coverage": ("coverage_weight",),
+    "bridges": ("bridge_weight",),
+}
+"""Each ranking stage and the parameters that switch it on (0 switches it off)."""
 
-    With the bridge step on, removing the graph removes the step too; ``- bridges`` removes
-    only the step.
+
+def _everywhere(preset: Weights, change: Callable[[Weights], Weights]) -> Weights:
+    """``change`` applied to ``preset`` and to each of its per-intent overrides."""
+    intents = {name: change(over) for name, over in preset.intents.items()}
+    return replace(change(preset), intents=intents)
+
+
+def _stages_off(keys: Sequence[str]) -> Callable[[Weights], Weights]:
+    def off(w: Weights) -> Weights:
+        return replace(w, params={**w.params, **{k: 0.0 for k in keys if k in w.params}})
+
+    return off
+
+
+def _signal_off(signal: str) -> Callable[[Weights], Weights]:
+    def off(w: Weights) -> Weights:
+        return replace(w, **{signal: 0.0})
+
+    return off
+
+
+def _stages_on(preset: Weights) -> list[str]:
+    """The stages ``preset`` switches on, for every query or for some intent."""
+    params = [preset.params, *(over.params for over in preset.intents.values())]
+    return [
+        stage
+        for stage, keys in STAGE_PARAMS.items()
+        if any(float(p.get(k, 0.0) or 0.0) > 0 for p in params for k in keys)
+    ]
+
+
+def variants(preset: Weights) -> dict[str, Weights]:
+    """The preset itself, one copy per positive-weight signal with that signal off, and one
+    copy per ranking stage it uses with that stage off.
+
+    A signal or stage is switched off in the global weights and in every per-intent
+    override alike. With the bridge step on, removing the graph removes the step too.
     """
     out = {preset.name: preset}
     weights = preset.as_dict()
     live = [s for s in SIGNALS if weights[s] > 0]
-    bridges = float(preset.params.get("bridge_weight", 0.0)) > 0
-    no_bridges = {**preset.params, "bridge_weight": 0.0}
+    stages = _stages_on(preset)
     for s in live:
         if len(live) > 1:
-            off = {**weights, s: 0.0}
-            out[f"{preset.name} - {s}"] = replace(
-                preset,
-                bm25=off["bm25"],
-                dense=off["dense"],
-                temporal=off["temporal"],
-                graph=off["graph"],
-                params=no_bridges if s == "graph" and bridges else preset.params,
-                name=f"{preset.name}-{s}",
-            )
-    if bridges:
-        out[f"{preset.name} - bridges"] = replace(
-            preset, params=no_bridges, name=f"{preset.name}-bridges"
-        )
+            ablated = _everywhere(preset, _signal_off(s))
+            if s == "graph" and "bridges" in stages:
+                ablated = _everywhere(ablated, _stages_off(STAGE_PARAMS["bridges"]))
+            out[f"{preset.name} - {s}"] = replace(ablated, name=f"{preset.name}-{s}")
+    for stage in stages:
+        ablated = _everywhere(preset, _stages_off(STAGE_PARAMS[stage]))
+        out[f"{preset.name} - {stage}"] = replace(ablated, name=f"{preset.name}-{stage}")
     return out
 
 
