@@ -304,50 +304,46 @@ class PoolNeighbours:
         return slots
 
 
-class PoolSessions:
-    """Session numbers of pools that hold whole namespaces (cached per gap)."""
+class _PoolTimelines:
+    """Per memory of whole-namespace pools, a number from its timeline split at a gap.
+
+    Cached per gap; subclasses say which number (``per_timeline``).
+    """
+
+    per_timeline: Callable[[Sequence[float], float], Sequence[int]]
+    needs: str
 
     def __init__(self, pools: Sequence[Pool], n: int) -> None:
         self.pools, self.n = pools, n
         self._cache: dict[float, np.ndarray] = {}
 
     def __call__(self, gap: float) -> np.ndarray:
-        """See :data:`~norax_core.ranking.Sessions`."""
         hit = self._cache.get(gap)
         if hit is not None:
             return hit
         if any(len(p.ids) < p.size for p in self.pools):
-            raise ValueError("coverage needs pools that hold the whole namespace")
+            raise ValueError(f"{self.needs} needs pools that hold the whole namespace")
         out = np.full((len(self.pools), self.n), -1, dtype=np.int64)
         for i, p in enumerate(self.pools):
             ordered, times = timeline(p)
             row = p.index_of
-            out[i, [row[m] for m in ordered]] = session_numbers(times, gap)
+            out[i, [row[m] for m in ordered]] = type(self).per_timeline(times, gap)
         self._cache[gap] = out
         return out
 
 
-class PoolPositions:
-    """Positions in their session of pools that hold whole namespaces (cached per gap)."""
+class PoolSessions(_PoolTimelines):
+    """Session numbers (see :data:`~norax_core.ranking.Sessions`)."""
 
-    def __init__(self, pools: Sequence[Pool], n: int) -> None:
-        self.pools, self.n = pools, n
-        self._cache: dict[float, np.ndarray] = {}
+    per_timeline = staticmethod(session_numbers)
+    needs = "coverage"
 
-    def __call__(self, gap: float) -> np.ndarray:
-        """See :data:`~norax_core.ranking.Positions`."""
-        hit = self._cache.get(gap)
-        if hit is not None:
-            return hit
-        if any(len(p.ids) < p.size for p in self.pools):
-            raise ValueError("the opener boost needs pools that hold the whole namespace")
-        out = np.full((len(self.pools), self.n), -1, dtype=np.int64)
-        for i, p in enumerate(self.pools):
-            ordered, times = timeline(p)
-            row = p.index_of
-            out[i, [row[m] for m in ordered]] = session_positions(times, gap)
-        self._cache[gap] = out
-        return out
+
+class PoolPositions(_PoolTimelines):
+    """Positions in their session (see :data:`~norax_core.ranking.Positions`)."""
+
+    per_timeline = staticmethod(session_positions)
+    needs = "the opener boost"
 
 
 class PoolVectors:

@@ -227,11 +227,7 @@ class TemporalSignal:
         """
         if namespace not in self._ns or window <= 0:
             return {}
-        ordered, times, pos = self.timeline(namespace)
-        if allowed is not None:
-            keep = sorted(pos[m] for m in allowed if m in pos)
-            ordered, times = [ordered[i] for i in keep], [times[i] for i in keep]
-            pos = {m: j for j, m in enumerate(ordered)}
+        ordered, times, pos = self.filtered_timeline(namespace, allowed)
         return neighbour_map(ordered, times, window, gap, wanted=ids, pos=pos)
 
     def sessions(
@@ -247,11 +243,7 @@ class TemporalSignal:
         filter) the timeline holds those memories only, as for :meth:`neighbours`. An id not
         in it gets a session of its own (a negative number).
         """
-        ordered, times, pos = self.timeline(namespace)
-        if allowed is not None:
-            keep = sorted(pos[m] for m in allowed if m in pos)
-            ordered, times = [ordered[i] for i in keep], [times[i] for i in keep]
-            pos = {m: j for j, m in enumerate(ordered)}
+        ordered, times, pos = self.filtered_timeline(namespace, allowed)
         number = session_numbers(times, gap)
         return [number[pos[m]] if m in pos else -1 - i for i, m in enumerate(ids)]
 
@@ -266,13 +258,20 @@ class TemporalSignal:
 
         With ``allowed`` the timeline holds those memories only; an id not in it gets -1.
         """
+        ordered, times, pos = self.filtered_timeline(namespace, allowed)
+        at = session_positions(times, gap)
+        return [at[pos[m]] if m in pos else -1 for m in ids]
+
+    def filtered_timeline(
+        self, namespace: str, allowed: Collection[str] | None
+    ) -> tuple[list[str], list[float], dict[str, int]]:
+        """:meth:`timeline` holding only the ``allowed`` memories (all of them: ``None``)."""
         ordered, times, pos = self.timeline(namespace)
         if allowed is not None:
             keep = sorted(pos[m] for m in allowed if m in pos)
             ordered, times = [ordered[i] for i in keep], [times[i] for i in keep]
             pos = {m: j for j, m in enumerate(ordered)}
-        at = session_positions(times, gap)
-        return [at[pos[m]] if m in pos else -1 for m in ids]
+        return ordered, times, pos
 
     def timeline(self, namespace: str) -> tuple[list[str], list[float], dict[str, int]]:
         """The namespace's ids in conversation order, their times and positions.

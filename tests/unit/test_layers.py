@@ -41,7 +41,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "norax_core.weights",
         ),
     ),
-    ("signals", ("norax_core.signals", "norax_core.supersession")),  # links beside the graph
+    (
+        "signals",
+        ("norax_core.signals", "norax_core.supersession", "norax_core.link_rule"),
+    ),  # links beside the graph
     (
         "derived",
         ("norax_core.batch", "norax_core.fusion", "norax_core.indexes", "norax_core.sync"),
