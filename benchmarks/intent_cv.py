@@ -30,38 +30,17 @@ import numpy as np
 from norax_core.bench.data import load_beam, load_locomo
 from norax_core.bench.fit import B_GRID, K1_GRID, fit_pools
 from norax_core.bench.fitcmd import _balance
-from norax_core.bench.harness import (
-    bm25_needed,
-    default_methods,
-    documents_for,
-    ingest,
-    open_store,
-    pool_dataset,
-    requests_for,
-)
+from norax_core.bench.harness import bm25_needed, default_methods, pool_datasets
 from norax_core.bench.intentfit import recall_by_intent
-from norax_core.bench.pools import Pool, add_bm25_variants
+from norax_core.bench.pools import Pool
 
 
 def pool_dev(data: Path) -> tuple[list[Pool], list[str]]:
     """LoCoMo dev and BEAM 100K pools, as ``norax fit`` builds them."""
-    mem = open_store()
-    pools: list[Pool] = []
-    names: list[str] = []
-    try:
-        for ds in (
-            load_locomo(data / "locomo" / "locomo10_dev.json"),
-            load_beam(data / "beam" / "100K"),
-        ):
-            ingest(mem, ds, progress=False)
-            got = pool_dataset(mem, requests_for(ds), progress=False)
-            grid = {(k1, b) for k1 in K1_GRID for b in B_GRID} | bm25_needed(got, default_methods())
-            add_bm25_variants(got, documents_for(ds), sorted(grid))
-            pools += got
-            names += [ds.name] * len(got)
-    finally:
-        mem.close()
-    return pools, names
+    locomo = load_locomo(data / "locomo" / "locomo10_dev.json")
+    datasets = (locomo, load_beam(data / "beam" / "100K"))
+    grid = {(k1, b) for k1 in K1_GRID for b in B_GRID}
+    return pool_datasets(datasets, lambda got: grid | bm25_needed(got, default_methods()))
 
 
 def summary(

@@ -26,17 +26,9 @@ from typing import Any
 import numpy as np
 
 from norax_core.bench.data import load_beam, load_locomo
-from norax_core.bench.harness import (
-    bm25_needed,
-    default_methods,
-    documents_for,
-    ingest,
-    open_store,
-    pool_dataset,
-    requests_for,
-)
+from norax_core.bench.harness import pool_datasets
 from norax_core.bench.metrics import recall_at_k
-from norax_core.bench.pools import Pool, add_bm25_variants, plan_groups
+from norax_core.bench.pools import Pool, plan_groups
 from norax_core.presets import get_preset
 from norax_core.ranking import rank
 from norax_core.weights import Weights
@@ -50,15 +42,7 @@ K = 10
 
 def pool(kind: str, path: Path) -> list[Pool]:
     """One dataset's pools, as ``norax bench`` builds them."""
-    ds = load_locomo(path) if kind == "locomo" else load_beam(path)
-    mem = open_store()
-    try:
-        ingest(mem, ds, progress=False)
-        got = pool_dataset(mem, requests_for(ds), progress=False)
-        add_bm25_variants(got, documents_for(ds), sorted(bm25_needed(got, default_methods())))
-    finally:
-        mem.close()
-    return got
+    return pool_datasets([load_locomo(path) if kind == "locomo" else load_beam(path)])[0]
 
 
 NAMES = ("mix_strength", "mix_center", "mix_peak_strength", "mix_peak_center")

@@ -53,16 +53,9 @@ from typing import Any
 import numpy as np
 
 from norax_core.bench.data import load_beam, load_locomo
-from norax_core.bench.harness import (
-    bm25_needed,
-    documents_for,
-    ingest,
-    open_store,
-    pool_dataset,
-    requests_for,
-)
+from norax_core.bench.harness import bm25_needed, pool_datasets
 from norax_core.bench.metrics import latest_wins, recall_at_k
-from norax_core.bench.pools import Pool, add_bm25_variants, pool_table
+from norax_core.bench.pools import Pool, pool_table
 from norax_core.presets import get_preset
 from norax_core.query import Intent
 from norax_core.ranking import Plan, Table, rank
@@ -300,22 +293,9 @@ class Evaluator:
 
 def pool_all(data: Path, default: Weights) -> tuple[list[Pool], list[str]]:
     """LoCoMo dev and BEAM 100K pools (one store, one namespace per conversation)."""
-    mem = open_store()
-    pools: list[Pool] = []
-    names: list[str] = []
-    try:
-        for ds in (
-            load_locomo(data / "locomo" / "locomo10_dev.json"),
-            load_beam(data / "beam" / "100K"),
-        ):
-            ingest(mem, ds, progress=False)
-            got = pool_dataset(mem, requests_for(ds), progress=False)
-            add_bm25_variants(got, documents_for(ds), sorted(bm25_needed(got, {"d": default})))
-            pools += got
-            names += [ds.name] * len(got)
-    finally:
-        mem.close()
-    return pools, names
+    locomo = load_locomo(data / "locomo" / "locomo10_dev.json")
+    datasets = (locomo, load_beam(data / "beam" / "100K"))
+    return pool_datasets(datasets, lambda got: bm25_needed(got, {"d": default}))
 
 
 def choose(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from norax_core.ranking import rank
 from norax_core.weights import Weights
 
 __all__ = [
+    "pool_datasets",
     "DEFAULT_KS",
     "BenchRun",
     "bm25_needed",
@@ -216,6 +217,31 @@ class BenchRun:
         if self.dataset == "beam":
             out["latest_wins"] = {m: mean(float(x) for x in v) for m, v in self.latest.items()}
         return out
+
+
+def pool_datasets(
+    datasets: Sequence[BenchDataset],
+    bm25: Callable[[list[Pool]], Iterable[tuple[float, float]]] | None = None,
+) -> tuple[list[Pool], list[str]]:
+    """Every dataset's pools from one in-memory store (a namespace per conversation).
+
+    ``bm25(pools)`` names the BM25 ``(k1, b)`` settings each dataset's pools must also score
+    (default: those of :func:`default_methods`). Returns the pools and each one's dataset name.
+    """
+    mem = open_store()
+    pools: list[Pool] = []
+    names: list[str] = []
+    try:
+        for ds in datasets:
+            ingest(mem, ds, progress=False)
+            got = pool_dataset(mem, requests_for(ds), progress=False)
+            needed = bm25(got) if bm25 else bm25_needed(got, default_methods())
+            add_bm25_variants(got, documents_for(ds), sorted(needed))
+            pools += got
+            names += [ds.name] * len(got)
+    finally:
+        mem.close()
+    return pools, names
 
 
 def evaluate(
