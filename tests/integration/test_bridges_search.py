@@ -124,23 +124,16 @@ def test_the_walk_stays_in_the_namespace_and_the_filter(store: NoraxMemory) -> N
     assert all(r.metadata["room"] == "general" for r in got)
 
 
-DECISION_BRIDGES = {
-    "bridge_weight": 0.5,
-    "bridge_seeds": 5,
-    "bridge_seed_gain": True,
-    "bridge_skip_query": True,
-}
-"""The bridge step for ``decision`` questions only (the weights file proposed for issue 13)."""
-
-
-def _with_decision_bridges() -> Weights:
+def _without_decision_bridges() -> Weights:
+    """The shipped ``default`` with its ``decision`` override (the bridge step) taken out."""
     from dataclasses import replace
 
     from norax_core.presets import get_preset
 
     base = get_preset("default")
-    over = replace(base, params=DECISION_BRIDGES, intents={}, name="default[decision]")
-    return replace(base, intents={**base.intents, "decision": over}, name="default+decision")
+    assert base.intents["decision"].params["bridge_weight"] > 0  # what the test measures
+    rest = {k: v for k, v in base.intents.items() if k != "decision"}
+    return replace(base, intents=rest, name="default-decision")
 
 
 def test_decision_questions_reach_the_decision_through_the_graph(
@@ -152,9 +145,9 @@ def test_decision_questions_reach_the_decision_through_the_graph(
     mem = NoraxMemory(tmp_path / "graph", embedder=embedder, extractor=extractor)
     try:
         load(mem, scenarios)
-        on = _with_decision_bridges()
-        before = [passes(s, indexes(ranked(mem, s))) for s in scenarios]
-        results = [ranked(mem, s, on) for s in scenarios]
+        off = _without_decision_bridges()
+        before = [passes(s, indexes(ranked(mem, s, off))) for s in scenarios]
+        results = [ranked(mem, s) for s in scenarios]  # the shipped default
         after = [passes(s, indexes(r)) for s, r in zip(scenarios, results, strict=True)]
     finally:
         mem.close()
