@@ -43,7 +43,7 @@ New stages (query intents, date windows, coverage, supersession) belong here too
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
@@ -208,44 +208,15 @@ class Plan:
         chosen = weights.for_intent(intent)
         cfg = chosen.applied(config)
         w = chosen.as_dict()
+        on = cfg.context_on
+        same = {f: getattr(cfg, _CONFIG_NAME.get(f, f)) for f in _FROM_CONFIG}
         return cls(
             weights=tuple(float(w[s]) for s in SIGNALS),  # type: ignore[arg-type]
             method=chosen.method,
             rrf_k=chosen.rrf_k,
-            pool_min=cfg.pool_min,
-            pool_factor=cfg.pool_factor,
-            recency_candidates=cfg.recency_candidates,
-            context_window=cfg.context_window if cfg.context_on else 0,
-            context_weight=cfg.context_weight if cfg.context_on else 0.0,
-            context_gap=cfg.context_gap_seconds,
-            latest_weight=cfg.latest_wins_weight,
-            latest_similarity=cfg.latest_wins_similarity,
-            latest_depth=cfg.latest_wins_depth,
-            bridge_weight=cfg.bridge_weight,
-            bridge_seeds=cfg.bridge_seeds,
-            bridge_candidates=cfg.bridge_candidates,
-            bridge_query_share=cfg.bridge_query_share,
-            bridge_query_entities=cfg.bridge_query_entities,
-            bridge_seed_gain=cfg.bridge_seed_gain,
-            bridge_skip_query=cfg.bridge_skip_query,
-            period_boost=cfg.period_boost,
-            period_margin=cfg.period_margin,
-            coverage_weight=cfg.coverage_weight,
-            coverage_depth=cfg.coverage_depth,
-            coverage_order_weight=cfg.coverage_order_weight,
-            opener_boost=cfg.opener_boost,
-            opener_span=cfg.opener_span,
-            speaker_boost=cfg.speaker_boost,
-            freshness=cfg.freshness_weight,
-            freshness_kinds=cfg.freshness_kinds,
-            supersede_weight=cfg.supersede_weight,
-            supersede_depth=cfg.supersede_depth,
-            supersede_ratio=cfg.supersede_ratio,
-            supersede_pull=cfg.supersede_pull,
-            mix_strength=cfg.mix_strength,
-            mix_center=cfg.mix_center,
-            mix_peak_strength=cfg.mix_peak_strength,
-            mix_peak_center=cfg.mix_peak_center,
+            context_window=cfg.context_window if on else 0,
+            context_weight=cfg.context_weight if on else 0.0,
+            **same,
         )
 
     @property
@@ -286,6 +257,23 @@ def signal_ranks(
     # Positives sort before the rest, so a positive's rank already counts positives only.
     blocked = ~valid | (scores <= 0) if signal in POSITIVE_ONLY else ~valid
     return np.where(blocked, NEVER, ranks)
+
+
+_CONFIG_NAME = {
+    "context_gap": "context_gap_seconds",
+    "latest_weight": "latest_wins_weight",
+    "latest_similarity": "latest_wins_similarity",
+    "latest_depth": "latest_wins_depth",
+    "freshness": "freshness_weight",
+}
+"""Plan fields whose :class:`NoraxConfig` field has another name."""
+_FROM_CONFIG = tuple(
+    f.name
+    for f in fields(Plan)
+    if f.name not in {"weights", "method", "rrf_k", "context_window", "context_weight"}
+)
+"""Plan fields :meth:`Plan.of` copies from the config (the others come from the weights, or
+depend on whether context propagation is on)."""
 
 
 @dataclass(frozen=True)
