@@ -306,6 +306,20 @@ def test_a_date_is_its_midnight_utc(memory):
     ]
 
 
+@pytest.mark.parametrize("method", ["weighted_sum", "rrf"])
+def test_huge_weights_rank_like_unit_weights(store, method):
+    # 1e308 each once summed to inf: scores 0 and NaN, and the best match (NaN) ranked last
+    def run(w: float) -> list[tuple[str, float]]:
+        weights = Weights(w, w, w, w, method=method)
+        res = store.search("wallet payments", k=5, namespace="team", now=NOW, weights=weights)
+        return [(r.id, r.score) for r in res]
+
+    huge, unit = run(1e308), run(1.0)
+    assert all(math.isfinite(score) for _, score in huge)
+    assert [i for i, _ in huge] == [i for i, _ in unit]
+    assert [s for _, s in huge] == pytest.approx([s for _, s in unit])
+
+
 def test_naive_datetimes_are_read_as_utc(memory):
     (mid,) = memory.add("naive time", created_at=datetime(2026, 1, 1, 12, 0))
     (m,) = memory.get(mid)
