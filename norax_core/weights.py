@@ -314,14 +314,19 @@ def load_weights(path: str | Path) -> Weights:
     """Read and validate a weights file.
 
     Raises:
-        WeightsError: The file is missing, not JSON, not a weights file, or holds an invalid
+        WeightsError: The file is missing or unreadable, not UTF-8 JSON, not a weights file,
+            or holds an invalid
             weight or ``params`` entry (the message names it).
     """
     p = Path(path)
     try:
-        data = json.loads(p.read_text())
+        data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise WeightsError(f"weights file not found: {p}") from None
     except json.JSONDecodeError as exc:
         raise WeightsError(f"weights file {p} is not valid JSON: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise WeightsError(f"weights file {p} is not UTF-8 text: {exc}") from None
+    except OSError as exc:
+        raise WeightsError(f"cannot read weights file {p}: {exc.strerror or exc}") from None
     return weights_from_dict(data, source=str(p))
