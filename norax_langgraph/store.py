@@ -78,12 +78,12 @@ class NoraxSearchItem(SearchItem):
 class NoraxStore(BaseStore):
     """LangGraph long-term memory (``BaseStore``) over a :class:`~norax_core.NoraxMemory`.
 
-    Pass it wherever LangGraph takes a store (``create_react_agent(..., store=store)``,
+    Pass it wherever LangGraph takes a store (``langchain.agents.create_agent(..., store=store)``,
     ``StateGraph.compile(store=store)``, langmem's memory tools)::
 
         memory = NoraxMemory("./agent-memory")
         store = NoraxStore(memory, index={"fields": ["content"]})
-        agent = create_react_agent(model, tools, store=store)
+        agent = create_agent(model, tools, store=store)
 
     What maps to what:
 
