@@ -264,6 +264,18 @@ class Store(WritePath):
         self.indexes = fresh
         old.graph.close()  # stops the replaced graph's community worker thread
 
+    def recent(self, ns: str, flt: dict[str, Any] | None, n: int) -> list[str]:
+        """The ids of the ``n`` latest memories of ``ns`` that pass ``flt``, newest first.
+
+        Latest by ``created_at``, whatever their kinds (no decay); memories sharing a time,
+        the later written first: conversation order reversed.
+        """
+        with self.lock:
+            self.maybe_sync()
+            self.indexes.ensure(ns)
+            ordered, _, _ = self.indexes.temporal.filtered_timeline(ns, self.allowed(ns, flt))
+        return ordered[: -n - 1 : -1] if n > 0 else []
+
     def allowed(self, ns: str, flt: dict[str, Any] | None) -> frozenset[str] | None:
         """The ids of namespace ``ns`` that pass the user's metadata filter ``flt``."""
         if flt is None:
