@@ -135,11 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extensions() -> list[Callable[[Any], None]]:
-    """Sub-commands that live in their own modules (benchmarks, maintenance)."""
+    """Sub-commands that live in their own modules (benchmarks, maintenance, the inspector)."""
     from norax_core.bench.cli import register as bench
     from norax_core.maintenance import register as maintenance
+    from norax_core.ui import register as ui
 
-    return [bench, maintenance]
+    return [bench, maintenance, ui]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
