@@ -10,32 +10,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from norax_core.cli_common import open_memory
+from norax_core.cli_common import open_memory, parse_meta
 from norax_core.cli_common import store_path as _store_path
 from norax_core.errors import InvalidInputError, NoraxError
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-def parse_meta(items: Sequence[str] | None) -> dict[str, Any]:
-    """``key=value`` pairs; values that read as int, float or true/false are converted."""
-    out: dict[str, Any] = {}
-    for item in items or ():
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise InvalidInputError(f"--meta expects key=value, got {item!r}")
-        value: Any = raw
-        if raw.lower() in ("true", "false"):
-            value = raw.lower() == "true"
-        else:
-            for conv in (int, float):
-                try:
-                    value = conv(raw)
-                    break
-                except ValueError:
-                    continue
-        out[key] = value
-    return out
 
 
 def _cmd_add(args: argparse.Namespace) -> int:

@@ -35,7 +35,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from norax_core import validation as check
-from norax_core.cli import parse_meta
+from norax_core.cli_common import parse_meta
 from norax_core.engine import NoraxMemory
 from norax_core.errors import InvalidInputError, MemoryNotFoundError, NoraxError
 from norax_core.models import SIGNALS
