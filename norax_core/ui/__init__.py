@@ -50,6 +50,7 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((args.host, args.port))
+        sock.listen(128)  # connections wait in the backlog from the moment the URL is printed
     except OSError as exc:
         raise NoraxError(f"cannot listen on {args.host}:{args.port}: {exc}") from exc
     port = sock.getsockname()[1]

@@ -102,7 +102,7 @@ def _where(request: Request) -> dict[str, Any] | None:
             raise InvalidInputError(f"where is not JSON: {exc}") from None
         terms += [check.where(parsed) or {}]
     items = [m for m in request.query_params.getlist("meta") if m.strip()]
-    terms += [{k: v} for k, v in parse_meta(items).items()]
+    terms += [{k: v} for k, v in (check.where(parse_meta(items)) or {}).items()]
     terms = [t for t in terms if t]
     return None if not terms else terms[0] if len(terms) == 1 else {"$and": terms}
 

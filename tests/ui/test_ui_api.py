@@ -107,6 +107,7 @@ def test_browse_filters(client: TestClient, store: NoraxMemory) -> None:
         {"limit": "0"},
         {"offset": "-1"},
         {"meta": "novalue"},
+        {"meta": "norax_kind=episodic"},
         {"namespace": "x" * 300},
     ],
 )

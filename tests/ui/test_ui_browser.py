@@ -7,6 +7,7 @@ path (``docs/img/inspector.png``) to save the screenshot the docs show.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -14,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -60,9 +62,14 @@ def _need_browser() -> Any:
 def serve(store: Path, *flags: str) -> Iterator[str]:
     """Run ``norax ui`` on a free port; yields its URL and stops it afterwards."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "norax_core.cli", "ui", "--store", str(store), "--port", "0"]
+    cmd = [sys.executable, "-m", "norax_core.cli", "ui", "--store", store.name, "--port", "0"]
     proc = subprocess.Popen(
-        [*cmd, *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+        [*cmd, *flags],
+        cwd=store.parent,  # the page shows the store as its user named it
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
     )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout or ()], daemon=True).start()
@@ -75,6 +82,9 @@ def serve(store: Path, *flags: str) -> Iterator[str]:
             if found:
                 break
             assert proc.poll() is None, f"norax ui exited: {''.join(seen)}"
+        # Answers as soon as it prints its address (it once printed before listening).
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        assert json.loads(direct.open(found.group(1) + "api/info", timeout=60).read())["namespaces"]
         yield found.group(1)
     finally:
         proc.terminate()
