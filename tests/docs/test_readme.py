@@ -255,9 +255,34 @@ def _run_norax(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Com
     jsonl = _option(args, "--jsonl") if sub == "add" else None
     if jsonl is not None and not (cwd / jsonl).exists():
         _jsonl_input(cwd / jsonl)
+    if sub == "ui":  # a server: on a free port, asked for what it shows, then stopped
+        return _probe_ui([*_norax(), *args, "--port", "0"], cwd, env)
     return subprocess.run(
         [*_norax(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
     )
+
+
+def _probe_ui(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``norax ui``: wait for the URL it prints, read ``/api/info`` (a namespace), stop it."""
+    import urllib.request
+
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    seen = []
+    try:
+        for line in proc.stdout or ():  # until the server prints its URL, or exits
+            seen.append(line)
+            url = re.search(r" at (http://\S+/)", line)
+            if url:
+                direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+                info = json.loads(direct.open(url.group(1) + "api/info", timeout=60).read())
+                assert info["namespaces"], f"norax ui shows no namespace: {info}"
+                return subprocess.CompletedProcess(cmd, 0, "".join(seen), "")
+        return subprocess.CompletedProcess(cmd, proc.wait(), "", "".join(seen))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def _check_setup(cmd: list[str], installs: list[str]) -> bool:
