@@ -38,7 +38,7 @@ removed (the adaptive mix, session coverage, freshness; README, component table)
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 

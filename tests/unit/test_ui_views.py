@@ -48,7 +48,7 @@ def test_why_names_the_place_the_stages_and_the_gap_to_the_neighbours() -> None:
             result("a", {"bm25": 1.0, "dense": 0.9, "temporal": 0.1, "graph": 0.0}, context=0.05),
             result("b", {"bm25": 0.2, "dense": 0.9, "temporal": 0.9, "graph": 0.0}),
             result(
-                "c", {"bm25": 0.0, "dense": 0.1, "temporal": 0.2, "graph": 0.0}, freshness=-0.01
+                "c", {"bm25": 0.0, "dense": 0.1, "temporal": 0.2, "graph": 0.0}, turns=-0.01
             ),
         ],
         W,
@@ -63,7 +63,7 @@ def test_why_names_the_place_the_stages_and_the_gap_to_the_neighbours() -> None:
         middle[0].startswith("#2 of 3") and "behind #1" in middle[0] and "ahead of #3" in middle[0]
     )
     assert "No ranking stage moved it." in middle
-    assert "Stages: freshness -0.010." in last
+    assert "Stages: turns -0.010." in last
     assert rows[0]["contributions"]["bm25"] == pytest.approx(0.25)
 
 
