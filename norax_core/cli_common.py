@@ -1,11 +1,14 @@
-"""What the ``norax`` sub-commands share: finding and opening the CLI's store."""
+"""What the ``norax`` sub-commands share: finding and opening the CLI's store, reading metadata."""
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from norax_core.errors import InvalidInputError
 
 
 def store_path(args: argparse.Namespace) -> Path:
@@ -32,3 +35,24 @@ def open_memory(args: argparse.Namespace, **kwargs: Any) -> Any:
 
         weights = load_weights(args.weights)
     return NoraxMemory(store_path(args), weights=weights, **kwargs)
+
+
+def parse_meta(items: Sequence[str] | None) -> dict[str, Any]:
+    """``key=value`` pairs; values that read as int, float or true/false are converted."""
+    out: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise InvalidInputError(f"--meta expects key=value, got {item!r}")
+        value: Any = raw
+        if raw.lower() in ("true", "false"):
+            value = raw.lower() == "true"
+        else:
+            for conv in (int, float):
+                try:
+                    value = conv(raw)
+                    break
+                except ValueError:
+                    continue
+        out[key] = value
+    return out

@@ -33,9 +33,9 @@ class NoraxSearchItem(SearchItem):
     query); ``signals`` holds each Norax signal's score in [0, 1] (``bm25``, ``dense``,
     ``temporal``, ``graph``) and ``matched_entities`` the query entities the item shares;
     ``query_plan`` is the query's reading (``{"intent", "periods": [{"start", "end", "text"}],
-    "entities"}``) and ``explanation`` what each ranking stage contributed (``{"fused", "mix",
-    "context", "bridges", "period", "latest_wins", "supersede", "freshness", "turns",
-    "coverage"}``, summing to ``score``), both ``None`` without a query. All are also in
+    "entities"}``) and ``explanation`` what each ranking stage contributed (``{"fused",
+    "context", "bridges", "period", "latest_wins", "supersede", "turns"}``, summing to
+    ``score``), both ``None`` without a query. All are also in
     :meth:`dict`.
     """
 

@@ -51,9 +51,7 @@ LATEST_SIMILARITY_GRID = (0.5, 0.6, 0.7, 0.8)
 """``latest_wins_similarity`` values tried with each weight."""
 STAGE_GRID: dict[str, tuple[Any, ...]] = {
     # one line per ranking stage: its NoraxConfig parameter -> the values tried (off first)
-    "freshness_weight": (0.0, 0.1, 0.2, 0.3, 0.5),
     "period_boost": (0.0, 0.25, 0.5, 1.0),
-    "coverage_weight": (0.0, 0.1, 0.2, 0.4),
     "bridge_weight": (0.0, 0.05, 0.1, 0.2),
 }
 """The ranking stages' own parameters the fitter moves, one coordinate each (globally and per
