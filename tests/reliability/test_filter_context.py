@@ -241,11 +241,8 @@ STAGES = {
     "latest_wins": {"latest_wins_weight": 2.0, "latest_wins_similarity": -1.0},
     "bridges": {"bridge_weight": 1.0, "bridge_seeds": 5, "bridge_candidates": 20},
     "period": {"period_boost": 3.0, "period_margin": 1.0},
-    "coverage": {"coverage_weight": 1.0, "coverage_order_weight": 1.0},
     "turns": {"opener_boost": 1.0, "speaker_boost": 1.0},
-    "freshness": {"freshness_weight": 0.5, "freshness_kinds": ["episodic"]},
     "supersede": {"supersede_weight": 1.0, "supersede_ratio": 0.5},
-    "mix": {"mix_strength": 4.0, "mix_center": 0.5},
     "all": {
         "context_window": 2,
         "context_weight": 1.0,
@@ -253,12 +250,9 @@ STAGES = {
         "latest_wins_similarity": -1.0,
         "bridge_weight": 1.0,
         "period_boost": 3.0,
-        "coverage_weight": 1.0,
         "opener_boost": 1.0,
         "speaker_boost": 1.0,
-        "freshness_weight": 0.5,
         "supersede_weight": 1.0,
-        "mix_strength": 4.0,
     },
 }
 FILTERS = {
