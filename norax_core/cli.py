@@ -135,6 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NoraxError as exc:
         print(f"norax: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a file or folder the user named (--json, --out, ...)
+        print(f"norax: error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("norax: interrupted", file=sys.stderr)
         return 130

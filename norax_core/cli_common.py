@@ -12,8 +12,17 @@ from norax_core.errors import InvalidInputError
 
 
 def store_path(args: argparse.Namespace) -> Path:
-    """The store folder: ``--store``, else ``$NORAX_STORE``, else ``./.norax``."""
-    return Path(args.store or os.environ.get("NORAX_STORE") or ".norax")
+    """The store folder: ``--store``, else ``$NORAX_STORE``, else ``./.norax``.
+
+    Raises:
+        InvalidInputError: The path exists and is not a folder.
+    """
+    from norax_core.errors import InvalidInputError
+
+    path = Path(args.store or os.environ.get("NORAX_STORE") or ".norax")
+    if path.exists() and not path.is_dir():
+        raise InvalidInputError(f"the store {path} is a file, not a folder")
+    return path
 
 
 def open_memory(args: argparse.Namespace, **kwargs: Any) -> Any:

@@ -307,8 +307,10 @@ class Store(WritePath):
 
         Returns:
             The memory's entities with each one's ``limit`` strongest neighbours and the edges
-            among them (:meth:`EntityGraph.neighbourhood`), and for each of its entities the
-            other memories that mention it. Both empty for an unknown id.
+            among them
+            (:meth:`~norax_core.signals.entity_graph.EntityGraph.neighbourhood`), and for
+            each of its entities the other memories that mention it. Both empty for an
+            unknown id.
         """
         with self.lock:
             self.maybe_sync()
@@ -333,6 +335,18 @@ class Store(WritePath):
         fresh.last_seq = max(fresh.last_seq, old.last_seq)
         self.indexes = fresh
         old.graph.close()  # stops the replaced graph's community worker thread
+
+    def recent(self, ns: str, flt: dict[str, Any] | None, n: int) -> list[str]:
+        """The ids of the ``n`` latest memories of ``ns`` that pass ``flt``, newest first.
+
+        Latest by ``created_at``, whatever their kinds (no decay); memories sharing a time,
+        the later written first: conversation order reversed.
+        """
+        with self.lock:
+            self.maybe_sync()
+            self.indexes.ensure(ns)
+            ordered, _, _ = self.indexes.temporal.filtered_timeline(ns, self.allowed(ns, flt))
+        return ordered[: -n - 1 : -1] if n > 0 else []
 
     def allowed(self, ns: str, flt: dict[str, Any] | None) -> frozenset[str] | None:
         """The ids of namespace ``ns`` that pass the user's metadata filter ``flt``."""
