@@ -40,7 +40,7 @@ removed (the adaptive mix, session coverage, freshness; README, component table)
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
@@ -49,7 +49,7 @@ import numpy as np
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
 from norax_core.stages import exchange, period, supersede, turns
-from norax_core.weights import FusionMethod, Weights
+from norax_core.weights import FusionMethod, Weights, shares
 
 if TYPE_CHECKING:
     from norax_core.query import Intent, QueryPlan
@@ -401,9 +401,8 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     Returns:
         The :class:`Ranking`.
     """
-    w = np.asarray(plan.weights, dtype=np.float64)
-    if w.min() < 0 or w.sum() <= 0:
-        raise ValueError(f"weights must be >= 0 with a positive sum, got {plan.weights}")
+    # only the weights' ratios matter: as shares, no scale overflows or underflows
+    plan = replace(plan, weights=shares(plan.weights))  # type: ignore[arg-type]
     kk = np.minimum(np.asarray(k, dtype=np.int64), table.size).astype(np.int64)
     kk = np.broadcast_to(kk, table.size.shape).copy()
     cand = _candidates(table, plan, kk)

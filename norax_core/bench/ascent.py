@@ -23,7 +23,7 @@ from norax_core.bench.fastrank import PoolBatch, Setting
 from norax_core.bench.pools import check_store_params
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
-from norax_core.weights import Weights
+from norax_core.weights import Weights, shares
 
 logger = logging.getLogger("norax")
 
@@ -86,10 +86,8 @@ def setting_from(weights: Weights, batch: PoolBatch) -> Setting:
     """The :class:`Setting` of ``weights`` (global ones: select an intent's first)."""
     cfg = weights.applied(batch.config)
     check_store_params(batch.config, cfg)
-    w = weights.as_dict()
-    total = sum(w.values())
     return Setting(
-        weights=tuple(w[s] / total for s in SIGNALS),  # type: ignore[arg-type]
+        weights=shares(list(weights.as_dict().values())),  # type: ignore[arg-type]
         decay_days={k: cfg.tau_days(k) for k in batch.kind_names},
         pool_min=cfg.pool_min,
         recency_candidates=cfg.recency_candidates,

@@ -9,6 +9,7 @@ them (the way networkx tests ``pagerank`` against ``_pagerank_python``).
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -179,6 +180,20 @@ def test_rank_equals_the_step_by_step_reference(seed: int) -> None:
                 assert got.ids(i) == _reference(d, plan, k), (plan, k, i)
                 alone = rank(_table([d]), plan, k)  # a batch of one: the same
                 assert alone.ids(0) == got.ids(i)
+
+
+@pytest.mark.parametrize("scale", [1e308, 1e-300])
+@pytest.mark.parametrize("seed", range(4))
+def test_the_scale_of_the_weights_changes_nothing(seed: int, scale: float) -> None:
+    rng = random.Random(seed)
+    table = _table([_query(rng, 25) for _ in range(3)])
+    for _ in range(5):
+        plan = _plan(rng)
+        scaled = replace(plan, weights=tuple(w * scale for w in plan.weights))
+        for k in (1, 5):
+            got, want = rank(table, scaled, k), rank(table, plan, k)
+            assert np.isfinite(got.score[got.candidates]).all()
+            assert [got.ids(i) for i in range(3)] == [want.ids(i) for i in range(3)], plan
 
 
 def test_explain_splits_the_score_into_its_stages() -> None:
