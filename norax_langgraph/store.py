@@ -34,7 +34,7 @@ class NoraxSearchItem(SearchItem):
     ``temporal``, ``graph``) and ``matched_entities`` the query entities the item shares;
     ``query_plan`` is the query's reading (``{"intent", "periods": [{"start", "end", "text"}],
     "entities"}``) and ``explanation`` what each ranking stage contributed (``{"fused",
-    "context", "bridges", "period", "latest_wins", "supersede", "turns"}``, summing to
+    "context", "bridges", "period", "latest_wins", "supersede", "turns", "exchange"}``, summing to
     ``score``), both ``None`` without a query. All are also in
     :meth:`dict`.
     """
