@@ -16,7 +16,13 @@ unloaded namespace goes to Chroma and the sidecar only; one to a new namespace s
 loaded. Id lookups (``add``, ``upsert``, ``delete``) ask the loaded namespaces, then the
 source (:meth:`DerivedIndexes.homes`).
 
-A further per-namespace index joins in :meth:`_index`, :meth:`_unindex` and :meth:`_drop`.
+An embedded store keeps each namespace's finished state in the sidecar as a snapshot
+(:mod:`norax_core.snapshots`): written when the namespace is evicted, at close and once its
+vectors have been read, deleted by the sidecar in the transaction of any write to it, and
+loaded by :meth:`DerivedIndexes.ensure` in one read instead of rebuilding from the rows.
+
+A further per-namespace index joins in :meth:`_index`, :meth:`_unindex`, :meth:`_drop` and
+the snapshot (its ``export`` and ``restore``, :mod:`norax_core.snapshots`).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from norax_core import snapshots
 from norax_core.config import NoraxConfig
 from norax_core.sidecar import SCHEMA_VERSION, IndexRow, RowSource, Sidecar, SidecarRows, row_bytes
 from norax_core.signals.bm25 import BM25Index, BM25Signal
@@ -35,7 +42,7 @@ from norax_core.signals.dense import NAMESPACE_KEY
 from norax_core.signals.entity_graph import STATE_VERSION
 from norax_core.signals.graph import EntityGraph, GraphSignal
 from norax_core.signals.temporal import TemporalSignal
-from norax_core.signals.vectors import VectorCache
+from norax_core.signals.vectors import NamespaceMatrix, VectorCache
 from norax_core.supersession import SupersessionIndex
 from norax_core.tokenize import Tokenizer
 
@@ -82,6 +89,10 @@ class DerivedIndexes:
         comparing it, whether another write came in between."""
         self.loads = 0
         self.evictions = 0
+        self.restored = 0
+        """Loads served by a snapshot (:mod:`norax_core.snapshots`)."""
+        self._snapped: dict[str, int] = {}  # namespace -> graph generation of its snapshot
+        self._vectors_due: set[str] = set()  # vectors read from Chroma, not in a snapshot yet
 
     # -- loading and eviction -------------------------------------------------------------
 
@@ -96,8 +107,13 @@ class DerivedIndexes:
 
     def ensure(self, namespace: str) -> None:
         """Load ``namespace`` if it is not loaded, and mark it most recently used."""
+        self._save_due()
         if namespace in self._loaded:
             self._loaded.move_to_end(namespace)
+            return
+        if self.source.complete and self._restore(namespace):
+            self.loads += 1
+            self._trim(keep=namespace)
             return
         rows = self.source.rows(namespace)
         if not self.source.complete:  # the sidecar caches the loaded namespaces' rows
@@ -150,8 +166,10 @@ class DerivedIndexes:
 
     def evict(self, namespace: str) -> None:
         """Drop a loaded namespace from memory (it is reloaded on use)."""
-        if self._loaded.pop(namespace, None) is None:
+        if namespace not in self._loaded:
             return
+        self._snapshot(namespace)
+        del self._loaded[namespace]
         state = self._drop(namespace)
         if state is not None:
             self.sidecar.set_graph_states({namespace: _state_json(state)})
@@ -159,7 +177,76 @@ class DerivedIndexes:
             self.sidecar.drop_namespace(namespace)
         self.evictions += 1
 
+    # -- snapshots (embedded stores) ------------------------------------------------------
+
+    def _restore(self, namespace: str) -> bool:
+        """Load ``namespace`` from its snapshot, if it has a valid one; whether it did."""
+        got = self.sidecar.snapshot(namespace, snapshots.layout())
+        if got is None:
+            return False
+        try:
+            state, ids = snapshots.ids_of(got[0])
+            if any(self.namespace_of.get(m, namespace) != namespace for m in ids):
+                raise ValueError("it holds an id loaded in another namespace")
+            snapshots.restore(
+                namespace, state, self.bm25, self.temporal, self.graph, self.supersede
+            )
+        except Exception as exc:  # noqa: BLE001 - any bad snapshot: load from the rows
+            logger.info("norax: ignoring the snapshot of %r (%s)", namespace, exc)
+            self._drop(namespace)
+            self.sidecar.drop_snapshots([namespace])
+            return False
+        self.namespace_of.update(dict.fromkeys(ids, namespace))
+        self._loaded[namespace] = int(state["nbytes"])
+        self.last_seq = max(self.last_seq, self.temporal.last_seq)
+        self._snapped[namespace] = self.graph.generation(namespace)
+        block = snapshots.unpack_vectors(got[1], ids) if got[1] is not None else None
+        if block is not None:
+            self.vectors.restore(namespace, block)
+        self.restored += 1
+        return True
+
+    def vectors_read(self, namespace: str, block: NamespaceMatrix) -> None:
+        """The dense signal read ``namespace``'s vectors from Chroma: snapshot them.
+
+        Called from the search's worker thread, so it only takes note; the snapshot is
+        written at the next load, eviction or close (under the store's lock).
+        """
+        if self.source.complete:
+            self._vectors_due.add(namespace)
+
+    def _save_due(self) -> None:
+        while self._vectors_due:
+            ns = self._vectors_due.pop()
+            if ns in self._loaded:
+                self._snapped.pop(ns, None)
+                self._snapshot(ns)
+
+    def _snapshot(self, namespace: str) -> None:
+        """Write the snapshot of a loaded namespace unless its stored one is current."""
+        if not self.source.complete or self.sidecar.path is None:
+            return
+        generation = self.graph.generation(namespace)
+        ids = self.temporal.ids(namespace)
+        if self._snapped.get(namespace) == generation or not ids:
+            return
+        state = snapshots.capture(
+            namespace,
+            self.bm25,
+            self.temporal,
+            self.graph,
+            self.supersede,
+            self._loaded.get(namespace, 0),
+        )
+        block = self.vectors.fresh(namespace)
+        vectors = None
+        if block is not None and len(block) == len(ids) and all(m in block for m in ids):
+            vectors = snapshots.pack_vectors(block)
+        self.sidecar.put_snapshot(namespace, snapshots.layout(), state, vectors)
+        self._snapped[namespace] = generation
+
     def _drop(self, namespace: str) -> dict[str, Any] | None:
+        self._snapped.pop(namespace, None)
         for mid in self.temporal.ids(namespace):
             self.namespace_of.pop(mid, None)
         self.bm25.drop(namespace)
@@ -227,6 +314,8 @@ class DerivedIndexes:
         """
         live = [r for r in rows if r.namespace in self._loaded]
         touched = {r.namespace for r in live} | {self.namespace_of.get(r.id, "") for r in live}
+        for ns in touched | {self.namespace_of.get(r.id, "") for r in rows}:
+            self._snapped.pop(ns, None)  # the sidecar deletes their snapshots with the rows
         try:
             complete = self.source.complete
             self.sidecar.upsert(
@@ -286,6 +375,8 @@ class DerivedIndexes:
         known = [i for i in wanted if i in self.namespace_of or i in held]
         if known:
             touched = {self.namespace_of[m] for m in known if m in self.namespace_of}
+            for ns in touched:
+                self._snapped.pop(ns, None)  # the sidecar deletes their snapshots
             try:
                 self.sidecar.delete(known, self.supersede.removed(known, self.namespace_of))
             except BaseException:
@@ -336,6 +427,9 @@ class DerivedIndexes:
             return False
         if not self.source.complete:  # a cache of another session's loaded namespaces
             self.sidecar.clear()
+        if self.sidecar.get_meta("snapshot_layout") != snapshots.layout():
+            self.sidecar.drop_snapshots()  # written by other code
+            self.sidecar.set_meta({"snapshot_layout": snapshots.layout()})
         self.last_seq = self.sidecar.max_seq()
         old = self.sidecar.get_meta("graph_state")
         if old:
@@ -350,9 +444,14 @@ class DerivedIndexes:
         return True
 
     def save_state(self) -> None:
-        """Persist what is costly to recompute (loaded graph communities) for the next open."""
+        """Persist what is costly to recompute for the next open.
+
+        The loaded namespaces' graph communities, and their snapshots.
+        """
         states = {}
+        self._save_due()
         for ns in self._loaded:
+            self._snapshot(ns)
             state = self.graph.namespace_state(ns)
             if state is not None:
                 states[ns] = _state_json(state)

@@ -148,6 +148,7 @@ class Store(WritePath):
             size=lambda ns: self.indexes.temporal.count(ns),
             members=lambda ns: self.indexes.temporal.ids(ns),
             exact_limit=self.config.dense_exact_limit,
+            on_load=lambda ns, block: self.indexes.vectors_read(ns, block),
         )
         self.indexes.load()
         if reconcile:  # ids only (embedded: every id; a client: none), never a memory
@@ -258,6 +259,7 @@ class Store(WritePath):
         """Replace the in-memory indexes by fresh ones (namespaces load again on use)."""
         old = self.indexes
         old.save_state()
+        old.sidecar.drop_snapshots()  # they hold what is being rebuilt
         fresh = DerivedIndexes(old.sidecar, old.config, old.source)
         fresh.load()
         fresh.last_seq = max(fresh.last_seq, old.last_seq)
