@@ -91,8 +91,12 @@ class DerivedIndexes:
         self.evictions = 0
         self.restored = 0
         """Loads served by a snapshot (:mod:`norax_core.snapshots`)."""
-        self._snapped: dict[str, int] = {}  # namespace -> graph generation of its snapshot
+        # namespace -> (graph generation, holds vectors) of its stored snapshot
+        self._snapped: dict[str, tuple[int, bool]] = {}
         self._vectors_due: set[str] = set()  # vectors read from Chroma, not in a snapshot yet
+        self._written: set[str] = set()  # namespaces written since open (snapshots at close)
+        # set by a lazy reconcile: each namespace's ids are compared with Chroma's as it loads
+        self._verify: tuple[Any, Callable[[str, str, dict[str, Any]], IndexRow]] | None = None
 
     # -- loading and eviction -------------------------------------------------------------
 
@@ -111,6 +115,8 @@ class DerivedIndexes:
         if namespace in self._loaded:
             self._loaded.move_to_end(namespace)
             return
+        if self._verify is not None:
+            self._check_namespace(namespace, *self._verify)
         if self.source.complete and self._restore(namespace):
             self.loads += 1
             self._trim(keep=namespace)
@@ -168,7 +174,7 @@ class DerivedIndexes:
         """Drop a loaded namespace from memory (it is reloaded on use)."""
         if namespace not in self._loaded:
             return
-        self._snapshot(namespace)
+        self._snapshot(namespace, evicting=True)
         del self._loaded[namespace]
         state = self._drop(namespace)
         if state is not None:
@@ -199,10 +205,10 @@ class DerivedIndexes:
         self.namespace_of.update(dict.fromkeys(ids, namespace))
         self._loaded[namespace] = int(state["nbytes"])
         self.last_seq = max(self.last_seq, self.temporal.last_seq)
-        self._snapped[namespace] = self.graph.generation(namespace)
         block = snapshots.unpack_vectors(got[1], ids) if got[1] is not None else None
         if block is not None:
             self.vectors.restore(namespace, block)
+        self._snapped[namespace] = (self.graph.generation(namespace), block is not None)
         self.restored += 1
         return True
 
@@ -215,20 +221,42 @@ class DerivedIndexes:
         if self.source.complete:
             self._vectors_due.add(namespace)
 
+    def vectors_with_rows(self, namespace: str, block: NamespaceMatrix) -> None:
+        """A client read ``namespace``'s vectors with its rows (one ``get``): hold them.
+
+        Only for a namespace the dense signal ranks from a matrix; others are searched
+        through Chroma.
+        """
+        if len(block) <= self.config.dense_exact_limit:
+            self.vectors.restore(namespace, block)
+
     def _save_due(self) -> None:
         while self._vectors_due:
             ns = self._vectors_due.pop()
             if ns in self._loaded:
-                self._snapped.pop(ns, None)
                 self._snapshot(ns)
 
-    def _snapshot(self, namespace: str) -> None:
-        """Write the snapshot of a loaded namespace unless its stored one is current."""
+    def _snapshot(
+        self, namespace: str, block: NamespaceMatrix | None = None, evicting: bool = False
+    ) -> None:
+        """Write the snapshot of a loaded namespace unless its stored one is as complete.
+
+        Its vectors are ``block``, else the loaded matrix if it is fresh. An evicted
+        namespace written since open without its vectors at hand is left to :meth:`finish`
+        (a bulk write would snapshot it again and again).
+        """
         if not self.source.complete or self.sidecar.path is None:
             return
-        generation = self.graph.generation(namespace)
         ids = self.temporal.ids(namespace)
-        if self._snapped.get(namespace) == generation or not ids:
+        if block is None:
+            block = self.vectors.fresh(namespace)
+        if block is not None and (len(block) != len(ids) or not all(m in block for m in ids)):
+            block = None
+        generation = self.graph.generation(namespace)
+        done = self._snapped.get(namespace)
+        if not ids or (done is not None and done[0] == generation and done[1] >= bool(block)):
+            return
+        if evicting and block is None and namespace in self._written:
             return
         state = snapshots.capture(
             namespace,
@@ -238,12 +266,32 @@ class DerivedIndexes:
             self.supersede,
             self._loaded.get(namespace, 0),
         )
-        block = self.vectors.fresh(namespace)
-        vectors = None
-        if block is not None and len(block) == len(ids) and all(m in block for m in ids):
-            vectors = snapshots.pack_vectors(block)
+        vectors = snapshots.pack_vectors(block) if block is not None else None
         self.sidecar.put_snapshot(namespace, snapshots.layout(), state, vectors)
-        self._snapped[namespace] = generation
+        self._snapped[namespace] = (generation, block is not None)
+
+    def finish(self, fetch: Callable[[str, set[str]], NamespaceMatrix | None]) -> None:
+        """At close: a complete snapshot of every namespace loaded or written since open.
+
+        ``fetch(namespace, ids)`` reads a namespace's vectors from Chroma (``None`` when it
+        is too large for a matrix, or Chroma disagrees with ``ids``). Namespaces are
+        loaded one at a time, so the memory budget holds.
+        """
+        if not self.source.complete or self.sidecar.path is None:
+            return
+        self._save_due()
+        for ns in sorted(set(self._loaded) | self._written):
+            loaded = ns in self._loaded
+            if not self.source.has(ns):
+                continue
+            self.ensure(ns)
+            done = self._snapped.get(ns)
+            if done is None or not done[1] or done[0] != self.graph.generation(ns):
+                block = self.vectors.fresh(ns) or fetch(ns, self.temporal.ids(ns))
+                self._snapshot(ns, block)
+            if not loaded:
+                self.evict(ns)
+        self._written.clear()
 
     def _drop(self, namespace: str) -> dict[str, Any] | None:
         self._snapped.pop(namespace, None)
@@ -314,8 +362,10 @@ class DerivedIndexes:
         """
         live = [r for r in rows if r.namespace in self._loaded]
         touched = {r.namespace for r in live} | {self.namespace_of.get(r.id, "") for r in live}
-        for ns in touched | {self.namespace_of.get(r.id, "") for r in rows}:
+        written = (touched | {self.namespace_of.get(r.id, "") for r in rows}) - {""}
+        for ns in written:
             self._snapped.pop(ns, None)  # the sidecar deletes their snapshots with the rows
+        self._written.update(written | {r.namespace for r in rows})
         try:
             complete = self.source.complete
             self.sidecar.upsert(
@@ -377,6 +427,7 @@ class DerivedIndexes:
             touched = {self.namespace_of[m] for m in known if m in self.namespace_of}
             for ns in touched:
                 self._snapped.pop(ns, None)  # the sidecar deletes their snapshots
+            self._written.update(touched)
             try:
                 self.sidecar.delete(known, self.supersede.removed(known, self.namespace_of))
             except BaseException:
@@ -463,6 +514,7 @@ class DerivedIndexes:
         collection: Any,
         row_from_record: Callable[[str, str, dict[str, Any]], IndexRow],
         progress: Callable[[int], None] | None = None,
+        lazy: bool = False,
     ) -> tuple[int, int]:
         """Make the indexes hold exactly Chroma's ids: index what is missing, drop extras.
 
@@ -472,9 +524,21 @@ class DerivedIndexes:
         client compares its loaded namespaces only (the others are read from Chroma when
         they load).
 
+        ``lazy`` (an embedded store's open): when nothing is pending and Chroma holds as
+        many memories as the sidecar, no id is read now; instead each namespace's ids are
+        compared with Chroma's when it loads (one filtered ``get`` of ids), so an open does
+        not grow with the store and a change made behind the sidecar's back (a same-size
+        swap of ids included) is still found, when its namespace is first used.
+
         Returns ``(added, removed)``.
         """
         pending = self.sidecar.pending()
+        same = lazy and self.source.complete and not pending
+        if same and int(collection.count()) == self.sidecar.count():
+            self._verify = (collection, row_from_record)
+            return 0, 0
+        if self.source.complete:
+            self._verify = None  # every id is compared now
         if not self.source.complete:  # a client: the loaded namespaces
             pages = [chroma_pages(collection, [], {NAMESPACE_KEY: ns}) for ns in self._loaded]
             truth = {m for ns_pages in pages for got in ns_pages for m in got["ids"]}
@@ -496,6 +560,23 @@ class DerivedIndexes:
         if extra or todo:
             logger.info("norax: reconciled indexes with Chroma: +%d -%d", len(todo), len(extra))
         return len(todo), len(extra)
+
+    def _check_namespace(
+        self,
+        namespace: str,
+        collection: Any,
+        row_from_record: Callable[[str, str, dict[str, Any]], IndexRow],
+    ) -> None:
+        """Before a namespace's load after a lazy open: re-derive the ids it disagrees on.
+
+        See :meth:`reconcile`.
+        """
+        got = collection.get(where={NAMESPACE_KEY: namespace}, include=[])
+        truth, mine = set(got["ids"]), self.sidecar.namespace_ids(namespace)
+        if truth != mine:
+            differ = sorted(truth ^ mine)
+            logger.info("norax: re-derived %d ids of %r from Chroma", len(differ), namespace)
+            self.resync(collection, differ, row_from_record)
 
     def resync(
         self,

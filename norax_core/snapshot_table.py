@@ -45,6 +45,12 @@ class SnapshotTable:
     _conn: sqlite3.Connection
     _lock: threading.Lock
 
+    def namespace_ids(self, namespace: str) -> set[str]:
+        """The ids of one namespace's rows (what a lazy open compares with Chroma's)."""
+        with self._lock:
+            got = self._conn.execute("SELECT id FROM memories WHERE namespace = ?", (namespace,))
+            return {r[0] for r in got.fetchall()}
+
     def snapshot(self, namespace: str, layout: str) -> tuple[bytes, bytes | None] | None:
         """``(state, vectors or None)`` of ``namespace`` if it has a snapshot of ``layout``."""
         with self._lock:
