@@ -273,6 +273,9 @@ class DerivedIndexes:
     def finish(self, fetch: Callable[[str, set[str]], NamespaceMatrix | None]) -> None:
         """At close: a complete snapshot of every namespace loaded or written since open.
 
+        Complete means with its graph communities up to date (run now if stale) and its
+        vectors.
+
         ``fetch(namespace, ids)`` reads a namespace's vectors from Chroma (``None`` when it
         is too large for a matrix, or Chroma disagrees with ``ids``). Namespaces are
         loaded one at a time, so the memory budget holds.
@@ -285,6 +288,7 @@ class DerivedIndexes:
             if not self.source.has(ns):
                 continue
             self.ensure(ns)
+            self.graph.communities(ns)  # ready to use: no first search places every entity
             done = self._snapped.get(ns)
             if done is None or not done[1] or done[0] != self.graph.generation(ns):
                 block = self.vectors.fresh(ns) or fetch(ns, self.temporal.ids(ns))
