@@ -148,7 +148,6 @@ STAGES: list[StageGrid] = [
         intents=("current_state",),
         objective="latest_wins",
     ),
-    StageGrid("freshness", grid("freshness_weight", 0.1, 0.2, 0.5)),
     StageGrid(
         "turns",
         grid("opener_boost", 0.5, 1.0, opener_span=10.0, speaker_boost=1.0),

@@ -30,6 +30,8 @@ CREATED_KEY = "norax_created_at"
 ENTITIES_KEY = "norax_entities"
 SEQ_KEY = "norax_seq"
 """Chroma metadata key of a memory's write sequence number (:func:`sequence_numbers`)."""
+INFERRED_KIND_KEY = "norax_inferred_kind"
+"""Chroma metadata key of a memory's inferred kind, where the store records one."""
 MODEL_CHARS = 10_000
 """The embedder and the entity extractor read at most this many characters of a text (or
 query); the whole text is stored and BM25-indexed. The embedding model reads 256 word pieces
@@ -130,7 +132,7 @@ def prepare(  # noqa: D417 (the batch's arguments are described together)
     now = time.time()
     times = [
         now if t is None else check.timestamp(t)
-        for t in check.as_list(created_at, n, "created_at", float)
+        for t in check.as_list(created_at, n, "created_at", check.TIME_SCALARS)
     ]
     spaces = [check.namespace(s) for s in check.as_list(namespace, n, "namespace", str)]
     metas = [check.metadata(m) for m in check.as_list(metadata, n, "metadata", dict)]

@@ -17,7 +17,7 @@ from norax_core.batch import MODEL_CHARS, Prepared, in_background, prepare, reso
 from norax_core.config import NoraxConfig, QueryEntities
 from norax_core.embedders import Embedder, resolve_embedder
 from norax_core.entities import load_extractor
-from norax_core.errors import DuplicateIdError, InvalidInputError
+from norax_core.errors import InvalidInputError
 from norax_core.models import SIGNALS, Memory, MetadataValue, SearchResult
 from norax_core.presets import WeightsLike, resolve_weights
 from norax_core.query import plan_query
@@ -171,12 +171,7 @@ class NoraxMemory:
         prepared = self._prepare(texts, ids, kind, created_at, namespace, metadata)
         with self._store.lock:
             self._store.maybe_sync()
-            stored = self._store.indexes.homes(prepared.ids)
-            existing = [i for i in prepared.ids if i in stored]
-            if existing:
-                raise DuplicateIdError(
-                    f"{len(existing)} id(s) already stored, e.g. {existing[0]!r}; use upsert()"
-                )
+            self._store.refuse_stored(prepared.ids)
             prepared = self._store.settle(prepared)
             followers = self._store.followers(prepared)
             self._store.write(prepared, upsert=False)
@@ -212,13 +207,7 @@ class NoraxMemory:
         prepared = self._prepare(texts, ids, kind, created_at, namespace, metadata)
         with self._store.lock:
             self._store.maybe_sync()
-            known = self._store.indexes.homes(prepared.ids)
-            moved = [r.id for r in prepared.rows if known.get(r.id, r.namespace) != r.namespace]
-            if moved:
-                raise InvalidInputError(
-                    f"{len(moved)} id(s) belong to another namespace, e.g. {moved[0]!r}; "
-                    "upsert cannot move a memory between namespaces (delete it there first)"
-                )
+            self._store.refuse_moves(prepared.rows)
             prepared = self._store.settle(prepared)
             followers = self._store.followers(prepared)
             self._store.write(prepared, upsert=True)
@@ -278,13 +267,13 @@ class NoraxMemory:
         ns = None if namespace is None else check.namespace(namespace)
         with self._store.lock:
             self._store.maybe_sync()
-            home = self._store.indexes.homes(id_list)
+            home = self._store.indexes.homes(id_list, fresh=True)
             known = [
                 i for i in dict.fromkeys(id_list) if i in home and (ns is None or home[i] == ns)
             ]
             if known:
                 followers = self._store.followers(None, gone=known)
-                self._store.delete(known)
+                self._store.delete(known, ns)
                 self._store.restate(followers)
         return len(known)
 

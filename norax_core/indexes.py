@@ -82,6 +82,7 @@ class DerivedIndexes:
         self._loaded: OrderedDict[str, int] = OrderedDict()  # namespace -> est. bytes, LRU first
         self._held = 0  # > 0: nothing is evicted (a check reads every namespace)
         self._present: set[str] = set()  # namespaces known to hold memories in the source
+        self._empty: set[str] = set()  # loaded namespaces that hold no memory
         self.last_seq = 0
         """The highest write sequence number seen (writes are numbered after it)."""
         self.writes = 0
@@ -126,6 +127,8 @@ class DerivedIndexes:
             self.sidecar.drop_namespace(namespace)
             self.sidecar.upsert(rows, done=())
         self._loaded[namespace] = 0
+        if not rows:
+            self._empty.add(namespace)
         self._index(rows)
         self._link(namespace, rows)
         saved = self.sidecar.graph_state(namespace)
@@ -162,6 +165,10 @@ class DerivedIndexes:
     def _trim(self, keep: str | None) -> None:
         if self._held:
             return
+        # An empty namespace's estimate is 0 bytes, but its entries are not free: searches of
+        # many empty namespaces would pile them up beyond any budget. Nothing to reload.
+        for ns in self._empty - {keep}:
+            self.evict(ns)
         total = self.nbytes
         for ns in list(self._loaded):
             if total <= self.budget:
@@ -176,6 +183,7 @@ class DerivedIndexes:
             return
         self._snapshot(namespace, evicting=True)
         del self._loaded[namespace]
+        self._empty.discard(namespace)
         state = self._drop(namespace)
         if state is not None:
             self.sidecar.set_graph_states({namespace: _state_json(state)})
@@ -309,12 +317,20 @@ class DerivedIndexes:
 
     # -- lookups --------------------------------------------------------------------------
 
-    def homes(self, ids: Iterable[str]) -> dict[str, str]:
-        """``id -> namespace`` for the ``ids`` the store holds (loaded or not)."""
-        return {m: ns for m, (ns, _) in self.stored(ids).items()}
+    def homes(self, ids: Iterable[str], *, fresh: bool = False) -> dict[str, str]:
+        """``id -> namespace`` of the ``ids`` the store holds (loaded or not), as :meth:`stored`."""
+        return {m: ns for m, (ns, _) in self.stored(ids, fresh=fresh).items()}
 
-    def stored(self, ids: Iterable[str]) -> dict[str, tuple[str, int]]:
-        """``id -> (namespace, write sequence number)`` for the ``ids`` the store holds."""
+    def stored(self, ids: Iterable[str], *, fresh: bool = False) -> dict[str, tuple[str, int]]:
+        """``id -> (namespace, write sequence number)`` for the ``ids`` the store holds.
+
+        ``fresh``: the answer a write's id check needs. A client then asks Chroma about every
+        id, loaded namespace or not: another process may have written or moved it since the
+        last pull, and trusting the loaded indexes would let a write take (upsert) or
+        silently lose (add) another tenant's id. An embedded store's indexes are its truth.
+        """
+        if fresh and not self.source.complete:
+            return self.source.homes(list(dict.fromkeys(ids)))
         out: dict[str, tuple[str, int]] = {}
         rest: list[str] = []
         for mid in dict.fromkeys(ids):
@@ -356,14 +372,24 @@ class DerivedIndexes:
                 self._present.add(ns)
             else:  # nothing to read: its next search would load it anyway
                 self._loaded[ns] = 0
+                self._empty.add(ns)
 
     def apply(self, rows: Sequence[IndexRow]) -> None:
         """Persist ``rows`` and index those of loaded namespaces (replacing same ids).
 
         Rows of a namespace that is not loaded go to the sidecar only (an embedded store)
         or nowhere (a client: Chroma has them, and the namespace is read from it when it
-        loads).
+        loads). A row that moved a loaded memory into a namespace that is not loaded (another
+        process deleted it in one and added it in the other) first leaves the old one.
         """
+        moved = [
+            r.id
+            for r in rows
+            if r.namespace not in self._loaded
+            and self.namespace_of.get(r.id, r.namespace) != r.namespace
+        ]
+        if moved:
+            self.remove(moved)
         live = [r for r in rows if r.namespace in self._loaded]
         touched = {r.namespace for r in live} | {self.namespace_of.get(r.id, "") for r in live}
         written = (touched | {self.namespace_of.get(r.id, "") for r in rows}) - {""}
@@ -413,6 +439,7 @@ class DerivedIndexes:
                 old = None
             if old is None:
                 self._loaded[r.namespace] += row_bytes(r)
+                self._empty.discard(r.namespace)
             self.namespace_of[r.id] = r.namespace
             groups.setdefault(r.namespace, []).append(r)
         for ns, group in groups.items():  # one call per index and namespace: a load is bulk
@@ -463,6 +490,8 @@ class DerivedIndexes:
         self.temporal.remove(ns, mid)
         self.graph.remove(ns, mid)
         self.vectors.drop(ns, [mid])
+        if ns in self._loaded and not self.temporal.count(ns):
+            self._empty.add(ns)
 
     # -- load and reconcile -------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
@@ -66,6 +66,25 @@ def check_params(params: Any) -> None:
             NoraxConfig().with_params({key: value})
         except (InvalidInputError, TypeError, ValueError) as exc:
             raise WeightsError(f"params[{key!r}] = {value!r} is invalid: {exc}") from None
+
+
+def shares(weights: Sequence[float]) -> tuple[float, ...]:
+    """Weights as shares that sum to 1, computed without overflow or underflow.
+
+    Fusion divides by the sum of the weights, so only their ratios matter; ranking with
+    shares keeps every product and sum finite whatever the scale (1e308 each sums to
+    ``inf``; 5e-324 each underflows when multiplied by a score). Dividing by the largest
+    weight first keeps the sum below the number of weights.
+
+    Raises:
+        ValueError: A weight is negative or not finite, or none is positive.
+    """
+    top = max(weights)
+    if min(weights) < 0 or not (0 < top < math.inf):
+        raise ValueError(f"weights must be finite, >= 0, with one > 0; got {tuple(weights)}")
+    scaled = [w / top for w in weights]
+    total = math.fsum(scaled)
+    return tuple(w / total for w in scaled)
 
 
 class FusionMethod(str, Enum):
@@ -309,14 +328,19 @@ def load_weights(path: str | Path) -> Weights:
     """Read and validate a weights file.
 
     Raises:
-        WeightsError: The file is missing, not JSON, not a weights file, or holds an invalid
+        WeightsError: The file is missing or unreadable, not UTF-8 JSON, not a weights file,
+            or holds an invalid
             weight or ``params`` entry (the message names it).
     """
     p = Path(path)
     try:
-        data = json.loads(p.read_text())
+        data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise WeightsError(f"weights file not found: {p}") from None
     except json.JSONDecodeError as exc:
         raise WeightsError(f"weights file {p} is not valid JSON: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise WeightsError(f"weights file {p} is not UTF-8 text: {exc}") from None
+    except OSError as exc:
+        raise WeightsError(f"cannot read weights file {p}: {exc.strerror or exc}") from None
     return weights_from_dict(data, source=str(p))

@@ -807,6 +807,42 @@ class EntityGraph:
             )
         return g
 
+    def neighbourhood(self, namespace: str, entities: Sequence[str], limit: int = 8) -> nx.Graph:
+        """The part of the namespace's graph around ``entities`` (those it holds).
+
+        Each entity with its ``limit`` strongest neighbours (most shared memories, ties by
+        name) and every edge among all of them. Nodes carry ``count``, ``community`` and
+        ``seed`` (one of ``entities``); edges carry ``weight``, as in :meth:`graph`.
+        """
+        space = self.space(namespace)
+        g = nx.Graph()
+        if space is None:
+            return g
+        seeds = {space.eid[e] for e in entities if e in space.eid}
+        keep = set(seeds)
+        for e in seeds:
+            strongest = sorted(space.adj[e].items(), key=lambda bw: (-bw[1], space.names[bw[0]]))
+            keep.update(b for b, _ in strongest[:limit])
+        for e in sorted(keep, key=space.names.__getitem__):
+            g.add_node(
+                space.names[e], count=space.counts[e], community=int(space.comm[e]), seed=e in seeds
+            )
+        for a in keep:
+            g.add_weighted_edges_from(
+                (space.names[a], space.names[b], w)
+                for b, w in space.adj[a].items()
+                if b in keep and a < b
+            )
+        return g
+
+    def mentions(self, namespace: str, entity: str) -> list[str]:
+        """Ids of the memories of ``namespace`` that mention ``entity``, sorted."""
+        space = self._spaces.get(namespace)
+        e = space.eid.get(entity) if space is not None else None
+        if space is None or e is None:
+            return []
+        return sorted(mid for row in space.post[e] if (mid := space.ids[row]) is not None)
+
     def communities(self, namespace: str) -> dict[str, int]:
         """Entity -> community id for ``namespace`` (brought up to date first, synchronously)."""
         space = self.space(namespace, wait=True)

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import chromadb
+import networkx as nx
 import numpy as np
 
-from norax_core.batch import CREATED_KEY, SEQ_KEY
+from norax_core.batch import CREATED_KEY, INFERRED_KIND_KEY, KIND_KEY, SEQ_KEY
 from norax_core.config import NoraxConfig
 from norax_core.embedders import Embedder
 from norax_core.errors import InvalidInputError
@@ -34,7 +35,7 @@ from norax_core.indexes import DerivedIndexes, chroma_pages
 from norax_core.locking import StoreLock
 from norax_core.models import Memory
 from norax_core.sidecar import IndexRow, Sidecar
-from norax_core.signals.dense import DenseSignal, chroma_where
+from norax_core.signals.dense import NAMESPACE_KEY, DenseSignal, chroma_where
 from norax_core.signals.vectors import NamespaceMatrix, load_namespace
 from norax_core.store.chroma import (
     ChromaRows,
@@ -268,6 +269,75 @@ class Store(WritePath):
         """Chroma's records (``include`` fields, ``where`` filter), a page at a time."""
         return chroma_pages(self.collection, include, where)
 
+    def browse(
+        self,
+        namespace: str,
+        *,
+        kind: str | None = None,
+        inferred_kind: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        where: dict[str, Any] | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> tuple[int, list[Memory]]:
+        """A page of a namespace's memories, newest first, and how many pass the filters.
+
+        Args:
+            namespace: The namespace (validated by the caller).
+            kind: Only memories of this kind.
+            inferred_kind: Only memories whose inferred kind (:data:`INFERRED_KIND_KEY`,
+                where the store records one) is this.
+            since: Only memories created at or after this time (epoch seconds).
+            until: Only memories created before this time (epoch seconds).
+            where: A Chroma filter on user metadata.
+            limit: Page size.
+            offset: Memories to skip, in the order newest first (ties: latest write first).
+
+        Raises:
+            InvalidInputError: Chroma refuses the filter.
+        """
+        terms: list[dict[str, Any]] = [{NAMESPACE_KEY: namespace}]
+        terms += [{KIND_KEY: kind}] if kind else []
+        terms += [{INFERRED_KIND_KEY: inferred_kind}] if inferred_kind else []
+        terms += [{CREATED_KEY: {"$gte": since}}] if since is not None else []
+        terms += [{CREATED_KEY: {"$lt": until}}] if until is not None else []
+        terms += [where] if where else []
+        flt = terms[0] if len(terms) == 1 else {"$and": terms}
+        with self.lock:
+            self.maybe_sync()
+            try:
+                got = self.collection.get(where=flt, include=["metadatas"])
+            except Exception as exc:
+                raise InvalidInputError(f"invalid filter {where!r}: {exc}") from exc
+        order = sorted(
+            zip(got["ids"], got["metadatas"], strict=True),
+            key=lambda im: (-float(im[1].get(CREATED_KEY, 0.0)), -seq(im[1].get(SEQ_KEY)), im[0]),
+        )
+        page = [mid for mid, _ in order[offset : offset + limit]]
+        found = self.records(page)
+        return len(order), [found[mid] for mid in page if mid in found]
+
+    def neighbourhood(
+        self, namespace: str, memory_id: str, limit: int = 8
+    ) -> tuple[nx.Graph, dict[str, list[str]]]:
+        """A memory's place in its namespace's entity graph.
+
+        Returns:
+            The memory's entities with each one's ``limit`` strongest neighbours and the edges
+            among them (:meth:`EntityGraph.neighbourhood`), and for each of its entities the
+            other memories that mention it. Both empty for an unknown id.
+        """
+        with self.lock:
+            self.maybe_sync()
+            self.indexes.ensure(namespace)
+            graph = self.indexes.graph
+            entities = graph.entities_of(namespace, memory_id)
+            shared = {
+                e: [m for m in graph.mentions(namespace, e) if m != memory_id] for e in entities
+            }
+            return graph.neighbourhood(namespace, entities, limit), shared
+
     def resync(self, ids: Sequence[str]) -> tuple[int, int]:
         """Re-derive ``ids`` from Chroma (see :meth:`DerivedIndexes.resync`)."""
         return self.indexes.resync(self.collection, ids, self.row_from_record)
@@ -282,6 +352,18 @@ class Store(WritePath):
         fresh.last_seq = max(fresh.last_seq, old.last_seq)
         self.indexes = fresh
         old.graph.close()  # stops the replaced graph's community worker thread
+
+    def recent(self, ns: str, flt: dict[str, Any] | None, n: int) -> list[str]:
+        """The ids of the ``n`` latest memories of ``ns`` that pass ``flt``, newest first.
+
+        Latest by ``created_at``, whatever their kinds (no decay); memories sharing a time,
+        the later written first: conversation order reversed.
+        """
+        with self.lock:
+            self.maybe_sync()
+            self.indexes.ensure(ns)
+            ordered, _, _ = self.indexes.temporal.filtered_timeline(ns, self.allowed(ns, flt))
+        return ordered[: -n - 1 : -1] if n > 0 else []
 
     def allowed(self, ns: str, flt: dict[str, Any] | None) -> frozenset[str] | None:
         """The ids of namespace ``ns`` that pass the user's metadata filter ``flt``."""
