@@ -16,7 +16,13 @@ unloaded namespace goes to Chroma and the sidecar only; one to a new namespace s
 loaded. Id lookups (``add``, ``upsert``, ``delete``) ask the loaded namespaces, then the
 source (:meth:`DerivedIndexes.homes`).
 
-A further per-namespace index joins in :meth:`_index`, :meth:`_unindex` and :meth:`_drop`.
+An embedded store keeps each namespace's finished state in the sidecar as a snapshot
+(:mod:`norax_core.snapshots`): written when the namespace is evicted, at close and once its
+vectors have been read, deleted by the sidecar in the transaction of any write to it, and
+loaded by :meth:`DerivedIndexes.ensure` in one read instead of rebuilding from the rows.
+
+A further per-namespace index joins in :meth:`_index`, :meth:`_unindex`, :meth:`_drop` and
+the snapshot (its ``export`` and ``restore``, :mod:`norax_core.snapshots`).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from norax_core import snapshots
 from norax_core.config import NoraxConfig
 from norax_core.sidecar import SCHEMA_VERSION, IndexRow, RowSource, Sidecar, SidecarRows, row_bytes
 from norax_core.signals.bm25 import BM25Index, BM25Signal
@@ -35,7 +42,7 @@ from norax_core.signals.dense import NAMESPACE_KEY
 from norax_core.signals.entity_graph import STATE_VERSION
 from norax_core.signals.graph import EntityGraph, GraphSignal
 from norax_core.signals.temporal import TemporalSignal
-from norax_core.signals.vectors import VectorCache
+from norax_core.signals.vectors import NamespaceMatrix, VectorCache
 from norax_core.supersession import SupersessionIndex
 from norax_core.tokenize import Tokenizer
 
@@ -83,6 +90,14 @@ class DerivedIndexes:
         comparing it, whether another write came in between."""
         self.loads = 0
         self.evictions = 0
+        self.restored = 0
+        """Loads served by a snapshot (:mod:`norax_core.snapshots`)."""
+        # namespace -> (graph generation, holds vectors) of its stored snapshot
+        self._snapped: dict[str, tuple[int, bool]] = {}
+        self._vectors_due: set[str] = set()  # vectors read from Chroma, not in a snapshot yet
+        self._written: set[str] = set()  # namespaces written since open (snapshots at close)
+        # set by a lazy reconcile: each namespace's ids are compared with Chroma's as it loads
+        self._verify: tuple[Any, Callable[[str, str, dict[str, Any]], IndexRow]] | None = None
 
     # -- loading and eviction -------------------------------------------------------------
 
@@ -97,8 +112,15 @@ class DerivedIndexes:
 
     def ensure(self, namespace: str) -> None:
         """Load ``namespace`` if it is not loaded, and mark it most recently used."""
+        self._save_due()
         if namespace in self._loaded:
             self._loaded.move_to_end(namespace)
+            return
+        if self._verify is not None:
+            self._check_namespace(namespace, *self._verify)
+        if self.source.complete and self._restore(namespace):
+            self.loads += 1
+            self._trim(keep=namespace)
             return
         rows = self.source.rows(namespace)
         if not self.source.complete:  # the sidecar caches the loaded namespaces' rows
@@ -157,8 +179,10 @@ class DerivedIndexes:
 
     def evict(self, namespace: str) -> None:
         """Drop a loaded namespace from memory (it is reloaded on use)."""
-        if self._loaded.pop(namespace, None) is None:
+        if namespace not in self._loaded:
             return
+        self._snapshot(namespace, evicting=True)
+        del self._loaded[namespace]
         self._empty.discard(namespace)
         state = self._drop(namespace)
         if state is not None:
@@ -167,7 +191,122 @@ class DerivedIndexes:
             self.sidecar.drop_namespace(namespace)
         self.evictions += 1
 
+    # -- snapshots (embedded stores) ------------------------------------------------------
+
+    def _restore(self, namespace: str) -> bool:
+        """Load ``namespace`` from its snapshot, if it has a valid one; whether it did."""
+        got = self.sidecar.snapshot(namespace, snapshots.layout())
+        if got is None:
+            return False
+        try:
+            state, ids = snapshots.ids_of(got[0])
+            if any(self.namespace_of.get(m, namespace) != namespace for m in ids):
+                raise ValueError("it holds an id loaded in another namespace")
+            snapshots.restore(
+                namespace, state, self.bm25, self.temporal, self.graph, self.supersede
+            )
+        except Exception as exc:  # noqa: BLE001 - any bad snapshot: load from the rows
+            logger.info("norax: ignoring the snapshot of %r (%s)", namespace, exc)
+            self._drop(namespace)
+            self.sidecar.drop_snapshots([namespace])
+            return False
+        self.namespace_of.update(dict.fromkeys(ids, namespace))
+        self._loaded[namespace] = int(state["nbytes"])
+        self.last_seq = max(self.last_seq, self.temporal.last_seq)
+        block = snapshots.unpack_vectors(got[1], ids) if got[1] is not None else None
+        if block is not None:
+            self.vectors.restore(namespace, block)
+        self._snapped[namespace] = (self.graph.generation(namespace), block is not None)
+        self.restored += 1
+        return True
+
+    def vectors_read(self, namespace: str, block: NamespaceMatrix) -> None:
+        """The dense signal read ``namespace``'s vectors from Chroma: snapshot them.
+
+        Called from the search's worker thread, so it only takes note; the snapshot is
+        written at the next load, eviction or close (under the store's lock).
+        """
+        if self.source.complete:
+            self._vectors_due.add(namespace)
+
+    def vectors_with_rows(self, namespace: str, block: NamespaceMatrix) -> None:
+        """A client read ``namespace``'s vectors with its rows (one ``get``): hold them.
+
+        Only for a namespace the dense signal ranks from a matrix; others are searched
+        through Chroma.
+        """
+        if len(block) <= self.config.dense_exact_limit:
+            self.vectors.restore(namespace, block)
+
+    def _save_due(self) -> None:
+        while self._vectors_due:
+            ns = self._vectors_due.pop()
+            if ns in self._loaded:
+                self._snapshot(ns)
+
+    def _snapshot(
+        self, namespace: str, block: NamespaceMatrix | None = None, evicting: bool = False
+    ) -> None:
+        """Write the snapshot of a loaded namespace unless its stored one is as complete.
+
+        Its vectors are ``block``, else the loaded matrix if it is fresh. An evicted
+        namespace written since open without its vectors at hand is left to :meth:`finish`
+        (a bulk write would snapshot it again and again).
+        """
+        if not self.source.complete or self.sidecar.path is None:
+            return
+        ids = self.temporal.ids(namespace)
+        if block is None:
+            block = self.vectors.fresh(namespace)
+        if block is not None and (len(block) != len(ids) or not all(m in block for m in ids)):
+            block = None
+        generation = self.graph.generation(namespace)
+        done = self._snapped.get(namespace)
+        if not ids or (done is not None and done[0] == generation and done[1] >= bool(block)):
+            return
+        if evicting and block is None and namespace in self._written:
+            return
+        state = snapshots.capture(
+            namespace,
+            self.bm25,
+            self.temporal,
+            self.graph,
+            self.supersede,
+            self._loaded.get(namespace, 0),
+        )
+        vectors = snapshots.pack_vectors(block) if block is not None else None
+        self.sidecar.put_snapshot(namespace, snapshots.layout(), state, vectors)
+        self._snapped[namespace] = (generation, block is not None)
+
+    def finish(self, fetch: Callable[[str, set[str]], NamespaceMatrix | None]) -> None:
+        """At close: a complete snapshot of every namespace loaded or written since open.
+
+        Complete means with its graph communities up to date (run now if stale) and its
+        vectors.
+
+        ``fetch(namespace, ids)`` reads a namespace's vectors from Chroma (``None`` when it
+        is too large for a matrix, or Chroma disagrees with ``ids``). Namespaces are
+        loaded one at a time, so the memory budget holds.
+        """
+        if not self.source.complete or self.sidecar.path is None:
+            return
+        self._save_due()
+        for ns in sorted(set(self._loaded) | self._written):
+            loaded = ns in self._loaded
+            if not self.source.has(ns):
+                continue
+            self.ensure(ns)
+            self.graph.communities(ns)  # ready to use: no first search places every entity
+            done = self._snapped.get(ns)
+            if done is None or not done[1] or done[0] != self.graph.generation(ns):
+                block = self.vectors.fresh(ns) or fetch(ns, self.temporal.ids(ns))
+                self._snapshot(ns, block)
+            if not loaded:
+                self.evict(ns)
+        self._written.clear()
+
     def _drop(self, namespace: str) -> dict[str, Any] | None:
+        self._snapped.pop(namespace, None)
         for mid in self.temporal.ids(namespace):
             self.namespace_of.pop(mid, None)
         self.bm25.drop(namespace)
@@ -253,6 +392,10 @@ class DerivedIndexes:
             self.remove(moved)
         live = [r for r in rows if r.namespace in self._loaded]
         touched = {r.namespace for r in live} | {self.namespace_of.get(r.id, "") for r in live}
+        written = (touched | {self.namespace_of.get(r.id, "") for r in rows}) - {""}
+        for ns in written:
+            self._snapped.pop(ns, None)  # the sidecar deletes their snapshots with the rows
+        self._written.update(written | {r.namespace for r in rows})
         try:
             complete = self.source.complete
             self.sidecar.upsert(
@@ -313,6 +456,9 @@ class DerivedIndexes:
         known = [i for i in wanted if i in self.namespace_of or i in held]
         if known:
             touched = {self.namespace_of[m] for m in known if m in self.namespace_of}
+            for ns in touched:
+                self._snapped.pop(ns, None)  # the sidecar deletes their snapshots
+            self._written.update(touched)
             try:
                 self.sidecar.delete(known, self.supersede.removed(known, self.namespace_of))
             except BaseException:
@@ -365,6 +511,9 @@ class DerivedIndexes:
             return False
         if not self.source.complete:  # a cache of another session's loaded namespaces
             self.sidecar.clear()
+        if self.sidecar.get_meta("snapshot_layout") != snapshots.layout():
+            self.sidecar.drop_snapshots()  # written by other code
+            self.sidecar.set_meta({"snapshot_layout": snapshots.layout()})
         self.last_seq = self.sidecar.max_seq()
         old = self.sidecar.get_meta("graph_state")
         if old:
@@ -379,9 +528,14 @@ class DerivedIndexes:
         return True
 
     def save_state(self) -> None:
-        """Persist what is costly to recompute (loaded graph communities) for the next open."""
+        """Persist what is costly to recompute for the next open.
+
+        The loaded namespaces' graph communities, and their snapshots.
+        """
         states = {}
+        self._save_due()
         for ns in self._loaded:
+            self._snapshot(ns)
             state = self.graph.namespace_state(ns)
             if state is not None:
                 states[ns] = _state_json(state)
@@ -393,6 +547,7 @@ class DerivedIndexes:
         collection: Any,
         row_from_record: Callable[[str, str, dict[str, Any]], IndexRow],
         progress: Callable[[int], None] | None = None,
+        lazy: bool = False,
     ) -> tuple[int, int]:
         """Make the indexes hold exactly Chroma's ids: index what is missing, drop extras.
 
@@ -402,9 +557,21 @@ class DerivedIndexes:
         client compares its loaded namespaces only (the others are read from Chroma when
         they load).
 
+        ``lazy`` (an embedded store's open): when nothing is pending and Chroma holds as
+        many memories as the sidecar, no id is read now; instead each namespace's ids are
+        compared with Chroma's when it loads (one filtered ``get`` of ids), so an open does
+        not grow with the store and a change made behind the sidecar's back (a same-size
+        swap of ids included) is still found, when its namespace is first used.
+
         Returns ``(added, removed)``.
         """
         pending = self.sidecar.pending()
+        same = lazy and self.source.complete and not pending
+        if same and int(collection.count()) == self.sidecar.count():
+            self._verify = (collection, row_from_record)
+            return 0, 0
+        if self.source.complete:
+            self._verify = None  # every id is compared now
         if not self.source.complete:  # a client: the loaded namespaces
             pages = [chroma_pages(collection, [], {NAMESPACE_KEY: ns}) for ns in self._loaded]
             truth = {m for ns_pages in pages for got in ns_pages for m in got["ids"]}
@@ -426,6 +593,23 @@ class DerivedIndexes:
         if extra or todo:
             logger.info("norax: reconciled indexes with Chroma: +%d -%d", len(todo), len(extra))
         return len(todo), len(extra)
+
+    def _check_namespace(
+        self,
+        namespace: str,
+        collection: Any,
+        row_from_record: Callable[[str, str, dict[str, Any]], IndexRow],
+    ) -> None:
+        """Before a namespace's load after a lazy open: re-derive the ids it disagrees on.
+
+        See :meth:`reconcile`.
+        """
+        got = collection.get(where={NAMESPACE_KEY: namespace}, include=[])
+        truth, mine = set(got["ids"]), self.sidecar.namespace_ids(namespace)
+        if truth != mine:
+            differ = sorted(truth ^ mine)
+            logger.info("norax: re-derived %d ids of %r from Chroma", len(differ), namespace)
+            self.resync(collection, differ, row_from_record)
 
     def resync(
         self,

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from norax_core import snapshot_table
+
 SCHEMA_VERSION = "4"
 """Bumped when the rows change meaning; a sidecar of another version is rebuilt from Chroma
 (2: ``seq``, the write sequence number; 3: the ``supersedes`` links; 4: links under the rule
@@ -128,7 +130,7 @@ class SidecarRows:
         return self.sidecar.count()
 
 
-class Sidecar:
+class Sidecar(snapshot_table.SnapshotTable):
     """SQLite persistence of :class:`IndexRow` plus a small key/value table.
 
     ``path=None`` keeps it in memory (for in-memory stores and remote Chroma servers, where
@@ -172,6 +174,7 @@ class Sidecar:
                 "CREATE TABLE IF NOT EXISTS graph_state (namespace TEXT PRIMARY KEY,"
                 " state TEXT NOT NULL)"
             )
+            list(map(self._conn.execute, snapshot_table.SCHEMA))  # snapshots, their triggers
 
     def close(self) -> None:
         """Close the database."""

@@ -145,6 +145,10 @@ class Weights:
             raise WeightsError(f"rrf_k must be a finite number > 0, got {self.rrf_k!r}")
         check_params(self.params)
         object.__setattr__(self, "intents", _check_intents(self.intents, self.name))
+        # Derived values a search asks for every time (its intent's weights, the config
+        # they apply to), computed once: both are pure functions of frozen objects.
+        object.__setattr__(self, "_by_intent", {})
+        object.__setattr__(self, "_applied", (None, None))
 
     def for_intent(self, intent: Intent | str | None) -> Weights:
         """The weights a query of ``intent`` is ranked with (these when it has no override).
@@ -158,16 +162,26 @@ class Weights:
         over = self.intents.get(key)
         if over is None:
             return self
-        return replace(
-            over, params=merge_params(self.params, over.params), name=f"{self.name}[{key}]"
-        )
+        got: Weights | None = self._by_intent.get(key)  # type: ignore[attr-defined]
+        if got is None:
+            got = replace(
+                over, params=merge_params(self.params, over.params), name=f"{self.name}[{key}]"
+            )
+            self._by_intent[key] = got  # type: ignore[attr-defined]
+        return got
 
     def applied(self, config: NoraxConfig) -> NoraxConfig:
         """``config`` with these weights' ``params`` applied.
 
         The global ones: select a query's weights with :meth:`for_intent` first.
         """
-        return config.with_params(self.params) if self.params else config
+        if not self.params:
+            return config
+        seen, out = self._applied  # type: ignore[attr-defined]
+        if seen is not config:  # the last config asked (a store asks with its own)
+            out = config.with_params(self.params)
+            object.__setattr__(self, "_applied", (config, out))
+        return out  # type: ignore[no-any-return]
 
     def as_dict(self) -> dict[str, float]:
         """The four weights keyed by signal name."""

@@ -36,6 +36,7 @@ from norax_core.locking import StoreLock
 from norax_core.models import Memory
 from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.signals.dense import NAMESPACE_KEY, DenseSignal, chroma_where
+from norax_core.signals.vectors import NamespaceMatrix, load_namespace
 from norax_core.store.chroma import (
     ChromaRows,
     drop_collection,
@@ -139,7 +140,15 @@ class Store(WritePath):
 
         # A client's namespaces are read from Chroma (other processes write there); an
         # embedded or in-memory store's from its sidecar, which this process alone writes.
-        source = ChromaRows(self.collection, self.row_from_record) if client is not None else None
+        source = (
+            ChromaRows(
+                self.collection,
+                self.row_from_record,
+                lambda ns, block: self.indexes.vectors_with_rows(ns, block),
+            )
+            if client is not None
+            else None
+        )
         self.indexes = DerivedIndexes(Sidecar(sidecar_path), self.config, source)
         # Lambdas, not bound methods: a repair may replace the derived indexes.
         self.dense = DenseSignal(
@@ -149,10 +158,11 @@ class Store(WritePath):
             size=lambda ns: self.indexes.temporal.count(ns),
             members=lambda ns: self.indexes.temporal.ids(ns),
             exact_limit=self.config.dense_exact_limit,
+            on_load=lambda ns, block: self.indexes.vectors_read(ns, block),
         )
         self.indexes.load()
-        if reconcile:  # ids only (embedded: every id; a client: none), never a memory
-            self.indexes.reconcile(self.collection, self.row_from_record)
+        if reconcile:  # embedded: counts now, each namespace's ids as it loads; never a memory
+            self.indexes.reconcile(self.collection, self.row_from_record, lazy=True)
 
     # -- closing ------------------------------------------------------------------------
 
@@ -163,6 +173,7 @@ class Store(WritePath):
                 return
             self.closed = True
             if self.indexes.sidecar.path is not None:
+                self.indexes.finish(self._vectors_of)
                 self.indexes.save_state()
             self.release()
 
@@ -186,6 +197,13 @@ class Store(WritePath):
         if self._store_lock is not None:
             self._store_lock.release()
             self._store_lock = None
+
+    def _vectors_of(self, namespace: str, ids: set[str]) -> NamespaceMatrix | None:
+        """A namespace's vectors read from Chroma for its snapshot, if it ranks from a matrix."""
+        if len(ids) > self.config.dense_exact_limit:
+            return None
+        block = load_namespace(self.collection, namespace, ids.__contains__, ids)
+        return block if len(block) == len(ids) else None
 
     # -- other processes' writes --------------------------------------------------------
 
@@ -330,6 +348,7 @@ class Store(WritePath):
         """Replace the in-memory indexes by fresh ones (namespaces load again on use)."""
         old = self.indexes
         old.save_state()
+        old.sidecar.drop_snapshots()  # they hold what is being rebuilt
         fresh = DerivedIndexes(old.sidecar, old.config, old.source)
         fresh.load()
         fresh.last_seq = max(fresh.last_seq, old.last_seq)

@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "norax_core.presets",
             "norax_core.query",  # weights files pick per-intent overrides by its Intent
             "norax_core.sidecar",
+            "norax_core.snapshot_table",
             "norax_core.store_settings",
             "norax_core.tokenize",
             "norax_core.validation",
@@ -47,7 +48,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),  # links beside the graph
     (
         "derived",
-        ("norax_core.batch", "norax_core.fusion", "norax_core.indexes", "norax_core.sync"),
+        (
+            "norax_core.batch",
+            "norax_core.fusion",
+            "norax_core.indexes",
+            "norax_core.snapshots",
+            "norax_core.sync",
+        ),
     ),
     ("stages", ("norax_core.stages",)),  # ranking stages' math, on arrays
     ("store", ("norax_core.store",)),
