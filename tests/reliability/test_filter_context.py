@@ -8,6 +8,7 @@ a store holding only the allowed memories. Real Chroma, the real embedding model
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from datetime import datetime, timedelta, timezone
 
@@ -55,7 +56,7 @@ def _store(embedder, rows) -> NoraxMemory:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("window", [1, 2])
 def test_an_excluded_memory_never_takes_a_neighbour_slot(embedder, window):
-    weights = Weights(**{**vars(CONTEXT), "params": {**CONTEXT.params, "context_window": window}})
+    weights = dataclasses.replace(CONTEXT, params={**CONTEXT.params, "context_window": window})
     full = _store(embedder, SESSION)
     # The reference: the allowed memories alone, at the same times.
     kept = [(i, t, topic) for i, t, topic in SESSION if topic == "keep"]
