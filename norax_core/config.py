@@ -120,6 +120,12 @@ class NoraxConfig:
         supersede_pull: Whether a superseding memory that is not among those best
             candidates is lifted too (joining the candidates); without, supersession only
             reorders the best ``supersede_depth``, so recall at that depth is unchanged.
+        exchange_weight: Exchange (:mod:`norax_core.stages.exchange`): when a memory is
+            among the best ``exchange_depth`` candidates, its exchange partner (the reply to
+            a user message, or the user message a reply answers: neighbours in the same
+            session, the earlier one with ``role`` metadata ``"user"``) rises to this share
+            of its score, right after it, if it is a candidate. In [0, 1]; 0 turns it off.
+        exchange_depth: How many of the best candidates bring their partner.
         dense_exact_limit: A namespace of at most this many memories is ranked by the dense
             signal exactly, over its own vectors held in process (one float32 matrix, loaded
             from Chroma on first use); a larger one through Chroma's HNSW index, which is
@@ -171,6 +177,8 @@ class NoraxConfig:
     supersede_depth: int = 10
     supersede_ratio: float = 0.0
     supersede_pull: bool = True
+    exchange_weight: float = 0.0
+    exchange_depth: int = 5
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
     index_cache_mb: float = 1024.0
@@ -250,6 +258,10 @@ class NoraxConfig:
             raise InvalidInputError(
                 f"supersede_pull must be True or False, got {self.supersede_pull!r}"
             )
+        xw = self.exchange_weight
+        if isinstance(xw, bool) or not (isinstance(xw, (int, float)) and 0 <= xw <= 1):
+            raise InvalidInputError(f"exchange_weight must be a number in [0, 1], got {xw!r}")
+        _count("exchange_depth", self.exchange_depth, 1)
         limit = self.dense_exact_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")

@@ -328,6 +328,7 @@ class NoraxMemory:
         where: Mapping[str, Any] | None = None,
         now: Any = None,
         weights: WeightsLike = None,
+        query_embedding: Any = None,
     ) -> list[SearchResult]:
         """Rank the namespace's memories for ``query``, best first.
 
@@ -348,9 +349,11 @@ class NoraxMemory:
             where: Chroma metadata filter on user metadata, applied before ranking.
             now: The clock for recency (datetime, ISO string or epoch seconds; default now).
             weights: A :class:`Weights`, preset name or mapping for this search.
+            query_embedding: The query's :meth:`embed_query`, to search several namespaces
+                with one query embedding (default: embedded here).
         """
         w = self.weights if weights is None else resolve_weights(weights)
-        cands = self.candidates(query, k=k, namespace=namespace, where=where, now=now, weights=w)
+        cands = self.candidates(query, k, namespace, where, now, w, query_embedding=query_embedding)
         if not cands.k:
             return []
         chosen = cands.weights or w  # the query's intent selected them (Weights.for_intent)
@@ -380,6 +383,7 @@ class NoraxMemory:
         weights: WeightsLike = None,
         pool: int | None = None,
         ids: Sequence[str] | None = None,
+        query_embedding: Any = None,
     ) -> Candidates:
         """The candidate pool of a search with every signal's score, before fusion.
 
@@ -425,7 +429,11 @@ class NoraxMemory:
             if extractor and cfg.query_entities is QueryEntities.EXTRACT
             else None
         )
-        embedding = self.embedder.embed([head])[0]
+        embedding = (
+            self.embedder.embed([head])[0]
+            if query_embedding is None
+            else check.query_embedding(query_embedding, self.embedder.dim)
+        )
         with self._store.lock:
             self._store.maybe_sync()
             self._store.indexes.ensure(ns)
@@ -464,6 +472,10 @@ class NoraxMemory:
                     m for m in dict.fromkeys(check.memory_id(i) for i in ids or ()) if m in known
                 ],
             )
+
+    def embed_query(self, query: str) -> np.ndarray:
+        """The query's embedding as :meth:`search` computes it (pass it as ``query_embedding``)."""
+        return self.embedder.embed([check.query(query)[:MODEL_CHARS]])[0]
 
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored embedding of each of ``ids`` that exists (float32, unit norm)."""

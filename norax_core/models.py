@@ -70,7 +70,8 @@ class Explanation:
     """Which ranking stage moved a result; the values sum to its ``score``.
 
     The stages run in the order ``context``, ``bridges``, ``period``, ``latest_wins``,
-    ``supersede``, ``turns`` (:func:`norax_core.ranking.rank`); a stage that is off adds 0.
+    ``supersede``, ``turns``, ``exchange`` (:func:`norax_core.ranking.rank`); a stage that is
+    off adds 0.
 
     Attributes:
         fused: The fused signal score (weighted sum or reciprocal rank fusion).
@@ -84,6 +85,8 @@ class Explanation:
             own when the query asks what the user said); 0 when it is off.
         bridges: What the bridge step added (the result shares entities with the best
             first-pass results or the query's, in the entity graph); 0 when it is off.
+        exchange: What the exchange stage added (the memory is the reply to, or the message
+            answered by, a better-ranked one, and joined right after it); 0 when it is off.
         supersede: What supersession added (a memory linked at write time as superseding
             a better-scored candidate); 0 when it is off or did not apply.
     """
@@ -95,6 +98,7 @@ class Explanation:
     bridges: float = 0.0
     supersede: float = 0.0
     turns: float = 0.0
+    exchange: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
         """Every stage's contribution by name, in stage order, JSON-ready."""
@@ -106,6 +110,7 @@ class Explanation:
             "latest_wins": self.latest_wins,
             "supersede": self.supersede,
             "turns": self.turns,
+            "exchange": self.exchange,
         }
 
 

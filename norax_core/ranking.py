@@ -28,7 +28,9 @@ The stages, in order (each one a plain array operation over the whole batch):
    superseding one of the best ``supersede_depth`` candidates pass it (and join them);
 8. **turns** (:mod:`norax_core.stages.turns`): memories that open their session, and the
    user's own when the query asks what the user said, gain a share of their score;
-9. **order**: best first, ties to the smaller id.
+9. **exchange** (:mod:`norax_core.stages.exchange`): the reply to a user message among the
+   best ``exchange_depth`` (or the user message a reply answers) joins right after it;
+10. **order**: best first, ties to the smaller id.
 
 New stages belong here too, as fields of :class:`Plan` and steps of :func:`rank`, so that
 search and the benchmarks cannot drift apart. Stages that did not win on held-out data were
@@ -46,7 +48,7 @@ import numpy as np
 
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
-from norax_core.stages import period, supersede, turns
+from norax_core.stages import exchange, period, supersede, turns
 from norax_core.weights import FusionMethod, Weights, shares
 
 if TYPE_CHECKING:
@@ -82,6 +84,7 @@ STAGES = (
     "latest_wins",
     "supersede",
     "turns",
+    "exchange",
 )
 """The stages after fusion, in the order :func:`rank` runs them (:meth:`Ranking.explain`)."""
 _B, _D, _T, _G = (SIGNALS.index(s) for s in ("bm25", "dense", "temporal", "graph"))
@@ -136,6 +139,8 @@ class Plan:
         supersede_ratio: Least share of the older memory's score the newer one needs.
         supersede_pull: Whether a superseding memory outside that depth is lifted (and
             joins the candidates).
+        exchange_weight: Share of its anchor's score an exchange partner rises to (0: off).
+        exchange_depth: How many of the best candidates bring their exchange partner.
     """
 
     weights: tuple[float, float, float, float]
@@ -166,6 +171,8 @@ class Plan:
     supersede_depth: int = 10
     supersede_ratio: float = 0.0
     supersede_pull: bool = True
+    exchange_weight: float = 0.0
+    exchange_depth: int = 5
 
     @classmethod
     def of(cls, weights: Weights, config: NoraxConfig, intent: Intent | str | None = None) -> Plan:
@@ -419,6 +426,9 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     if plan.opener_boost > 0 or plan.speaker_boost > 0:
         score = _turns(table, plan, score)
     after["turns"] = score
+    if plan.exchange_weight > 0:
+        score = _exchange(table, plan, cand, score)
+    after["exchange"] = score
     return Ranking(table, kk, cand, fused, ctx, score, after)
 
 
@@ -666,3 +676,13 @@ def _turns(table: Table, plan: Plan, score: np.ndarray) -> np.ndarray:
         score.shape, position, user, own, plan.opener_boost, plan.opener_span, plan.speaker_boost
     )
     return score * f  # type: ignore[no-any-return]
+
+
+def _exchange(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Exchange stage: the partners of the best ``exchange_depth`` join right after them."""
+    if table.neighbours is None or table.positions is None or table.users is None:
+        raise ValueError("the exchange stage needs the table's neighbours, positions and users")
+    slots = table.neighbours(1, plan.context_gap)
+    partner = exchange.partner_rows(slots, table.positions(plan.context_gap), table.users())
+    top = _best(score, cand, table.tie, np.full(cand.shape[0], plan.exchange_depth))
+    return exchange.exchange_arrays(score, cand, top, partner, plan.exchange_weight)

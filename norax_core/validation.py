@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timezone
 from typing import Any, TypeVar
 
+import numpy as np
+
 from norax_core.errors import DuplicateIdError, InvalidInputError
 from norax_core.models import DEFAULT_NAMESPACE, RESERVED_PREFIX, MetadataValue
 
@@ -222,6 +224,22 @@ def query(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError("the query must be a non-empty string")
     return unicode_text(value, "the query")
+
+
+def query_embedding(value: Any, dim: int) -> np.ndarray:
+    """A query embedding given by the caller: ``dim`` finite numbers, not all zero.
+
+    Returned as float32 of unit norm, as an :class:`~norax_core.embedders.Embedder` makes them.
+    """
+    try:
+        vec = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"query_embedding must be {dim} numbers: {exc}") from exc
+    if vec.shape != (dim,) or not np.isfinite(vec).all() or not vec.any():
+        raise InvalidInputError(
+            f"query_embedding must be {dim} finite numbers, not all zero; got shape {vec.shape}"
+        )
+    return (vec / np.linalg.norm(vec)).astype(np.float32)
 
 
 def where(value: Any) -> dict[str, Any] | None:

@@ -34,7 +34,7 @@ class NoraxSearchItem(SearchItem):
     ``temporal``, ``graph``) and ``matched_entities`` the query entities the item shares;
     ``query_plan`` is the query's reading (``{"intent", "periods": [{"start", "end", "text"}],
     "entities"}``) and ``explanation`` what each ranking stage contributed (``{"fused",
-    "context", "bridges", "period", "latest_wins", "supersede", "turns"}``, summing to
+    "context", "bridges", "period", "latest_wins", "supersede", "turns", "exchange"}``, summing to
     ``score``), both ``None`` without a query. All are also in
     :meth:`dict`.
     """
@@ -105,11 +105,12 @@ class NoraxStore(BaseStore):
       filter never shortens a page that matching items could fill); see
       :func:`norax_langgraph._codec.filter_where` for its semantics.
     - A ``namespace_prefix`` that covers several namespaces runs one search per namespace
-      and merges them by rank: every namespace's best item, then every second best, and so
-      on, ties broken by the fused score. Fused scores are normalised within a namespace
-      (BM25 against the namespace's best match, the graph within its own entity graph), so
-      comparing them across namespaces would favour whichever namespace is smallest or
-      least varied. Listings without a query merge by ``updated_at``, which is comparable.
+      (the query embedded once) and merges them by rank: every namespace's best item, then
+      every second best, and so on, ties broken by the fused score. Fused scores are
+      normalised within a namespace (BM25 against the namespace's best match, the graph
+      within its own entity graph), so comparing them across namespaces would favour
+      whichever namespace is smallest or least varied. Listings without a query merge by
+      ``updated_at``, which is comparable.
     - Puts in one ``batch`` are one Norax ``upsert`` (in op order, so ``embed_context``
       sees them in order) and one ``delete``; everything is validated before anything is
       written. Reads in a batch see the store as it was before the batch's writes.
@@ -155,7 +156,8 @@ class NoraxStore(BaseStore):
                 results[i] = self._get(op)
             elif isinstance(op, SearchOp):
                 plans = self._search_plan(op)
-                found = [self.memory.search(**kw) for kw in plans.searches]
+                vec = self.memory.embed_query(op.query) if plans.searches and op.query else None
+                found = [self.memory.search(**kw, query_embedding=vec) for kw in plans.searches]
                 fill = [self._recent(*listing) for listing in plans.fills]
                 results[i] = plans.merge(found, fill)
             elif isinstance(op, ListNamespacesOp):
@@ -170,8 +172,15 @@ class NoraxStore(BaseStore):
         async def run(op: Op) -> Result:
             if isinstance(op, SearchOp):
                 plans = self._search_plan(op)
+                vec = (
+                    await asyncio.to_thread(self.memory.embed_query, op.query)
+                    if plans.searches and op.query
+                    else None
+                )
                 found, fill = await asyncio.gather(
-                    asyncio.gather(*(self.memory.asearch(**kw) for kw in plans.searches)),
+                    asyncio.gather(
+                        *(self.memory.asearch(**kw, query_embedding=vec) for kw in plans.searches)
+                    ),
                     asyncio.gather(*(asyncio.to_thread(self._recent, *a) for a in plans.fills)),
                 )
                 return plans.merge(list(found), list(fill))

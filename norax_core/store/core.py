@@ -325,8 +325,10 @@ class Store(WritePath):
 
         Returns:
             The memory's entities with each one's ``limit`` strongest neighbours and the edges
-            among them (:meth:`EntityGraph.neighbourhood`), and for each of its entities the
-            other memories that mention it. Both empty for an unknown id.
+            among them
+            (:meth:`~norax_core.signals.entity_graph.EntityGraph.neighbourhood`), and for
+            each of its entities the other memories that mention it. Both empty for an
+            unknown id.
         """
         with self.lock:
             self.maybe_sync()

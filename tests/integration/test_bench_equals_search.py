@@ -14,6 +14,7 @@ recall of those ids. Cold (no embedding cache) this embeds about 560 texts, 1-2 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -57,17 +58,17 @@ METHODS = {
             "latest_wins_similarity": 0.5,
         },
     ),
-    "period": Weights(**{**vars(DEFAULT), "params": {**DEFAULT.params, "period_boost": 0.5}}),
-    "turns": Weights(
+    "period": dataclasses.replace(DEFAULT, **{"params": {**DEFAULT.params, "period_boost": 0.5}}),
+    "turns": dataclasses.replace(
+        DEFAULT,
         **{
-            **vars(DEFAULT),
             "params": {
                 **DEFAULT.params,
                 "opener_boost": 1.0,
                 "opener_span": 5.0,
                 "speaker_boost": 1.0,
             },
-        }
+        },
     ),
     "bridges": Weights(
         0.3,
@@ -105,8 +106,8 @@ METHODS = {
             "supersede_pull": False,
         },
     ),
-    "supersede": Weights(
-        **{**vars(DEFAULT), "params": {**DEFAULT.params, "supersede_weight": 1.1}}
+    "supersede": dataclasses.replace(
+        DEFAULT, **{"params": {**DEFAULT.params, "supersede_weight": 1.1}}
     ),
 }
 PER_INTENT = Weights(

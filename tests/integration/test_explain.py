@@ -64,6 +64,7 @@ STAGE_KEYS = {
     "latest_wins",
     "supersede",
     "turns",
+    "exchange",
 }
 
 

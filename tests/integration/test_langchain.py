@@ -353,6 +353,7 @@ def test_result_to_document() -> None:
             "latest_wins": -0.05,
             "supersede": 0.0,
             "turns": 0.0,
+            "exchange": 0.0,
         },
     }
 

@@ -25,6 +25,7 @@ from langgraph.store.memory import InMemoryStore
 
 from norax_core import CallableEmbedder, InvalidInputError, NoraxError, NoraxMemory
 from norax_langgraph import NoraxSearchItem, NoraxStore
+from norax_langgraph import _codec as codec
 
 DIM = 32
 FIELDS = ["text"]
@@ -425,6 +426,45 @@ def test_prefix_search_merges_namespaces(pair: tuple[NoraxStore, InMemoryStore])
     }
     assert {i.key for i in ranked[:3]} == {i.key for i in best.values()}
     assert [i.namespace for i in ranked[3:]] in ([("u", "a"), ("u", "b")], [("u", "b"), ("u", "a")])
+
+
+def test_a_prefix_search_embeds_its_query_once(client: Any) -> None:
+    # Issue 24 item 2: one search over several namespaces embedded the query once per namespace.
+    queries: list[str] = []
+
+    def counting(texts: list[str]) -> list[list[float]]:
+        queries.extend(t for t in texts if t.startswith("coffee tea"))
+        return _embed(texts)
+
+    mem = NoraxMemory(
+        client=client,
+        collection=f"lg-{uuid.uuid4().hex[:12]}",
+        embedder=CallableEmbedder(counting, name="test:hash-32", dim=DIM),
+        extractor=False,
+        sync_interval=0,
+    )
+    try:
+        store = NoraxStore(mem, index={"fields": FIELDS})
+        for n, ns in enumerate([("u", "a"), ("u", "b"), ("u", "c"), ("u", "d")]):
+            store.put(ns, f"k{n}", {"text": f"coffee {'tea ' * n}"})
+        queries.clear()
+        found = store.search(("u",), query="coffee tea tea", limit=10)
+        assert len(found) == 4 and queries == ["coffee tea tea"]
+        queries.clear()
+        assert asyncio.run(store.asearch(("u",), query="coffee tea tea", limit=10)) == found
+        assert queries == ["coffee tea tea"]
+        # the embedding passed in ranks exactly as the one computed inside
+        vec = mem.embed_query("coffee tea")
+        spaces = [codec.norax_namespace(("u", x)) for x in "ab"]
+        for ns in spaces:
+            inside = [(r.id, r.score) for r in mem.search("coffee tea", namespace=ns)]
+            given = mem.search("coffee tea", namespace=ns, query_embedding=vec)
+            assert [(r.id, r.score) for r in given] == inside
+        for bad in ([1.0] * (DIM - 1), [0.0] * DIM, [float("nan")] * DIM, "coffee"):
+            with pytest.raises(InvalidInputError, match="query_embedding"):
+                mem.search("coffee tea", namespace=spaces[0], query_embedding=bad)
+    finally:
+        mem.close()
 
 
 def test_listing_is_newest_first_across_kinds_and_pages(

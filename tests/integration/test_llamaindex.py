@@ -512,6 +512,7 @@ def test_result_to_node() -> None:
             "latest_wins": 0.0,
             "supersede": 0.0,
             "turns": 0.0,
+            "exchange": 0.0,
         },
     }
     hidden = {"namespace", "score", "signals", "matched_entities", "query_plan", "explanation"}
@@ -537,6 +538,7 @@ def test_reranked_copies_the_node() -> None:
             "latest_wins": 0.0,
             "supersede": 0.0,
             "turns": 0.0,
+            "exchange": 0.0,
         },
     }
     assert got.node.excluded_llm_metadata_keys == [

@@ -8,6 +8,7 @@ a store holding only the allowed memories. Real Chroma, the real embedding model
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from datetime import datetime, timedelta, timezone
 
@@ -55,7 +56,7 @@ def _store(embedder, rows) -> NoraxMemory:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("window", [1, 2])
 def test_an_excluded_memory_never_takes_a_neighbour_slot(embedder, window):
-    weights = Weights(**{**vars(CONTEXT), "params": {**CONTEXT.params, "context_window": window}})
+    weights = dataclasses.replace(CONTEXT, params={**CONTEXT.params, "context_window": window})
     full = _store(embedder, SESSION)
     # The reference: the allowed memories alone, at the same times.
     kept = [(i, t, topic) for i, t, topic in SESSION if topic == "keep"]
@@ -241,11 +242,8 @@ STAGES = {
     "latest_wins": {"latest_wins_weight": 2.0, "latest_wins_similarity": -1.0},
     "bridges": {"bridge_weight": 1.0, "bridge_seeds": 5, "bridge_candidates": 20},
     "period": {"period_boost": 3.0, "period_margin": 1.0},
-    "coverage": {"coverage_weight": 1.0, "coverage_order_weight": 1.0},
     "turns": {"opener_boost": 1.0, "speaker_boost": 1.0},
-    "freshness": {"freshness_weight": 0.5, "freshness_kinds": ["episodic"]},
     "supersede": {"supersede_weight": 1.0, "supersede_ratio": 0.5},
-    "mix": {"mix_strength": 4.0, "mix_center": 0.5},
     "all": {
         "context_window": 2,
         "context_weight": 1.0,
@@ -253,12 +251,9 @@ STAGES = {
         "latest_wins_similarity": -1.0,
         "bridge_weight": 1.0,
         "period_boost": 3.0,
-        "coverage_weight": 1.0,
         "opener_boost": 1.0,
         "speaker_boost": 1.0,
-        "freshness_weight": 0.5,
         "supersede_weight": 1.0,
-        "mix_strength": 4.0,
     },
 }
 FILTERS = {

@@ -122,13 +122,13 @@ def test_requests_and_how_to_questions_are_not_preferences(text: str) -> None:
 
 def test_the_everyday_phrasings_read_as_labelled() -> None:
     # tests/data/intent_phrasings.tsv (benchmarks/intent_confusion.py prints the matrix):
-    # 0.417 before the request, who-is and own-preference cues, 0.744 with them
+    # 0.417 before the request, time, who-is and own-preference cues, 0.786 with them
     rows = _phrasings()
     assert len(rows) >= 150
     hits: dict[str, list[bool]] = {}
     for group, intent, text in rows:
         hits.setdefault(group, []).append(plan_query(text, 1_790_000_000.0).intent is intent)
     share = {g: sum(h) / len(h) for g, h in hits.items()}
-    assert sum(map(sum, hits.values())) / len(rows) >= 0.72, share
+    assert sum(map(sum, hits.values())) / len(rows) >= 0.76, share
     assert share["request"] >= 0.9 and share["howto"] >= 0.85, share
-    assert share["state"] >= 0.85 and share["person"] >= 0.7, share
+    assert share["state"] >= 0.85 and share["person"] >= 0.7 and share["time"] >= 0.8, share

@@ -34,6 +34,7 @@ def test_the_grid_strips_and_rebuilds_the_shipped_default() -> None:
     # bridges 0.1 (multi_hop, entity) and 0.5 (decision)
     picks = {
         "period_boost": 2,
+        "exchange": 1,
         "supersession": 2,
         "turns": 2,
         "bridges": 2,

@@ -47,9 +47,7 @@ def test_why_names_the_place_the_stages_and_the_gap_to_the_neighbours() -> None:
         [
             result("a", {"bm25": 1.0, "dense": 0.9, "temporal": 0.1, "graph": 0.0}, context=0.05),
             result("b", {"bm25": 0.2, "dense": 0.9, "temporal": 0.9, "graph": 0.0}),
-            result(
-                "c", {"bm25": 0.0, "dense": 0.1, "temporal": 0.2, "graph": 0.0}, turns=-0.01
-            ),
+            result("c", {"bm25": 0.0, "dense": 0.1, "temporal": 0.2, "graph": 0.0}, turns=-0.01),
         ],
         W,
     )
