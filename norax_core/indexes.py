@@ -502,6 +502,9 @@ class DerivedIndexes:
         Chroma); communities saved by an older version in one piece get a row per namespace.
         """
         tok = json.dumps(self.tokenizer.to_dict(), sort_keys=True)
+        if self.sidecar.get_meta("snapshot_layout") != snapshots.layout():
+            self.sidecar.drop_snapshots()  # written by other code
+            self.sidecar.set_meta({"snapshot_layout": snapshots.layout()})
         if (
             self.sidecar.get_meta("schema") != SCHEMA_VERSION
             or self.sidecar.get_meta("tokenizer") != tok
@@ -511,9 +514,6 @@ class DerivedIndexes:
             return False
         if not self.source.complete:  # a cache of another session's loaded namespaces
             self.sidecar.clear()
-        if self.sidecar.get_meta("snapshot_layout") != snapshots.layout():
-            self.sidecar.drop_snapshots()  # written by other code
-            self.sidecar.set_meta({"snapshot_layout": snapshots.layout()})
         self.last_seq = self.sidecar.max_seq()
         old = self.sidecar.get_meta("graph_state")
         if old:

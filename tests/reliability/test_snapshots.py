@@ -117,8 +117,9 @@ def test_every_write_outdates_the_namespace_snapshot_in_its_transaction(tmp_path
         expected = _ranking(mem, "b")
         mem.add("a fresh note about the harbour", ids="a99", namespace="a", created_at=NOW)
         assert set(_snapshots(store)) == {"b"}  # committed with the row
-        mem.upsert("b note moved to a", ids="b3", namespace="a", created_at=NOW)
-        assert _snapshots(store) == {}  # its old namespace's too
+        mem.delete("b3", namespace="b")
+        mem.add("b note moved to a", ids="b3", namespace="a", created_at=NOW)
+        assert _snapshots(store) == {}
     with open_store(store) as mem:
         assert mem.count("a") == 42 and mem.count("b") == 39
         assert "b3" in {r.id for r in mem.search("moved", k=3, namespace="a", now=NOW)}
@@ -191,3 +192,18 @@ def test_a_client_reads_a_namespace_and_its_vectors_in_one_get(tmp_path: Path) -
             assert not any(c == ["embeddings"] for c in calls)  # no second read of vectors
     finally:
         client.close()
+
+
+def test_a_row_replaced_into_another_namespace_outdates_both(tmp_path: Path) -> None:
+    from norax_core.sidecar import IndexRow, Sidecar
+
+    side = Sidecar(tmp_path / "side.sqlite3")
+    try:
+        side.upsert([IndexRow("m1", "a", "episodic", 1.0, ("x",), ())])
+        for ns in ("a", "b", "c"):
+            side.put_snapshot(ns, "L", b"state", None)
+        side.upsert([IndexRow("m1", "b", "episodic", 1.0, ("x",), ())])  # INSERT OR REPLACE
+        assert set(side.snapshot_namespaces()) == {"c"}
+        assert side.snapshot("c", "L") == (b"state", None) and side.snapshot("c", "M") is None
+    finally:
+        side.close()
