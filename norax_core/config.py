@@ -145,6 +145,12 @@ class NoraxConfig:
         mix_peak_strength: With the mix on, BM25's peakedness ``p`` (how far its best match
             stands out) adds ``mix_peak_strength * (p - mix_peak_center)`` to that exponent.
         mix_peak_center: The peakedness, in [0, 1], at which that part is 0.
+        lane_slots: The lane (:mod:`norax_core.stages.lane`): up to this many of the
+            namespace's standing instructions and preferences (inferred kinds,
+            :mod:`norax_core.kinds`) that match the query get reserved places at the end of
+            the top k. 0 turns it off.
+        lane_similarity: The least cosine between the query and a standing memory for it
+            to match (unrelated rules stay out).
         dense_exact_limit: A namespace of at most this many memories is ranked by the dense
             signal exactly, over its own vectors held in process (one float32 matrix, loaded
             from Chroma on first use); a larger one through Chroma's HNSW index, which is
@@ -205,6 +211,8 @@ class NoraxConfig:
     mix_center: float = 0.0
     mix_peak_strength: float = 0.0
     mix_peak_center: float = 0.0
+    lane_slots: int = 0
+    lane_similarity: float = 0.35
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
     index_cache_mb: float = 1024.0
@@ -302,6 +310,10 @@ class NoraxConfig:
             mc = getattr(self, name)
             if isinstance(mc, bool) or not (isinstance(mc, (int, float)) and 0 <= mc <= 1):
                 raise InvalidInputError(f"{name} must be a number in [0, 1], got {mc!r}")
+        _count("lane_slots", self.lane_slots, 0)
+        ls = self.lane_similarity
+        if isinstance(ls, bool) or not (isinstance(ls, (int, float)) and -1 <= ls <= 1):
+            raise InvalidInputError(f"lane_similarity must be a number in [-1, 1], got {ls!r}")
         limit = self.dense_exact_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")

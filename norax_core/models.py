@@ -14,6 +14,9 @@ MetadataValue: TypeAlias = str | int | float | bool
 DEFAULT_NAMESPACE = "default"
 RESERVED_PREFIX = "norax_"
 """Metadata keys starting with this prefix belong to Norax and are rejected from users."""
+INFERRED_KIND_KEY = "norax_inferred_kind"
+"""Chroma metadata key of a memory's inferred kind (:mod:`norax_core.kinds`); the one
+reserved key a ``where`` filter may name."""
 
 SIGNALS: tuple[str, ...] = ("bm25", "dense", "temporal", "graph")
 """The four signals, in the order used by weights, JSON output and tables."""
@@ -40,6 +43,9 @@ class Memory:
         namespace: The user, agent or conversation the memory belongs to.
         metadata: Flat user metadata.
         entities: Normalised entities found in the text (filled by the entity extractor).
+        inferred_kind: What the memory is, as the store read it at write time
+            (:func:`norax_core.kinds.infer_kind`: ``instruction``, ``preference``, ``fact``,
+            ``event`` or ``scratchpad``); ``kind`` stays as the caller gave it.
     """
 
     id: str
@@ -49,10 +55,12 @@ class Memory:
     namespace: str
     metadata: Mapping[str, MetadataValue] = field(default_factory=dict)
     entities: tuple[str, ...] = ()
+    inferred_kind: str = ""
 
 
 SEARCH_KEYS = (
     "kind",
+    "inferred_kind",
     "created_at",
     "namespace",
     "score",
@@ -67,10 +75,10 @@ SEARCH_KEYS = (
 
 @dataclass(frozen=True)
 class Explanation:
-    """Which ranking stage moved a result; the ten values sum to its ``score``.
+    """Which ranking stage moved a result; the eleven values sum to its ``score``.
 
     The stages run in the order ``mix``, ``context``, ``bridges``, ``period``,
-    ``latest_wins``, ``supersede``, ``freshness``, ``turns``, ``coverage``
+    ``latest_wins``, ``supersede``, ``freshness``, ``turns``, ``coverage``, ``lane``
     (:func:`norax_core.ranking.rank`); a stage
     that is off adds 0.
 
@@ -95,6 +103,9 @@ class Explanation:
         mix: What the adaptive mix changed (the query's own weights, BM25's scaled by how
             much the embedding backs its best matches, instead of the fixed ones); 0 when it
             is off.
+        lane: What the lane added (:mod:`norax_core.stages.lane`: a standing instruction or
+            preference that matches the query lifted into a reserved place of the top k);
+            0 when it is off or the memory did not need lifting.
     """
 
     fused: float
@@ -107,6 +118,7 @@ class Explanation:
     supersede: float = 0.0
     mix: float = 0.0
     turns: float = 0.0
+    lane: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
         """Every stage's contribution by name, in stage order, JSON-ready."""
@@ -121,6 +133,7 @@ class Explanation:
             "freshness": self.freshness,
             "turns": self.turns,
             "coverage": self.coverage,
+            "lane": self.lane,
         }
 
 
@@ -201,6 +214,7 @@ class SearchResult(Memory):
         return {
             **self.metadata,
             "kind": self.kind,
+            "inferred_kind": self.inferred_kind,
             "created_at": self.created_at.isoformat(),
             "namespace": self.namespace,
             "score": self.score,
@@ -217,6 +231,7 @@ class SearchResult(Memory):
             "score": self.score,
             "signals": dict(self.signals),
             "kind": self.kind,
+            "inferred_kind": self.inferred_kind,
             "created_at": self.created_at.isoformat(),
             "namespace": self.namespace,
             "metadata": dict(self.metadata),

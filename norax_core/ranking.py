@@ -34,7 +34,9 @@ The stages, in order (each one a plain array operation over the whole batch):
    user's own when the query asks what the user said, gain a share of their score;
 10. **coverage** (:mod:`norax_core.stages.coverage`): the best ``coverage_depth`` are
    reordered to spread over the sessions they come from;
-11. **order**: best first, ties to the smaller id.
+11. **lane** (:mod:`norax_core.stages.lane`): up to ``lane_slots`` standing instructions
+   and preferences that match the query take reserved places at the end of the top k;
+12. **order**: best first, ties to the smaller id.
 
 New stages (query intents, date windows, coverage, supersession) belong here too, as fields of
 :class:`Plan` and steps of :func:`rank`, so that search and the benchmarks cannot drift apart.
@@ -51,7 +53,7 @@ import numpy as np
 
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
-from norax_core.stages import coverage, mix, period, supersede, turns
+from norax_core.stages import coverage, lane, mix, period, supersede, turns
 from norax_core.stages.freshness import freshness, kind_freshness
 from norax_core.weights import FusionMethod, Weights
 
@@ -91,6 +93,7 @@ STAGES = (
     "freshness",
     "turns",
     "coverage",
+    "lane",
 )
 """The stages after fusion, in the order :func:`rank` runs them (:meth:`Ranking.explain`)."""
 _B, _D, _T, _G = (SIGNALS.index(s) for s in ("bm25", "dense", "temporal", "graph"))
@@ -156,6 +159,8 @@ class Plan:
         mix_center: The agreement at which the BM25 weight keeps its fixed value.
         mix_peak_strength: How far BM25's peakedness moves it too.
         mix_peak_center: The peakedness at which that part is 0.
+        lane_slots: Places of the top k reserved for matching standing memories (0: off).
+        lane_similarity: The least query cosine of a standing memory that matches.
     """
 
     weights: tuple[float, float, float, float]
@@ -195,6 +200,8 @@ class Plan:
     mix_center: float = 0.0
     mix_peak_strength: float = 0.0
     mix_peak_center: float = 0.0
+    lane_slots: int = 0
+    lane_similarity: float = 0.35
 
     @classmethod
     def of(cls, weights: Weights, config: NoraxConfig, intent: Intent | str | None = None) -> Plan:
@@ -304,6 +311,8 @@ class Table:
         positions: The rows' positions in their sessions (the turns stage's openers).
         users: Which rows the user wrote (the turns stage's speaker boost).
         kinds: ``(q, n)`` each row's memory kind (``""`` for padding; freshness).
+        standing: ``(q, n)`` whether each row is a standing instruction or preference
+            (its inferred kind; the lane).
     """
 
     scores: np.ndarray
@@ -322,6 +331,7 @@ class Table:
     positions: Positions | None = None
     users: Users | None = None
     kinds: np.ndarray | None = None
+    standing: np.ndarray | None = None
 
 
 class Extend(Protocol):
@@ -463,7 +473,10 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
         score = _turns(table, plan, score)
     after["turns"] = score
     if plan.coverage_weight > 0 or plan.coverage_order_weight > 0:
-        score = after["coverage"] = _coverage(table, plan, cand, score)
+        score = _coverage(table, plan, cand, score)
+    after["coverage"] = score
+    if plan.lane_slots > 0:
+        cand, score = _lane(table, plan, kk, cand, score)
     plain = _fuse(table, replace(plan, mix_strength=0.0), cand) if plan.mix_strength else None
     return Ranking(table, kk, cand, fused, ctx, score, after, plain)
 
@@ -745,3 +758,13 @@ def _coverage(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> 
     top = _order(score, cand, table.tie)[:, : plan.coverage_depth]
     live = np.take_along_axis(cand, top, axis=1)
     return coverage.spread(score, top, live, table.sessions(plan.context_gap), weight)
+
+
+def _lane(
+    table: Table, plan: Plan, kk: np.ndarray, cand: np.ndarray, score: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Lane stage: matching standing instructions and preferences take places in the top k."""
+    if table.standing is None:
+        raise ValueError("the lane needs the table's standing memories")
+    match = np.where(table.standing & table.valid, table.scores[_D], 0.0)
+    return lane.reserve(score, cand, table.tie, kk, match, plan.lane_similarity, plan.lane_slots)

@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "norax_core.embedders",
             "norax_core.entities",
             "norax_core.errors",
+            "norax_core.kinds",
             "norax_core.latest",
             "norax_core.locking",
             "norax_core.models",
