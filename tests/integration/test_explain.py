@@ -67,6 +67,7 @@ STAGE_KEYS = {
     "freshness",
     "turns",
     "coverage",
+    "lane",
 }
 
 
@@ -211,6 +212,7 @@ def test_cli_search_json_carries_plan_and_explanation(
             "score",
             "signals",
             "kind",
+            "inferred_kind",
             "created_at",
             "namespace",
             "metadata",
