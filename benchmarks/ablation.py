@@ -2,9 +2,9 @@
 
 For each dataset, every shipped preset (``default``, ``chat``, ``project``, ``seed``, ``rrf``)
 is ranked as shipped, once more with each of its signals' weights set to 0, and once more
-with each ranking stage it uses switched off (period boost, freshness, supersession, turns,
-coverage, bridges), in the global weights and every per-intent override alike (the other
-weights and learned parameters unchanged, so the ranking is what a user who turned that
+with each ranking stage it uses switched off (context propagation, period boost, latest wins,
+supersession, turns, bridges), in the global weights and every per-intent override alike (the
+other weights and learned parameters unchanged, so the ranking is what a user who turned that
 signal or stage off would get; nothing is refitted). The pools come from one ``norax bench``
 style run per store build (``chat`` embeds context, so it gets a store of its own).
 
@@ -39,11 +39,11 @@ PRESETS = ("default", "chat", "project", "seed", "rrf")
 
 
 STAGE_PARAMS: dict[str, tuple[str, ...]] = {
+    "context": ("context_weight",),
     "period": ("period_boost",),
-    "freshness": ("freshness_weight",),
+    "latest_wins": ("latest_wins_weight",),
     "supersession": ("supersede_weight",),
-    "turns": ("opener_boost", "speaker_boost", "coverage_order_weight"),
-    "coverage": ("coverage_weight",),
+    "turns": ("opener_boost", "speaker_boost"),
     "bridges": ("bridge_weight",),
 }
 """Each ranking stage and the parameters that switch it on (0 switches it off)."""

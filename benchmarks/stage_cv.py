@@ -143,12 +143,16 @@ graph 0.1), the dense share at 0.5 / 0.75 / 0.9, the graph at 0 / 0.2, and nearl
 STAGES: list[StageGrid] = [
     StageGrid("period_boost", grid("period_boost", 0.25, 0.5, 1.0)),
     StageGrid(
+        "exchange",
+        grid("exchange_weight", 0.99, exchange_depth=10),
+        intents=("multi_hop", "lookup", "entity", "temporal", "preference", "decision"),
+    ),
+    StageGrid(
         "supersession",
         grid("supersede_weight", 0.5, 1.05, supersede_depth=10, supersede_pull=False),
         intents=("current_state",),
         objective="latest_wins",
     ),
-    StageGrid("freshness", grid("freshness_weight", 0.1, 0.2, 0.5)),
     StageGrid(
         "turns",
         grid("opener_boost", 0.5, 1.0, opener_span=10.0, speaker_boost=1.0),

@@ -133,7 +133,7 @@ def prepare(  # noqa: D417 (the batch's arguments are described together)
     now = time.time()
     times = [
         now if t is None else check.timestamp(t)
-        for t in check.as_list(created_at, n, "created_at", float)
+        for t in check.as_list(created_at, n, "created_at", check.TIME_SCALARS)
     ]
     spaces = [check.namespace(s) for s in check.as_list(namespace, n, "namespace", str)]
     metas = [check.metadata(m) for m in check.as_list(metadata, n, "metadata", dict)]

@@ -10,32 +10,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from norax_core.cli_common import open_memory
+from norax_core.cli_common import open_memory, parse_meta
 from norax_core.cli_common import store_path as _store_path
 from norax_core.errors import InvalidInputError, NoraxError
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-def parse_meta(items: Sequence[str] | None) -> dict[str, Any]:
-    """``key=value`` pairs; values that read as int, float or true/false are converted."""
-    out: dict[str, Any] = {}
-    for item in items or ():
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise InvalidInputError(f"--meta expects key=value, got {item!r}")
-        value: Any = raw
-        if raw.lower() in ("true", "false"):
-            value = raw.lower() == "true"
-        else:
-            for conv in (int, float):
-                try:
-                    value = conv(raw)
-                    break
-                except ValueError:
-                    continue
-        out[key] = value
-    return out
 
 
 def _cmd_add(args: argparse.Namespace) -> int:
@@ -135,11 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extensions() -> list[Callable[[Any], None]]:
-    """Sub-commands that live in their own modules (benchmarks, maintenance)."""
+    """Sub-commands that live in their own modules (benchmarks, maintenance, the inspector)."""
     from norax_core.bench.cli import register as bench
     from norax_core.maintenance import register as maintenance
+    from norax_core.ui import register as ui
 
-    return [bench, maintenance]
+    return [bench, maintenance, ui]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -153,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except NoraxError as exc:
+        print(f"norax: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a file or folder the user named (--json, --out, ...)
         print(f"norax: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

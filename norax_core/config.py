@@ -100,16 +100,6 @@ class NoraxConfig:
             ``1 + period_boost`` times its own score (a boost, never a filter). 0 turns it off.
         period_margin: Outside the period the boost fades to nothing over this share of the
             period's length (0: only memories inside it gain).
-        coverage_weight: Coverage (:mod:`norax_core.stages.coverage`): the best
-            ``coverage_depth`` candidates are reordered to spread over the sessions (split at
-            ``context_gap_seconds``) they come from; each result already picked from a
-            session costs the next one from it this share of the best score. 0 turns it off.
-        coverage_depth: How many of the best candidates coverage reorders (it never changes
-            which memories are the best ``coverage_depth``).
-        coverage_order_weight: Added to ``coverage_weight`` for a query that asks for an
-            order ("in what order did I ...", "chronologically"; :attr:`QueryPlan.ordering
-            <norax_core.query.QueryPlan.ordering>`): spread the sequence's steps over the
-            sessions, not a summary's. 0 adds nothing.
         opener_boost: Turns (:mod:`norax_core.stages.turns`): a memory that opens its session
             scores ``1 + opener_boost`` times its score, fading as
             ``exp(-position / opener_span)`` with its position in the session (a session's
@@ -119,14 +109,6 @@ class NoraxConfig:
             bring up ..."; :attr:`QueryPlan.own_words <norax_core.query.QueryPlan.own_words>`),
             a memory whose ``role`` metadata is ``"user"`` scores ``1 + speaker_boost`` times
             its score. 0 turns it off.
-        freshness_weight: Freshness (:mod:`norax_core.stages.freshness`): the score of a
-            memory of one of ``freshness_kinds`` is scaled by
-            ``(1 - w) + w * exp(-age_days / tau_kind)``, so a stale note of a fast-decaying
-            kind loses against a fresh one without a recency weight lifting unrelated recent
-            memories. In [0, 1]; 0 turns it off.
-        freshness_kinds: The memory kinds freshness scales (default: ``scratchpad``, the
-            working notes whose age says whether they still hold); memories of other kinds
-            keep their score whatever their age.
         supersede_weight: Supersession (:mod:`norax_core.stages.supersede`): a memory linked
             at write time as superseding a candidate (:mod:`norax_core.supersession`) joins
             the candidates and closes this share of the gap to the older one (above 1:
@@ -138,13 +120,12 @@ class NoraxConfig:
         supersede_pull: Whether a superseding memory that is not among those best
             candidates is lifted too (joining the candidates); without, supersession only
             reorders the best ``supersede_depth``, so recall at that depth is unchanged.
-        mix_strength: Adaptive mix (:mod:`norax_core.stages.mix`): each query's BM25 weight
-            is scaled by ``2 ** (mix_strength * (a - mix_center))``, ``a`` the embedding's
-            agreement with BM25's best matches (clipped to 1/8 .. 4 times). 0 turns it off.
-        mix_center: The agreement, in [0, 1], at which the BM25 weight keeps its value.
-        mix_peak_strength: With the mix on, BM25's peakedness ``p`` (how far its best match
-            stands out) adds ``mix_peak_strength * (p - mix_peak_center)`` to that exponent.
-        mix_peak_center: The peakedness, in [0, 1], at which that part is 0.
+        exchange_weight: Exchange (:mod:`norax_core.stages.exchange`): when a memory is
+            among the best ``exchange_depth`` candidates, its exchange partner (the reply to
+            a user message, or the user message a reply answers: neighbours in the same
+            session, the earlier one with ``role`` metadata ``"user"``) rises to this share
+            of its score, right after it, if it is a candidate. In [0, 1]; 0 turns it off.
+        exchange_depth: How many of the best candidates bring their partner.
         lane_slots: The lane (:mod:`norax_core.stages.lane`): up to this many of the
             namespace's standing instructions and preferences (inferred kinds,
             :mod:`norax_core.kinds`) that match the query get reserved places at the end of
@@ -195,22 +176,15 @@ class NoraxConfig:
     bridge_skip_query: bool = False
     period_boost: float = 0.0
     period_margin: float = 0.0
-    coverage_weight: float = 0.0
-    coverage_depth: int = 30
-    coverage_order_weight: float = 0.0
     opener_boost: float = 0.0
     opener_span: float = 10.0
     speaker_boost: float = 0.0
-    freshness_weight: float = 0.0
-    freshness_kinds: tuple[str, ...] = ("scratchpad",)
     supersede_weight: float = 0.0
     supersede_depth: int = 10
     supersede_ratio: float = 0.0
     supersede_pull: bool = True
-    mix_strength: float = 0.0
-    mix_center: float = 0.0
-    mix_peak_strength: float = 0.0
-    mix_peak_center: float = 0.0
+    exchange_weight: float = 0.0
+    exchange_depth: int = 5
     lane_slots: int = 0
     lane_similarity: float = 0.35
     dense_exact_limit: int = 250_000
@@ -274,8 +248,6 @@ class NoraxConfig:
         for name in (
             "period_boost",
             "period_margin",
-            "coverage_weight",
-            "coverage_order_weight",
             "opener_boost",
             "speaker_boost",
         ):
@@ -285,16 +257,6 @@ class NoraxConfig:
             isinstance(os_, (int, float)) and math.isfinite(os_) and os_ > 0
         ):
             raise InvalidInputError(f"opener_span must be a finite number > 0, got {os_!r}")
-        _count("coverage_depth", self.coverage_depth, 2)
-        fw = self.freshness_weight
-        if isinstance(fw, bool) or not (isinstance(fw, (int, float)) and 0 <= fw <= 1):
-            raise InvalidInputError(f"freshness_weight must be a number in [0, 1], got {fw!r}")
-        fk = self.freshness_kinds
-        if isinstance(fk, str) or not isinstance(fk, (list, tuple)):
-            raise InvalidInputError(f"freshness_kinds must be a list of kinds, got {fk!r}")
-        if not all(isinstance(k, str) and k for k in fk):
-            raise InvalidInputError(f"freshness_kinds must hold non-empty strings, got {fk!r}")
-        object.__setattr__(self, "freshness_kinds", tuple(dict.fromkeys(fk)))
         _non_negative("supersede_weight", self.supersede_weight)
         _count("supersede_depth", self.supersede_depth, 1)
         sr = self.supersede_ratio
@@ -304,12 +266,10 @@ class NoraxConfig:
             raise InvalidInputError(
                 f"supersede_pull must be True or False, got {self.supersede_pull!r}"
             )
-        _non_negative("mix_strength", self.mix_strength)
-        _non_negative("mix_peak_strength", self.mix_peak_strength)
-        for name in ("mix_center", "mix_peak_center"):
-            mc = getattr(self, name)
-            if isinstance(mc, bool) or not (isinstance(mc, (int, float)) and 0 <= mc <= 1):
-                raise InvalidInputError(f"{name} must be a number in [0, 1], got {mc!r}")
+        xw = self.exchange_weight
+        if isinstance(xw, bool) or not (isinstance(xw, (int, float)) and 0 <= xw <= 1):
+            raise InvalidInputError(f"exchange_weight must be a number in [0, 1], got {xw!r}")
+        _count("exchange_depth", self.exchange_depth, 1)
         _count("lane_slots", self.lane_slots, 0)
         ls = self.lane_similarity
         if isinstance(ls, bool) or not (isinstance(ls, (int, float)) and -1 <= ls <= 1):

@@ -17,7 +17,7 @@ from norax_core.batch import MODEL_CHARS, Prepared, in_background, prepare, reso
 from norax_core.config import NoraxConfig, QueryEntities
 from norax_core.embedders import Embedder, resolve_embedder
 from norax_core.entities import load_extractor
-from norax_core.errors import DuplicateIdError, InvalidInputError
+from norax_core.errors import InvalidInputError
 from norax_core.models import SIGNALS, Memory, MetadataValue, SearchResult
 from norax_core.presets import WeightsLike, resolve_weights
 from norax_core.query import plan_query
@@ -175,12 +175,7 @@ class NoraxMemory:
         prepared = self._prepare(texts, ids, kind, created_at, namespace, metadata)
         with self._store.lock:
             self._store.maybe_sync()
-            stored = self._store.indexes.homes(prepared.ids)
-            existing = [i for i in prepared.ids if i in stored]
-            if existing:
-                raise DuplicateIdError(
-                    f"{len(existing)} id(s) already stored, e.g. {existing[0]!r}; use upsert()"
-                )
+            self._store.refuse_stored(prepared.ids)
             prepared = self._store.settle(prepared)
             followers = self._store.followers(prepared)
             self._store.write(prepared, upsert=False)
@@ -216,13 +211,7 @@ class NoraxMemory:
         prepared = self._prepare(texts, ids, kind, created_at, namespace, metadata)
         with self._store.lock:
             self._store.maybe_sync()
-            known = self._store.indexes.homes(prepared.ids)
-            moved = [r.id for r in prepared.rows if known.get(r.id, r.namespace) != r.namespace]
-            if moved:
-                raise InvalidInputError(
-                    f"{len(moved)} id(s) belong to another namespace, e.g. {moved[0]!r}; "
-                    "upsert cannot move a memory between namespaces (delete it there first)"
-                )
+            self._store.refuse_moves(prepared.rows)
             prepared = self._store.settle(prepared)
             followers = self._store.followers(prepared)
             self._store.write(prepared, upsert=True)
@@ -282,13 +271,13 @@ class NoraxMemory:
         ns = None if namespace is None else check.namespace(namespace)
         with self._store.lock:
             self._store.maybe_sync()
-            home = self._store.indexes.homes(id_list)
+            home = self._store.indexes.homes(id_list, fresh=True)
             known = [
                 i for i in dict.fromkeys(id_list) if i in home and (ns is None or home[i] == ns)
             ]
             if known:
                 followers = self._store.followers(None, gone=known)
-                self._store.delete(known)
+                self._store.delete(known, ns)
                 self._store.restate(followers)
         return len(known)
 
@@ -343,6 +332,7 @@ class NoraxMemory:
         where: Mapping[str, Any] | None = None,
         now: Any = None,
         weights: WeightsLike = None,
+        query_embedding: Any = None,
     ) -> list[SearchResult]:
         """Rank the namespace's memories for ``query``, best first.
 
@@ -363,9 +353,11 @@ class NoraxMemory:
             where: Chroma metadata filter on user metadata, applied before ranking.
             now: The clock for recency (datetime, ISO string or epoch seconds; default now).
             weights: A :class:`Weights`, preset name or mapping for this search.
+            query_embedding: The query's :meth:`embed_query`, to search several namespaces
+                with one query embedding (default: embedded here).
         """
         w = self.weights if weights is None else resolve_weights(weights)
-        cands = self.candidates(query, k=k, namespace=namespace, where=where, now=now, weights=w)
+        cands = self.candidates(query, k, namespace, where, now, w, query_embedding=query_embedding)
         if not cands.k:
             return []
         chosen = cands.weights or w  # the query's intent selected them (Weights.for_intent)
@@ -395,6 +387,7 @@ class NoraxMemory:
         weights: WeightsLike = None,
         pool: int | None = None,
         ids: Sequence[str] | None = None,
+        query_embedding: Any = None,
     ) -> Candidates:
         """The candidate pool of a search with every signal's score, before fusion.
 
@@ -440,7 +433,11 @@ class NoraxMemory:
             if extractor and cfg.query_entities is QueryEntities.EXTRACT
             else None
         )
-        embedding = self.embedder.embed([head])[0]
+        embedding = (
+            self.embedder.embed([head])[0]
+            if query_embedding is None
+            else check.query_embedding(query_embedding, self.embedder.dim)
+        )
         with self._store.lock:
             self._store.maybe_sync()
             self._store.indexes.ensure(ns)
@@ -479,6 +476,10 @@ class NoraxMemory:
                     m for m in dict.fromkeys(check.memory_id(i) for i in ids or ()) if m in known
                 ],
             )
+
+    def embed_query(self, query: str) -> np.ndarray:
+        """The query's embedding as :meth:`search` computes it (pass it as ``query_embedding``)."""
+        return self.embedder.embed([check.query(query)[:MODEL_CHARS]])[0]
 
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored embedding of each of ``ids`` that exists (float32, unit norm)."""

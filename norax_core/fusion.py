@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from norax_core.models import SIGNALS
-from norax_core.weights import FusionMethod, Weights
+from norax_core.weights import FusionMethod, Weights, shares
 
 SignalScores = Mapping[str, Mapping[str, float]]
 
@@ -18,10 +18,11 @@ def weighted_sum(
 ) -> dict[str, float]:
     """Weighted sum of normalised scores, divided by the sum of weights (so it stays in [0, 1]).
 
-    A candidate missing from a signal's mapping scores 0 in it.
+    A candidate missing from a signal's mapping scores 0 in it. The weights are taken as
+    shares (:func:`~norax_core.weights.shares`), so any finite scale stays finite.
     """
-    w = weights.as_dict()
-    total = sum(w.values())
+    w = dict(zip(SIGNALS, shares(list(weights.as_dict().values())), strict=True))
+    total = sum(w.values())  # 1 up to rounding; divided as the ranking divides
     return {
         cid: sum(w[s] * scores.get(s, {}).get(cid, 0.0) for s in SIGNALS) / total
         for cid in candidates
@@ -35,13 +36,13 @@ def reciprocal_rank(
 
     ``score(d) = sum_s w_s / (k + rank_s(d))`` over the signals in which ``d`` scores above
     zero, ranks starting at 1 and ties broken by id; divided by ``sum_s w_s / (k + 1)`` so the
-    result lies in [0, 1].
+    result lies in [0, 1]. The weights are taken as shares, as in :func:`weighted_sum`.
 
     References:
         Cormack, Clarke and Buettcher, "Reciprocal rank fusion outperforms Condorcet and
         individual rank learning methods", SIGIR 2009.
     """
-    w = weights.as_dict()
+    w = dict(zip(SIGNALS, shares(list(weights.as_dict().values())), strict=True))
     k = weights.rrf_k
     fused = dict.fromkeys(candidates, 0.0)
     for s in SIGNALS:

@@ -16,11 +16,17 @@ unloaded namespace goes to Chroma and the sidecar only; one to a new namespace s
 loaded. Id lookups (``add``, ``upsert``, ``delete``) ask the loaded namespaces, then the
 source (:meth:`DerivedIndexes.homes`).
 
+An embedded store keeps each namespace's finished state in the sidecar as a snapshot
+(:mod:`norax_core.snapshots`): written when the namespace is evicted, at close and once its
+vectors have been read, deleted by the sidecar in the transaction of any write to it, and
+loaded by :meth:`DerivedIndexes.ensure` in one read instead of rebuilding from the rows.
+
 The standing instructions and preferences of each loaded namespace (memories whose inferred
 kind is in :data:`~norax_core.kinds.STANDING`) are kept as a set of ids (:meth:`standing`),
 so the lane (:mod:`norax_core.stages.lane`) reads a few ids rather than the whole namespace.
 
-A further per-namespace index joins in :meth:`_index`, :meth:`_unindex` and :meth:`_drop`.
+A further per-namespace index joins in :meth:`_index`, :meth:`_unindex`, :meth:`_drop` and
+the snapshot (its ``export`` and ``restore``, :mod:`norax_core.snapshots`).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from norax_core import snapshots
 from norax_core.config import NoraxConfig
 from norax_core.kinds import STANDING
 from norax_core.sidecar import SCHEMA_VERSION, IndexRow, RowSource, Sidecar, SidecarRows, row_bytes
@@ -40,7 +47,7 @@ from norax_core.signals.dense import NAMESPACE_KEY
 from norax_core.signals.entity_graph import STATE_VERSION
 from norax_core.signals.graph import EntityGraph, GraphSignal
 from norax_core.signals.temporal import TemporalSignal
-from norax_core.signals.vectors import VectorCache
+from norax_core.signals.vectors import NamespaceMatrix, VectorCache
 from norax_core.supersession import SupersessionIndex
 from norax_core.tokenize import Tokenizer
 
@@ -81,6 +88,7 @@ class DerivedIndexes:
         self._loaded: OrderedDict[str, int] = OrderedDict()  # namespace -> est. bytes, LRU first
         self._held = 0  # > 0: nothing is evicted (a check reads every namespace)
         self._present: set[str] = set()  # namespaces known to hold memories in the source
+        self._empty: set[str] = set()  # loaded namespaces that hold no memory
         self.last_seq = 0
         """The highest write sequence number seen (writes are numbered after it)."""
         self.writes = 0
@@ -88,6 +96,14 @@ class DerivedIndexes:
         comparing it, whether another write came in between."""
         self.loads = 0
         self.evictions = 0
+        self.restored = 0
+        """Loads served by a snapshot (:mod:`norax_core.snapshots`)."""
+        # namespace -> (graph generation, holds vectors) of its stored snapshot
+        self._snapped: dict[str, tuple[int, bool]] = {}
+        self._vectors_due: set[str] = set()  # vectors read from Chroma, not in a snapshot yet
+        self._written: set[str] = set()  # namespaces written since open (snapshots at close)
+        # set by a lazy reconcile: each namespace's ids are compared with Chroma's as it loads
+        self._verify: tuple[Any, Callable[[str, str, dict[str, Any]], IndexRow]] | None = None
 
     # -- loading and eviction -------------------------------------------------------------
 
@@ -102,14 +118,24 @@ class DerivedIndexes:
 
     def ensure(self, namespace: str) -> None:
         """Load ``namespace`` if it is not loaded, and mark it most recently used."""
+        self._save_due()
         if namespace in self._loaded:
             self._loaded.move_to_end(namespace)
+            return
+        if self._verify is not None:
+            self._check_namespace(namespace, *self._verify)
+        if self.source.complete and self._restore(namespace):
+            self._standing[namespace] = self.sidecar.standing(namespace, STANDING)
+            self.loads += 1
+            self._trim(keep=namespace)
             return
         rows = self.source.rows(namespace)
         if not self.source.complete:  # the sidecar caches the loaded namespaces' rows
             self.sidecar.drop_namespace(namespace)
             self.sidecar.upsert(rows, done=())
         self._loaded[namespace] = 0
+        if not rows:
+            self._empty.add(namespace)
         self._index(rows)
         self._link(namespace, rows)
         saved = self.sidecar.graph_state(namespace)
@@ -146,6 +172,10 @@ class DerivedIndexes:
     def _trim(self, keep: str | None) -> None:
         if self._held:
             return
+        # An empty namespace's estimate is 0 bytes, but its entries are not free: searches of
+        # many empty namespaces would pile them up beyond any budget. Nothing to reload.
+        for ns in self._empty - {keep}:
+            self.evict(ns)
         total = self.nbytes
         for ns in list(self._loaded):
             if total <= self.budget:
@@ -156,8 +186,11 @@ class DerivedIndexes:
 
     def evict(self, namespace: str) -> None:
         """Drop a loaded namespace from memory (it is reloaded on use)."""
-        if self._loaded.pop(namespace, None) is None:
+        if namespace not in self._loaded:
             return
+        self._snapshot(namespace, evicting=True)
+        del self._loaded[namespace]
+        self._empty.discard(namespace)
         state = self._drop(namespace)
         if state is not None:
             self.sidecar.set_graph_states({namespace: _state_json(state)})
@@ -165,7 +198,122 @@ class DerivedIndexes:
             self.sidecar.drop_namespace(namespace)
         self.evictions += 1
 
+    # -- snapshots (embedded stores) ------------------------------------------------------
+
+    def _restore(self, namespace: str) -> bool:
+        """Load ``namespace`` from its snapshot, if it has a valid one; whether it did."""
+        got = self.sidecar.snapshot(namespace, snapshots.layout())
+        if got is None:
+            return False
+        try:
+            state, ids = snapshots.ids_of(got[0])
+            if any(self.namespace_of.get(m, namespace) != namespace for m in ids):
+                raise ValueError("it holds an id loaded in another namespace")
+            snapshots.restore(
+                namespace, state, self.bm25, self.temporal, self.graph, self.supersede
+            )
+        except Exception as exc:  # noqa: BLE001 - any bad snapshot: load from the rows
+            logger.info("norax: ignoring the snapshot of %r (%s)", namespace, exc)
+            self._drop(namespace)
+            self.sidecar.drop_snapshots([namespace])
+            return False
+        self.namespace_of.update(dict.fromkeys(ids, namespace))
+        self._loaded[namespace] = int(state["nbytes"])
+        self.last_seq = max(self.last_seq, self.temporal.last_seq)
+        block = snapshots.unpack_vectors(got[1], ids) if got[1] is not None else None
+        if block is not None:
+            self.vectors.restore(namespace, block)
+        self._snapped[namespace] = (self.graph.generation(namespace), block is not None)
+        self.restored += 1
+        return True
+
+    def vectors_read(self, namespace: str, block: NamespaceMatrix) -> None:
+        """The dense signal read ``namespace``'s vectors from Chroma: snapshot them.
+
+        Called from the search's worker thread, so it only takes note; the snapshot is
+        written at the next load, eviction or close (under the store's lock).
+        """
+        if self.source.complete:
+            self._vectors_due.add(namespace)
+
+    def vectors_with_rows(self, namespace: str, block: NamespaceMatrix) -> None:
+        """A client read ``namespace``'s vectors with its rows (one ``get``): hold them.
+
+        Only for a namespace the dense signal ranks from a matrix; others are searched
+        through Chroma.
+        """
+        if len(block) <= self.config.dense_exact_limit:
+            self.vectors.restore(namespace, block)
+
+    def _save_due(self) -> None:
+        while self._vectors_due:
+            ns = self._vectors_due.pop()
+            if ns in self._loaded:
+                self._snapshot(ns)
+
+    def _snapshot(
+        self, namespace: str, block: NamespaceMatrix | None = None, evicting: bool = False
+    ) -> None:
+        """Write the snapshot of a loaded namespace unless its stored one is as complete.
+
+        Its vectors are ``block``, else the loaded matrix if it is fresh. An evicted
+        namespace written since open without its vectors at hand is left to :meth:`finish`
+        (a bulk write would snapshot it again and again).
+        """
+        if not self.source.complete or self.sidecar.path is None:
+            return
+        ids = self.temporal.ids(namespace)
+        if block is None:
+            block = self.vectors.fresh(namespace)
+        if block is not None and (len(block) != len(ids) or not all(m in block for m in ids)):
+            block = None
+        generation = self.graph.generation(namespace)
+        done = self._snapped.get(namespace)
+        if not ids or (done is not None and done[0] == generation and done[1] >= bool(block)):
+            return
+        if evicting and block is None and namespace in self._written:
+            return
+        state = snapshots.capture(
+            namespace,
+            self.bm25,
+            self.temporal,
+            self.graph,
+            self.supersede,
+            self._loaded.get(namespace, 0),
+        )
+        vectors = snapshots.pack_vectors(block) if block is not None else None
+        self.sidecar.put_snapshot(namespace, snapshots.layout(), state, vectors)
+        self._snapped[namespace] = (generation, block is not None)
+
+    def finish(self, fetch: Callable[[str, set[str]], NamespaceMatrix | None]) -> None:
+        """At close: a complete snapshot of every namespace loaded or written since open.
+
+        Complete means with its graph communities up to date (run now if stale) and its
+        vectors.
+
+        ``fetch(namespace, ids)`` reads a namespace's vectors from Chroma (``None`` when it
+        is too large for a matrix, or Chroma disagrees with ``ids``). Namespaces are
+        loaded one at a time, so the memory budget holds.
+        """
+        if not self.source.complete or self.sidecar.path is None:
+            return
+        self._save_due()
+        for ns in sorted(set(self._loaded) | self._written):
+            loaded = ns in self._loaded
+            if not self.source.has(ns):
+                continue
+            self.ensure(ns)
+            self.graph.communities(ns)  # ready to use: no first search places every entity
+            done = self._snapped.get(ns)
+            if done is None or not done[1] or done[0] != self.graph.generation(ns):
+                block = self.vectors.fresh(ns) or fetch(ns, self.temporal.ids(ns))
+                self._snapshot(ns, block)
+            if not loaded:
+                self.evict(ns)
+        self._written.clear()
+
     def _drop(self, namespace: str) -> dict[str, Any] | None:
+        self._snapped.pop(namespace, None)
         for mid in self.temporal.ids(namespace):
             self.namespace_of.pop(mid, None)
         self._standing.pop(namespace, None)
@@ -177,12 +325,20 @@ class DerivedIndexes:
 
     # -- lookups --------------------------------------------------------------------------
 
-    def homes(self, ids: Iterable[str]) -> dict[str, str]:
-        """``id -> namespace`` for the ``ids`` the store holds (loaded or not)."""
-        return {m: ns for m, (ns, _) in self.stored(ids).items()}
+    def homes(self, ids: Iterable[str], *, fresh: bool = False) -> dict[str, str]:
+        """``id -> namespace`` of the ``ids`` the store holds (loaded or not), as :meth:`stored`."""
+        return {m: ns for m, (ns, _) in self.stored(ids, fresh=fresh).items()}
 
-    def stored(self, ids: Iterable[str]) -> dict[str, tuple[str, int]]:
-        """``id -> (namespace, write sequence number)`` for the ``ids`` the store holds."""
+    def stored(self, ids: Iterable[str], *, fresh: bool = False) -> dict[str, tuple[str, int]]:
+        """``id -> (namespace, write sequence number)`` for the ``ids`` the store holds.
+
+        ``fresh``: the answer a write's id check needs. A client then asks Chroma about every
+        id, loaded namespace or not: another process may have written or moved it since the
+        last pull, and trusting the loaded indexes would let a write take (upsert) or
+        silently lose (add) another tenant's id. An embedded store's indexes are its truth.
+        """
+        if fresh and not self.source.complete:
+            return self.source.homes(list(dict.fromkeys(ids)))
         out: dict[str, tuple[str, int]] = {}
         rest: list[str] = []
         for mid in dict.fromkeys(ids):
@@ -232,16 +388,30 @@ class DerivedIndexes:
                 self._present.add(ns)
             else:  # nothing to read: its next search would load it anyway
                 self._loaded[ns] = 0
+                self._empty.add(ns)
 
     def apply(self, rows: Sequence[IndexRow]) -> None:
         """Persist ``rows`` and index those of loaded namespaces (replacing same ids).
 
         Rows of a namespace that is not loaded go to the sidecar only (an embedded store)
         or nowhere (a client: Chroma has them, and the namespace is read from it when it
-        loads).
+        loads). A row that moved a loaded memory into a namespace that is not loaded (another
+        process deleted it in one and added it in the other) first leaves the old one.
         """
+        moved = [
+            r.id
+            for r in rows
+            if r.namespace not in self._loaded
+            and self.namespace_of.get(r.id, r.namespace) != r.namespace
+        ]
+        if moved:
+            self.remove(moved)
         live = [r for r in rows if r.namespace in self._loaded]
         touched = {r.namespace for r in live} | {self.namespace_of.get(r.id, "") for r in live}
+        written = (touched | {self.namespace_of.get(r.id, "") for r in rows}) - {""}
+        for ns in written:
+            self._snapped.pop(ns, None)  # the sidecar deletes their snapshots with the rows
+        self._written.update(written | {r.namespace for r in rows})
         try:
             complete = self.source.complete
             self.sidecar.upsert(
@@ -285,6 +455,7 @@ class DerivedIndexes:
                 old = None
             if old is None:
                 self._loaded[r.namespace] += row_bytes(r)
+                self._empty.discard(r.namespace)
             self.namespace_of[r.id] = r.namespace
             standing = self._standing.setdefault(r.namespace, set())
             if r.inferred_kind in STANDING:
@@ -306,6 +477,9 @@ class DerivedIndexes:
         known = [i for i in wanted if i in self.namespace_of or i in held]
         if known:
             touched = {self.namespace_of[m] for m in known if m in self.namespace_of}
+            for ns in touched:
+                self._snapped.pop(ns, None)  # the sidecar deletes their snapshots
+            self._written.update(touched)
             try:
                 self.sidecar.delete(known, self.supersede.removed(known, self.namespace_of))
             except BaseException:
@@ -338,6 +512,8 @@ class DerivedIndexes:
         self.temporal.remove(ns, mid)
         self.graph.remove(ns, mid)
         self.vectors.drop(ns, [mid])
+        if ns in self._loaded and not self.temporal.count(ns):
+            self._empty.add(ns)
 
     # -- load and reconcile -------------------------------------------------------------
 
@@ -357,6 +533,9 @@ class DerivedIndexes:
             return False
         if not self.source.complete:  # a cache of another session's loaded namespaces
             self.sidecar.clear()
+        if self.sidecar.get_meta("snapshot_layout") != snapshots.layout():
+            self.sidecar.drop_snapshots()  # written by other code
+            self.sidecar.set_meta({"snapshot_layout": snapshots.layout()})
         self.last_seq = self.sidecar.max_seq()
         old = self.sidecar.get_meta("graph_state")
         if old:
@@ -371,9 +550,14 @@ class DerivedIndexes:
         return True
 
     def save_state(self) -> None:
-        """Persist what is costly to recompute (loaded graph communities) for the next open."""
+        """Persist what is costly to recompute for the next open.
+
+        The loaded namespaces' graph communities, and their snapshots.
+        """
         states = {}
+        self._save_due()
         for ns in self._loaded:
+            self._snapshot(ns)
             state = self.graph.namespace_state(ns)
             if state is not None:
                 states[ns] = _state_json(state)
@@ -385,6 +569,7 @@ class DerivedIndexes:
         collection: Any,
         row_from_record: Callable[[str, str, dict[str, Any]], IndexRow],
         progress: Callable[[int], None] | None = None,
+        lazy: bool = False,
     ) -> tuple[int, int]:
         """Make the indexes hold exactly Chroma's ids: index what is missing, drop extras.
 
@@ -394,9 +579,21 @@ class DerivedIndexes:
         client compares its loaded namespaces only (the others are read from Chroma when
         they load).
 
+        ``lazy`` (an embedded store's open): when nothing is pending and Chroma holds as
+        many memories as the sidecar, no id is read now; instead each namespace's ids are
+        compared with Chroma's when it loads (one filtered ``get`` of ids), so an open does
+        not grow with the store and a change made behind the sidecar's back (a same-size
+        swap of ids included) is still found, when its namespace is first used.
+
         Returns ``(added, removed)``.
         """
         pending = self.sidecar.pending()
+        same = lazy and self.source.complete and not pending
+        if same and int(collection.count()) == self.sidecar.count():
+            self._verify = (collection, row_from_record)
+            return 0, 0
+        if self.source.complete:
+            self._verify = None  # every id is compared now
         if not self.source.complete:  # a client: the loaded namespaces
             pages = [chroma_pages(collection, [], {NAMESPACE_KEY: ns}) for ns in self._loaded]
             truth = {m for ns_pages in pages for got in ns_pages for m in got["ids"]}
@@ -418,6 +615,23 @@ class DerivedIndexes:
         if extra or todo:
             logger.info("norax: reconciled indexes with Chroma: +%d -%d", len(todo), len(extra))
         return len(todo), len(extra)
+
+    def _check_namespace(
+        self,
+        namespace: str,
+        collection: Any,
+        row_from_record: Callable[[str, str, dict[str, Any]], IndexRow],
+    ) -> None:
+        """Before a namespace's load after a lazy open: re-derive the ids it disagrees on.
+
+        See :meth:`reconcile`.
+        """
+        got = collection.get(where={NAMESPACE_KEY: namespace}, include=[])
+        truth, mine = set(got["ids"]), self.sidecar.namespace_ids(namespace)
+        if truth != mine:
+            differ = sorted(truth ^ mine)
+            logger.info("norax: re-derived %d ids of %r from Chroma", len(differ), namespace)
+            self.resync(collection, differ, row_from_record)
 
     def resync(
         self,

@@ -75,11 +75,10 @@ SEARCH_KEYS = (
 
 @dataclass(frozen=True)
 class Explanation:
-    """Which ranking stage moved a result; the eleven values sum to its ``score``.
+    """Which ranking stage moved a result; the values sum to its ``score``.
 
-    The stages run in the order ``mix``, ``context``, ``bridges``, ``period``,
-    ``latest_wins``, ``supersede``, ``freshness``, ``turns``, ``coverage``, ``lane``
-    (:func:`norax_core.ranking.rank`); a stage
+    The stages run in the order ``context``, ``bridges``, ``period``, ``latest_wins``,
+    ``supersede``, ``turns``, ``exchange``, ``lane`` (:func:`norax_core.ranking.rank`); a stage
     that is off adds 0.
 
     Attributes:
@@ -90,19 +89,14 @@ class Explanation:
             one); 0 when it is off or did not apply.
         period: What the period boost added (the memory was created in or near a period the
             query names); 0 when it is off or the query names none.
-        freshness: What freshness changed (at most 0: the score scaled by the memory's
-            decay); 0 when it is off.
         turns: What the turns stage added (the memory opens its session, or is the user's
             own when the query asks what the user said); 0 when it is off.
-        coverage: What coverage changed (the best results reordered to spread over
-            sessions: positive for a memory moved up, negative for one moved down).
         bridges: What the bridge step added (the result shares entities with the best
             first-pass results or the query's, in the entity graph); 0 when it is off.
+        exchange: What the exchange stage added (the memory is the reply to, or the message
+            answered by, a better-ranked one, and joined right after it); 0 when it is off.
         supersede: What supersession added (a memory linked at write time as superseding
             a better-scored candidate); 0 when it is off or did not apply.
-        mix: What the adaptive mix changed (the query's own weights, BM25's scaled by how
-            much the embedding backs its best matches, instead of the fixed ones); 0 when it
-            is off.
         lane: What the lane added (:mod:`norax_core.stages.lane`: a standing instruction or
             preference that matches the query lifted into a reserved place of the top k);
             0 when it is off or the memory did not need lifting.
@@ -112,27 +106,23 @@ class Explanation:
     context: float = 0.0
     latest_wins: float = 0.0
     period: float = 0.0
-    freshness: float = 0.0
-    coverage: float = 0.0
     bridges: float = 0.0
     supersede: float = 0.0
-    mix: float = 0.0
     turns: float = 0.0
+    exchange: float = 0.0
     lane: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
         """Every stage's contribution by name, in stage order, JSON-ready."""
         return {
             "fused": self.fused,
-            "mix": self.mix,
             "context": self.context,
             "bridges": self.bridges,
             "period": self.period,
             "latest_wins": self.latest_wins,
             "supersede": self.supersede,
-            "freshness": self.freshness,
             "turns": self.turns,
-            "coverage": self.coverage,
+            "exchange": self.exchange,
             "lane": self.lane,
         }
 

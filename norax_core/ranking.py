@@ -15,8 +15,6 @@ The stages, in order (each one a plain array operation over the whole batch):
    (``max(pool_min, pool_factor * k)``; recency only ``recency_candidates`` unless it is the
    only signal);
 2. **fusion**: weighted sum of the normalised scores, or weighted reciprocal rank fusion;
-   with the adaptive **mix** (:mod:`norax_core.stages.mix`), each query's BM25 weight is
-   first scaled by how much the embedding backs BM25's best matches;
 3. **context** (:mod:`norax_core.signals.context`): the neighbours of the best
    ``CONTEXT_SEEDS * k`` candidates join, and every candidate borrows from its best neighbour;
 4. **bridges** (:mod:`norax_core.stages.bridges`): a personalised PageRank over the
@@ -28,18 +26,17 @@ The stages, in order (each one a plain array operation over the whole batch):
    memory similar to an older, better one closes part of the gap;
 7. **supersession** (:mod:`norax_core.stages.supersede`): memories linked at write time as
    superseding one of the best ``supersede_depth`` candidates pass it (and join them);
-8. **freshness** (:mod:`norax_core.stages.freshness`): the scores of memories of the
-   ``freshness_kinds`` scaled by their decay, ``(1 - w) + w * exp(-age / tau_kind)``;
-9. **turns** (:mod:`norax_core.stages.turns`): memories that open their session, and the
+8. **turns** (:mod:`norax_core.stages.turns`): memories that open their session, and the
    user's own when the query asks what the user said, gain a share of their score;
-10. **coverage** (:mod:`norax_core.stages.coverage`): the best ``coverage_depth`` are
-   reordered to spread over the sessions they come from;
-11. **lane** (:mod:`norax_core.stages.lane`): up to ``lane_slots`` standing instructions
+9. **exchange** (:mod:`norax_core.stages.exchange`): the reply to a user message among the
+   best ``exchange_depth`` (or the user message a reply answers) joins right after it;
+10. **lane** (:mod:`norax_core.stages.lane`): up to ``lane_slots`` standing instructions
    and preferences that match the query take reserved places at the end of the top k;
-12. **order**: best first, ties to the smaller id.
+11. **order**: best first, ties to the smaller id.
 
-New stages (query intents, date windows, coverage, supersession) belong here too, as fields of
-:class:`Plan` and steps of :func:`rank`, so that search and the benchmarks cannot drift apart.
+New stages belong here too, as fields of :class:`Plan` and steps of :func:`rank`, so that
+search and the benchmarks cannot drift apart. Stages that did not win on held-out data were
+removed (the adaptive mix, session coverage, freshness; README, component table).
 """
 
 from __future__ import annotations
@@ -53,9 +50,8 @@ import numpy as np
 
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
-from norax_core.stages import coverage, lane, mix, period, supersede, turns
-from norax_core.stages.freshness import freshness, kind_freshness
-from norax_core.weights import FusionMethod, Weights
+from norax_core.stages import exchange, lane, period, supersede, turns
+from norax_core.weights import FusionMethod, Weights, shares
 
 if TYPE_CHECKING:
     from norax_core.query import Intent, QueryPlan
@@ -84,15 +80,13 @@ POSITIVE_ONLY = frozenset({"bm25", "graph"})
 """Signals that propose only memories they score above zero (BM25 needs a shared term, the
 graph a shared entity); dense and temporal rank every memory."""
 STAGES = (
-    "mix",
     "context",
     "bridges",
     "period",
     "latest_wins",
     "supersede",
-    "freshness",
     "turns",
-    "coverage",
+    "exchange",
     "lane",
 )
 """The stages after fusion, in the order :func:`rank` runs them (:meth:`Ranking.explain`)."""
@@ -139,26 +133,17 @@ class Plan:
         bridge_skip_query: Whether the bridge walk leaves out the query's own entities.
         period_boost: Share of its score a candidate inside a named period gains (0: off).
         period_margin: The boost's fade outside the period, a share of its length.
-        coverage_weight: Coverage's penalty per result already picked from a session, a
-            share of the best score (0: off).
-        coverage_depth: How many of the best candidates coverage reorders.
-        coverage_order_weight: Added to ``coverage_weight`` for a query asking for an order.
         opener_boost: Share of its score a memory opening its session gains (0: off).
         opener_span: Positions in the session over which the opener boost fades.
         speaker_boost: Share of its score a user's memory gains when the query asks what the
             user said (0: off).
-        freshness: Share of the score freshness scales by the kind's decay (0: off).
-        freshness_kinds: The memory kinds freshness scales (others keep their score).
         supersede_weight: Supersession's share of the gap (0: off).
         supersede_depth: How many of the best candidates lift what supersedes them.
         supersede_ratio: Least share of the older memory's score the newer one needs.
         supersede_pull: Whether a superseding memory outside that depth is lifted (and
             joins the candidates).
-        mix_strength: How far the adaptive mix moves each query's BM25 weight with the
-            embedding's agreement with BM25's picks (0: off; :mod:`norax_core.stages.mix`).
-        mix_center: The agreement at which the BM25 weight keeps its fixed value.
-        mix_peak_strength: How far BM25's peakedness moves it too.
-        mix_peak_center: The peakedness at which that part is 0.
+        exchange_weight: Share of its anchor's score an exchange partner rises to (0: off).
+        exchange_depth: How many of the best candidates bring their exchange partner.
         lane_slots: Places of the top k reserved for matching standing memories (0: off).
         lane_similarity: The least query cosine of a standing memory that matches.
     """
@@ -184,22 +169,15 @@ class Plan:
     bridge_skip_query: bool = False
     period_boost: float = 0.0
     period_margin: float = 0.0
-    coverage_weight: float = 0.0
-    coverage_depth: int = 30
-    coverage_order_weight: float = 0.0
     opener_boost: float = 0.0
     opener_span: float = 10.0
     speaker_boost: float = 0.0
-    freshness: float = 0.0
-    freshness_kinds: tuple[str, ...] = ("scratchpad",)
     supersede_weight: float = 0.0
     supersede_depth: int = 10
     supersede_ratio: float = 0.0
     supersede_pull: bool = True
-    mix_strength: float = 0.0
-    mix_center: float = 0.0
-    mix_peak_strength: float = 0.0
-    mix_peak_center: float = 0.0
+    exchange_weight: float = 0.0
+    exchange_depth: int = 5
     lane_slots: int = 0
     lane_similarity: float = 0.35
 
@@ -271,7 +249,6 @@ _CONFIG_NAME = {
     "latest_weight": "latest_wins_weight",
     "latest_similarity": "latest_wins_similarity",
     "latest_depth": "latest_wins_depth",
-    "freshness": "freshness_weight",
 }
 """Plan fields whose :class:`NoraxConfig` field has another name."""
 _FROM_CONFIG = tuple(
@@ -307,10 +284,10 @@ class Table:
             for a query whose namespace has no entities.
         newer: ``(s, q, n)`` per slot, the row of a memory that supersedes each row
             (:mod:`norax_core.supersession`; ``n``: none). A search's table holds them.
-        sessions: The rows' sessions in their namespace's timeline (coverage).
+        sessions: The rows' sessions in their namespace's timeline.
         positions: The rows' positions in their sessions (the turns stage's openers).
         users: Which rows the user wrote (the turns stage's speaker boost).
-        kinds: ``(q, n)`` each row's memory kind (``""`` for padding; freshness).
+        kinds: ``(q, n)`` each row's memory kind (``""`` for padding).
         standing: ``(q, n)`` whether each row is a standing instruction or preference
             (its inferred kind; the lane).
     """
@@ -363,8 +340,6 @@ class Ranking:
         score: ``(q, n)`` final scores (after the last stage).
         after: ``(q, n)`` scores after each of :data:`STAGES` (the previous ones where a
             stage is off), for :meth:`explain`.
-        plain: ``(q, n)`` fused scores under the plan's fixed weights when the adaptive mix
-            is on (``fused`` is then under each query's own weights); ``None`` when it is off.
     """
 
     table: Table
@@ -374,7 +349,6 @@ class Ranking:
     context: np.ndarray
     score: np.ndarray
     after: Mapping[str, np.ndarray] = field(default_factory=dict)
-    plain: np.ndarray | None = None
 
     @cached_property
     def order(self) -> np.ndarray:
@@ -414,11 +388,8 @@ class Ranking:
         """What moved a result: its fused score and each later stage's change of it.
 
         Keys ``fused`` and each of :data:`STAGES`; their values sum to the final score.
-        ``fused`` is under the plan's fixed weights, ``mix`` what the query's own weights
-        changed (0 without the adaptive mix).
         """
-        base = self.fused if self.plain is None else self.plain
-        out = {"fused": float(base[q, row])}
+        out = {"fused": float(self.fused[q, row])}
         prev = out["fused"]
         for name in STAGES:
             now = float(self.after.get(name, self.score)[q, row])
@@ -440,9 +411,8 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     Returns:
         The :class:`Ranking`.
     """
-    w = np.asarray(plan.weights, dtype=np.float64)
-    if w.min() < 0 or w.sum() <= 0:
-        raise ValueError(f"weights must be >= 0 with a positive sum, got {plan.weights}")
+    # only the weights' ratios matter: as shares, no scale overflows or underflows
+    plan = replace(plan, weights=shares(plan.weights))  # type: ignore[arg-type]
     kk = np.minimum(np.asarray(k, dtype=np.int64), table.size).astype(np.int64)
     kk = np.broadcast_to(kk, table.size.shape).copy()
     cand = _candidates(table, plan, kk)
@@ -453,7 +423,7 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     bridged = ctx
     if plan.bridge_weight > 0:  # may add rows: the earlier stages' arrays grow with them
         table, cand, fused, ctx, bridged = _bridges(table, plan, cand, fused, ctx, extend)
-    after = {"mix": fused, "context": ctx, "bridges": bridged}
+    after = {"context": ctx, "bridges": bridged}
     score = after["period"] = _period(table, plan, bridged) if plan.period_boost > 0 else bridged
     if plan.latest_weight > 0:
         score = _latest(table, plan, cand, score)
@@ -463,22 +433,15 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
         sw = (plan.supersede_weight, plan.supersede_ratio, plan.supersede_pull)
         cand, score = supersede.supersede_arrays(score, cand, top, table.newer, *sw)
     after["supersede"] = score
-    if plan.freshness > 0:
-        if table.kinds is None:
-            raise ValueError("freshness needs the table's memory kinds")
-        fresh = kind_freshness(table.scores[_T], table.kinds, plan.freshness_kinds)
-        score = freshness(score, fresh, plan.freshness)
-    after["freshness"] = score
     if plan.opener_boost > 0 or plan.speaker_boost > 0:
         score = _turns(table, plan, score)
     after["turns"] = score
-    if plan.coverage_weight > 0 or plan.coverage_order_weight > 0:
-        score = _coverage(table, plan, cand, score)
-    after["coverage"] = score
+    if plan.exchange_weight > 0:
+        score = _exchange(table, plan, cand, score)
+    after["exchange"] = score
     if plan.lane_slots > 0:
         cand, score = _lane(table, plan, kk, cand, score)
-    plain = _fuse(table, replace(plan, mix_strength=0.0), cand) if plan.mix_strength else None
-    return Ranking(table, kk, cand, fused, ctx, score, after, plain)
+    return Ranking(table, kk, cand, fused, ctx, score, after)
 
 
 def _order(score: np.ndarray, cand: np.ndarray, tie: np.ndarray | None) -> np.ndarray:
@@ -501,16 +464,8 @@ def _candidates(table: Table, plan: Plan, kk: np.ndarray) -> np.ndarray:
 
 
 def _fuse(table: Table, plan: Plan, cand: np.ndarray) -> np.ndarray:
-    """Fused scores of every row (weighted sum), or RRF over the candidates.
-
-    With the adaptive mix on, each query fuses with its own weights (:func:`_mixed`).
-    """
+    """Fused scores of every row (weighted sum), or RRF over the candidates."""
     sc = table.scores
-    if plan.mix_strength != 0:
-        w = _mixed(table, plan)
-        if plan.method is not FusionMethod.RRF:
-            return np.einsum("qs,sqn->qn", w, sc) / w.sum(axis=1)[:, None]  # type: ignore[no-any-return]
-        return _rrf(table, plan, cand, w)
     w0 = plan.weights
     if plan.method is not FusionMethod.RRF:
         # summed in signal order, as sum(w_s * score_s) / sum(w_s)
@@ -531,21 +486,6 @@ def _rrf(table: Table, plan: Plan, cand: np.ndarray, w: np.ndarray) -> np.ndarra
         ranks = signal_ranks(np.where(ok, sc[i], 0.0), ok, table.tie, "bm25")
         fused += np.where(ok, w[:, i, None] / (plan.rrf_k + ranks + 1.0), 0.0)
     return fused / (w.sum(axis=1)[:, None] / (plan.rrf_k + 1))  # type: ignore[no-any-return]
-
-
-def _mixed(table: Table, plan: Plan) -> np.ndarray:
-    """``(q, s)`` each query's weights under the adaptive mix (:mod:`norax_core.stages.mix`).
-
-    Without a BM25 or a dense weight there is nothing to trade: the fixed weights.
-    """
-    w = np.asarray(plan.weights, dtype=np.float64)
-    q = table.valid.shape[0]
-    if w[_B] <= 0 or w[_D] <= 0:
-        return np.tile(w, (q, 1))
-    agree = mix.agreement(table.scores[_D], table.proposed[_B], table.proposed[_D], table.valid)
-    peak = mix.peakedness(table.scores[_B], table.proposed[_B], table.valid)
-    p = (plan.mix_strength, plan.mix_center, peak, plan.mix_peak_strength, plan.mix_peak_center)
-    return mix.mixed_weights(w, agree, *p, bm25=_B)
 
 
 def _best(score: np.ndarray, cand: np.ndarray, tie: np.ndarray | None, m: np.ndarray) -> np.ndarray:
@@ -750,14 +690,14 @@ def _turns(table: Table, plan: Plan, score: np.ndarray) -> np.ndarray:
     return score * f  # type: ignore[no-any-return]
 
 
-def _coverage(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:
-    """Coverage stage: the best ``coverage_depth`` reordered to spread over sessions."""
-    if table.sessions is None:
-        raise ValueError("coverage needs the table's sessions")
-    weight = plan.coverage_weight + plan.coverage_order_weight * _flags(table, "ordering")
-    top = _order(score, cand, table.tie)[:, : plan.coverage_depth]
-    live = np.take_along_axis(cand, top, axis=1)
-    return coverage.spread(score, top, live, table.sessions(plan.context_gap), weight)
+def _exchange(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Exchange stage: the partners of the best ``exchange_depth`` join right after them."""
+    if table.neighbours is None or table.positions is None or table.users is None:
+        raise ValueError("the exchange stage needs the table's neighbours, positions and users")
+    slots = table.neighbours(1, plan.context_gap)
+    partner = exchange.partner_rows(slots, table.positions(plan.context_gap), table.users())
+    top = _best(score, cand, table.tie, np.full(cand.shape[0], plan.exchange_depth))
+    return exchange.exchange_arrays(score, cand, top, partner, plan.exchange_weight)
 
 
 def _lane(

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from norax_core import snapshot_table
+
 SCHEMA_VERSION = "5"
 """Bumped when the rows change meaning; a sidecar of another version is rebuilt from Chroma
 (2: ``seq``; 3: the ``supersedes`` links; 4: links under the rule with value cues and the
@@ -131,7 +133,7 @@ class SidecarRows:
         return self.sidecar.count()
 
 
-class Sidecar:
+class Sidecar(snapshot_table.SnapshotTable):
     """SQLite persistence of :class:`IndexRow` plus a small key/value table.
 
     ``path=None`` keeps it in memory (for in-memory stores and remote Chroma servers, where
@@ -176,6 +178,7 @@ class Sidecar:
                 "CREATE TABLE IF NOT EXISTS graph_state (namespace TEXT PRIMARY KEY,"
                 " state TEXT NOT NULL)"
             )
+            list(map(self._conn.execute, snapshot_table.SCHEMA))  # snapshots, their triggers
 
     def close(self) -> None:
         """Close the database."""
@@ -319,6 +322,12 @@ class Sidecar:
                 f"SELECT {_ROW} FROM memories WHERE namespace = ?", (namespace,)
             ).fetchall()
         return [_row(r) for r in found]
+
+    def standing(self, namespace: str, kinds: Iterable[str]) -> set[str]:
+        """The ids of ``namespace`` whose inferred kind is one of ``kinds``."""
+        sql, wanted = "SELECT id, inferred_kind FROM memories WHERE namespace = ?", set(kinds)
+        with self._lock:
+            return {m for m, k in self._conn.execute(sql, (namespace,)) if k in wanted}
 
     def homes(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
         """``id -> (namespace, seq)`` for the ``ids`` the sidecar holds."""

@@ -348,6 +348,16 @@ class SupersessionIndex:
         """Forget a whole namespace (for a store that unloads it)."""
         self._spaces.pop(namespace, None)
 
+    def export(self, namespace: str) -> object | None:
+        """The namespace's rows and links as they are, for :meth:`restore`."""
+        return self._spaces.get(namespace)
+
+    def restore(self, namespace: str, state: object) -> None:
+        """Hold a namespace exported by :meth:`export` (under the same rule)."""
+        if not isinstance(state, _Space):
+            raise TypeError("not an exported supersession namespace")
+        self._spaces[namespace] = state
+
     def load(self, rows: Iterable[IndexRow], links: Mapping[str, Sequence[str]]) -> None:
         """Hold ``rows`` with their persisted ``links`` (nothing re-derived: a store's open).
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timezone
 from typing import Any, TypeVar
+
+import numpy as np
 
 from norax_core.errors import DuplicateIdError, InvalidInputError
 from norax_core.models import DEFAULT_NAMESPACE, INFERRED_KIND_KEY, RESERVED_PREFIX, MetadataValue
@@ -35,12 +38,25 @@ def unicode_text(value: str, what: str) -> str:
     return value
 
 
-def as_list(value: T | Sequence[T] | None, n: int, name: str, scalar: type) -> list[Any]:
-    """Broadcast a scalar (or ``None``) to ``n`` items, or check a list has ``n`` items."""
-    if value is None or isinstance(value, (scalar, str, Mapping, datetime)):
+TIME_SCALARS = (numbers.Real, str, date)
+"""What one ``created_at`` (or ``now``) can be: epoch seconds (any real number, numpy's
+included), an ISO 8601 string, a date or a datetime. Checked further by :func:`timestamp`."""
+
+
+def as_list(
+    value: T | Sequence[T] | None, n: int, name: str, scalar: type | tuple[type, ...]
+) -> list[Any]:
+    """Broadcast a scalar (or ``None``) to ``n`` items, or check a list has ``n`` items.
+
+    ``scalar`` is the type (or types) a single value has; a bool is never a list.
+    """
+    if value is None or isinstance(value, (scalar, str, Mapping, datetime, bool)):
         return [value] * n
     if not isinstance(value, Sequence):
-        raise InvalidInputError(f"{name} must be a {scalar.__name__} or a list of them")
+        what = scalar.__name__ if isinstance(scalar, type) else "single value"
+        raise InvalidInputError(
+            f"{name} must be a {what} or a list of them, got {type(value).__name__}"
+        )
     if len(value) != n:
         raise InvalidInputError(f"{name} has {len(value)} items but there are {n} texts")
     return list(value)
@@ -118,14 +134,21 @@ def namespace(value: Any) -> str:
 
 
 def timestamp(value: Any, what: str = "created_at") -> float:
-    """Epoch seconds from a datetime, an ISO 8601 string or a number.
+    """Epoch seconds from a datetime, a date, an ISO 8601 string or a number.
 
-    Naive datetimes (and ISO strings without an offset) are read as UTC.
+    Numbers are epoch seconds: ``int``, ``float`` and any other real number (``numpy.int64``,
+    ``numpy.float32``, ``Fraction``). Naive datetimes (and ISO strings without an offset) are
+    read as UTC; a date is its midnight UTC. Booleans are refused, not read as 0 and 1.
     """
     if isinstance(value, bool):
-        raise InvalidInputError(f"{what} must be a datetime, ISO 8601 string or number")
-    if isinstance(value, (int, float)):
-        ts = float(value)
+        raise InvalidInputError(
+            f"{what} must be a datetime, date, ISO 8601 string or epoch seconds, got a bool"
+        )
+    if isinstance(value, numbers.Real):
+        try:
+            ts = float(value)
+        except OverflowError:
+            raise InvalidInputError(f"{what} {value!r} is outside the years 1-9999") from None
     elif isinstance(value, str):
         try:
             dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
@@ -134,9 +157,11 @@ def timestamp(value: Any, what: str = "created_at") -> float:
         ts = _dt_ts(dt)
     elif isinstance(value, datetime):
         ts = _dt_ts(value)
+    elif isinstance(value, date):
+        ts = _dt_ts(datetime(value.year, value.month, value.day))
     else:
         raise InvalidInputError(
-            f"{what} must be a datetime, ISO 8601 string or epoch seconds, "
+            f"{what} must be a datetime, date, ISO 8601 string or epoch seconds, "
             f"got {type(value).__name__}"
         )
     if not math.isfinite(ts):
@@ -204,6 +229,22 @@ def query(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError("the query must be a non-empty string")
     return unicode_text(value, "the query")
+
+
+def query_embedding(value: Any, dim: int) -> np.ndarray:
+    """A query embedding given by the caller: ``dim`` finite numbers, not all zero.
+
+    Returned as float32 of unit norm, as an :class:`~norax_core.embedders.Embedder` makes them.
+    """
+    try:
+        vec = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"query_embedding must be {dim} numbers: {exc}") from exc
+    if vec.shape != (dim,) or not np.isfinite(vec).all() or not vec.any():
+        raise InvalidInputError(
+            f"query_embedding must be {dim} finite numbers, not all zero; got shape {vec.shape}"
+        )
+    return (vec / np.linalg.norm(vec)).astype(np.float32)
 
 
 def where(value: Any) -> dict[str, Any] | None:

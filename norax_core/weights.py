@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
@@ -66,6 +66,25 @@ def check_params(params: Any) -> None:
             NoraxConfig().with_params({key: value})
         except (InvalidInputError, TypeError, ValueError) as exc:
             raise WeightsError(f"params[{key!r}] = {value!r} is invalid: {exc}") from None
+
+
+def shares(weights: Sequence[float]) -> tuple[float, ...]:
+    """Weights as shares that sum to 1, computed without overflow or underflow.
+
+    Fusion divides by the sum of the weights, so only their ratios matter; ranking with
+    shares keeps every product and sum finite whatever the scale (1e308 each sums to
+    ``inf``; 5e-324 each underflows when multiplied by a score). Dividing by the largest
+    weight first keeps the sum below the number of weights.
+
+    Raises:
+        ValueError: A weight is negative or not finite, or none is positive.
+    """
+    top = max(weights)
+    if min(weights) < 0 or not (0 < top < math.inf):
+        raise ValueError(f"weights must be finite, >= 0, with one > 0; got {tuple(weights)}")
+    scaled = [w / top for w in weights]
+    total = math.fsum(scaled)
+    return tuple(w / total for w in scaled)
 
 
 class FusionMethod(str, Enum):
@@ -126,6 +145,10 @@ class Weights:
             raise WeightsError(f"rrf_k must be a finite number > 0, got {self.rrf_k!r}")
         check_params(self.params)
         object.__setattr__(self, "intents", _check_intents(self.intents, self.name))
+        # Derived values a search asks for every time (its intent's weights, the config
+        # they apply to), computed once: both are pure functions of frozen objects.
+        object.__setattr__(self, "_by_intent", {})
+        object.__setattr__(self, "_applied", (None, None))
 
     def for_intent(self, intent: Intent | str | None) -> Weights:
         """The weights a query of ``intent`` is ranked with (these when it has no override).
@@ -139,16 +162,26 @@ class Weights:
         over = self.intents.get(key)
         if over is None:
             return self
-        return replace(
-            over, params=merge_params(self.params, over.params), name=f"{self.name}[{key}]"
-        )
+        got: Weights | None = self._by_intent.get(key)  # type: ignore[attr-defined]
+        if got is None:
+            got = replace(
+                over, params=merge_params(self.params, over.params), name=f"{self.name}[{key}]"
+            )
+            self._by_intent[key] = got  # type: ignore[attr-defined]
+        return got
 
     def applied(self, config: NoraxConfig) -> NoraxConfig:
         """``config`` with these weights' ``params`` applied.
 
         The global ones: select a query's weights with :meth:`for_intent` first.
         """
-        return config.with_params(self.params) if self.params else config
+        if not self.params:
+            return config
+        seen, out = self._applied  # type: ignore[attr-defined]
+        if seen is not config:  # the last config asked (a store asks with its own)
+            out = config.with_params(self.params)
+            object.__setattr__(self, "_applied", (config, out))
+        return out  # type: ignore[no-any-return]
 
     def as_dict(self) -> dict[str, float]:
         """The four weights keyed by signal name."""
@@ -295,14 +328,19 @@ def load_weights(path: str | Path) -> Weights:
     """Read and validate a weights file.
 
     Raises:
-        WeightsError: The file is missing, not JSON, not a weights file, or holds an invalid
+        WeightsError: The file is missing or unreadable, not UTF-8 JSON, not a weights file,
+            or holds an invalid
             weight or ``params`` entry (the message names it).
     """
     p = Path(path)
     try:
-        data = json.loads(p.read_text())
+        data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise WeightsError(f"weights file not found: {p}") from None
     except json.JSONDecodeError as exc:
         raise WeightsError(f"weights file {p} is not valid JSON: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise WeightsError(f"weights file {p} is not UTF-8 text: {exc}") from None
+    except OSError as exc:
+        raise WeightsError(f"cannot read weights file {p}: {exc.strerror or exc}") from None
     return weights_from_dict(data, source=str(p))

@@ -32,9 +32,8 @@ class NoraxRetriever(BaseRetriever):
     * ``matched_entities``: the query entities the memory shares;
     * ``query_plan``: the query's reading, ``{"intent", "periods": [{"start", "end",
       "text"}], "entities"}`` (periods in ISO 8601 UTC);
-    * ``explanation``: what each ranking stage contributed, ``{"fused", "mix", "context",
-      "bridges", "period", "latest_wins", "supersede", "freshness", "turns", "coverage"}``,
-      summing to ``score``.
+    * ``explanation``: what each ranking stage contributed, ``{"fused", "context",
+      "bridges", "period", "latest_wins", "supersede", "turns", "exchange"}``, summing to ``score``.
 
     These keys replace user metadata keys of the same name.
 

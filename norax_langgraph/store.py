@@ -22,11 +22,8 @@ from langgraph.store.base import (
 
 from norax_core.engine import NoraxMemory
 from norax_core.errors import InvalidInputError
-from norax_core.models import SearchResult
+from norax_core.models import Memory, SearchResult
 from norax_langgraph import _codec as codec
-
-LISTING_QUERY = "recent"
-"""A search with the ``temporal`` preset ranks by recency alone; the query text is unused."""
 
 
 class NoraxSearchItem(SearchItem):
@@ -36,9 +33,9 @@ class NoraxSearchItem(SearchItem):
     query); ``signals`` holds each Norax signal's score in [0, 1] (``bm25``, ``dense``,
     ``temporal``, ``graph``) and ``matched_entities`` the query entities the item shares;
     ``query_plan`` is the query's reading (``{"intent", "periods": [{"start", "end", "text"}],
-    "entities"}``) and ``explanation`` what each ranking stage contributed (``{"fused", "mix",
-    "context", "bridges", "period", "latest_wins", "supersede", "freshness", "turns",
-    "coverage"}``, summing to ``score``), both ``None`` without a query. All are also in
+    "entities"}``) and ``explanation`` what each ranking stage contributed (``{"fused",
+    "context", "bridges", "period", "latest_wins", "supersede", "turns", "exchange"}``, summing to
+    ``score``), both ``None`` without a query. All are also in
     :meth:`dict`.
     """
 
@@ -81,12 +78,12 @@ class NoraxSearchItem(SearchItem):
 class NoraxStore(BaseStore):
     """LangGraph long-term memory (``BaseStore``) over a :class:`~norax_core.NoraxMemory`.
 
-    Pass it wherever LangGraph takes a store (``create_react_agent(..., store=store)``,
+    Pass it wherever LangGraph takes a store (``langchain.agents.create_agent(..., store=store)``,
     ``StateGraph.compile(store=store)``, langmem's memory tools)::
 
         memory = NoraxMemory("./agent-memory")
         store = NoraxStore(memory, index={"fields": ["content"]})
-        agent = create_react_agent(model, tools, store=store)
+        agent = create_agent(model, tools, store=store)
 
     What maps to what:
 
@@ -108,11 +105,12 @@ class NoraxStore(BaseStore):
       filter never shortens a page that matching items could fill); see
       :func:`norax_langgraph._codec.filter_where` for its semantics.
     - A ``namespace_prefix`` that covers several namespaces runs one search per namespace
-      and merges them by rank: every namespace's best item, then every second best, and so
-      on, ties broken by the fused score. Fused scores are normalised within a namespace
-      (BM25 against the namespace's best match, the graph within its own entity graph), so
-      comparing them across namespaces would favour whichever namespace is smallest or
-      least varied. Listings without a query merge by ``updated_at``, which is comparable.
+      (the query embedded once) and merges them by rank: every namespace's best item, then
+      every second best, and so on, ties broken by the fused score. Fused scores are
+      normalised within a namespace (BM25 against the namespace's best match, the graph
+      within its own entity graph), so comparing them across namespaces would favour
+      whichever namespace is smallest or least varied. Listings without a query merge by
+      ``updated_at``, which is comparable.
     - Puts in one ``batch`` are one Norax ``upsert`` (in op order, so ``embed_context``
       sees them in order) and one ``delete``; everything is validated before anything is
       written. Reads in a batch see the store as it was before the batch's writes.
@@ -158,8 +156,9 @@ class NoraxStore(BaseStore):
                 results[i] = self._get(op)
             elif isinstance(op, SearchOp):
                 plans = self._search_plan(op)
-                found = [self.memory.search(**kw) for kw in plans.searches]
-                fill = [self.memory.search(**kw) for kw in plans.fills]
+                vec = self.memory.embed_query(op.query) if plans.searches and op.query else None
+                found = [self.memory.search(**kw, query_embedding=vec) for kw in plans.searches]
+                fill = [self._recent(*listing) for listing in plans.fills]
                 results[i] = plans.merge(found, fill)
             elif isinstance(op, ListNamespacesOp):
                 results[i] = self._list_namespaces(op)
@@ -173,9 +172,16 @@ class NoraxStore(BaseStore):
         async def run(op: Op) -> Result:
             if isinstance(op, SearchOp):
                 plans = self._search_plan(op)
+                vec = (
+                    await asyncio.to_thread(self.memory.embed_query, op.query)
+                    if plans.searches and op.query
+                    else None
+                )
                 found, fill = await asyncio.gather(
-                    asyncio.gather(*(self.memory.asearch(**kw) for kw in plans.searches)),
-                    asyncio.gather(*(self.memory.asearch(**kw) for kw in plans.fills)),
+                    asyncio.gather(
+                        *(self.memory.asearch(**kw, query_embedding=vec) for kw in plans.searches)
+                    ),
+                    asyncio.gather(*(asyncio.to_thread(self._recent, *a) for a in plans.fills)),
                 )
                 return plans.merge(list(found), list(fill))
             if isinstance(op, GetOp):
@@ -233,6 +239,11 @@ class NoraxStore(BaseStore):
             names = list({ns[: op.max_depth] for ns in names})
         return sorted(names)[op.offset : op.offset + op.limit]
 
+    def _recent(self, namespace: str, n: int, where: dict[str, Any] | None) -> list[Memory]:
+        """The ``n`` most recently updated items of ``namespace`` that pass ``where``."""
+        ids = self.memory.store.recent(namespace, where, n)
+        return self.memory.get(ids, namespace=namespace)
+
     def _search_plan(self, op: SearchOp) -> _SearchPlan:
         prefix = tuple(op.namespace_prefix)
         spaces = [
@@ -242,12 +253,12 @@ class NoraxStore(BaseStore):
         k = op.offset + op.limit
         if not spaces or op.limit == 0:
             return _SearchPlan(op, [], [])
-        if not op.query:  # InMemoryStore treats "" as no query too
-            return _SearchPlan(op, [_listing(ns, k, where) for ns in spaces], [])
+        if not op.query:  # InMemoryStore treats "" as no query too: the newest k of each
+            return _SearchPlan(op, [], [(ns, k, where) for ns in spaces])
         indexed = codec.and_where([where, {codec.INDEXED: True}])
         unindexed = codec.and_where([where, {codec.INDEXED: False}])
         searches = [{"query": op.query, "k": k, "namespace": ns, "where": indexed} for ns in spaces]
-        return _SearchPlan(op, searches, [_listing(ns, op.limit, unindexed) for ns in spaces])
+        return _SearchPlan(op, searches, [(ns, op.limit, unindexed) for ns in spaces])
 
     # -- writes -------------------------------------------------------------------------
 
@@ -286,23 +297,27 @@ class NoraxStore(BaseStore):
             self.memory.delete(gone)
 
 
-class _SearchPlan:
-    """The Norax searches one ``SearchOp`` needs, and how their results merge into a page."""
+Listing = tuple[str, int, "dict[str, Any] | None"]
+"""``(namespace, n, where)``: the ``n`` most recently updated items that pass ``where``."""
 
-    def __init__(
-        self, op: SearchOp, searches: list[dict[str, Any]], fills: list[dict[str, Any]]
-    ) -> None:
+
+class _SearchPlan:
+    """The Norax searches and listings one ``SearchOp`` needs, and how they merge into a page.
+
+    Without a query there are only listings (each namespace's newest ``offset + limit``);
+    with one, a search per namespace and, to fill a short page, listings of the unindexed.
+    """
+
+    def __init__(self, op: SearchOp, searches: list[dict[str, Any]], fills: list[Listing]) -> None:
         self.op = op
         self.searches = searches
         self.fills = fills
 
-    def merge(
-        self, found: list[list[SearchResult]], fill: list[list[SearchResult]]
-    ) -> list[SearchItem]:
+    def merge(self, found: list[list[SearchResult]], fill: list[list[Memory]]) -> list[SearchItem]:
         """The page: ranked results merged by rank, or listings merged by recency."""
         op = self.op
         if not op.query:
-            listed = sorted(_flat(found), key=lambda r: r.created_at, reverse=True)
+            listed = sorted(_flat(fill), key=lambda r: r.created_at, reverse=True)
             return [_item(r, scored=False) for r in listed[op.offset : op.offset + op.limit]]
         ranked = sorted(
             ((rank, -r.score, n, r) for n, rs in enumerate(found) for rank, r in enumerate(rs)),
@@ -316,13 +331,13 @@ class _SearchPlan:
         return page
 
 
-def _flat(lists: list[list[SearchResult]]) -> list[SearchResult]:
+def _flat(lists: Sequence[Sequence[Memory]]) -> list[Memory]:
     return [r for rs in lists for r in rs]
 
 
-def _item(result: SearchResult, *, scored: bool) -> NoraxSearchItem:
+def _item(result: Memory, *, scored: bool) -> NoraxSearchItem:
     item = codec.memory_item(result)
-    if not scored:
+    if not scored or not isinstance(result, SearchResult):
         return NoraxSearchItem(item)
     meta = result.framework_metadata()
     return NoraxSearchItem(
@@ -333,17 +348,6 @@ def _item(result: SearchResult, *, scored: bool) -> NoraxSearchItem:
         meta["query_plan"],
         meta["explanation"],
     )
-
-
-def _listing(namespace: str, k: int, where: dict[str, Any] | None) -> dict[str, Any]:
-    """The search that lists a namespace's ``k`` most recently updated items."""
-    return {
-        "query": LISTING_QUERY,
-        "k": k,
-        "namespace": namespace,
-        "where": where,
-        "weights": "temporal",
-    }
 
 
 def _paging(limit: Any, offset: Any) -> None:

@@ -20,9 +20,9 @@ class NoraxRetriever(BaseRetriever):
     score=<fused score>)``. The metadata holds the memory's own metadata plus ``kind``,
     ``created_at`` (ISO 8601, UTC), ``namespace``, ``score``, ``signals`` (each signal's
     normalised score), ``matched_entities``, ``query_plan`` (``{"intent", "periods":
-    [{"start", "end", "text"}], "entities"}``) and ``explanation`` (``{"fused", "mix",
-    "context", "bridges", "period", "latest_wins", "supersede", "freshness", "turns",
-    "coverage"}``, summing to the score); all but ``kind`` and ``created_at`` are excluded
+    [{"start", "end", "text"}], "entities"}``) and ``explanation`` (``{"fused",
+    "context", "bridges", "period", "latest_wins", "supersede", "turns", "exchange"}``,
+    summing to the score); all but ``kind`` and ``created_at`` are excluded
     from the text LLMs and embedders see.
 
     Args:

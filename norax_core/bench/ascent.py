@@ -23,7 +23,7 @@ from norax_core.bench.fastrank import PoolBatch, Setting
 from norax_core.bench.pools import check_store_params
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
-from norax_core.weights import Weights
+from norax_core.weights import Weights, shares
 
 logger = logging.getLogger("norax")
 
@@ -51,9 +51,7 @@ LATEST_SIMILARITY_GRID = (0.5, 0.6, 0.7, 0.8)
 """``latest_wins_similarity`` values tried with each weight."""
 STAGE_GRID: dict[str, tuple[Any, ...]] = {
     # one line per ranking stage: its NoraxConfig parameter -> the values tried (off first)
-    "freshness_weight": (0.0, 0.1, 0.2, 0.3, 0.5),
     "period_boost": (0.0, 0.25, 0.5, 1.0),
-    "coverage_weight": (0.0, 0.1, 0.2, 0.4),
     "bridge_weight": (0.0, 0.05, 0.1, 0.2),
 }
 """The ranking stages' own parameters the fitter moves, one coordinate each (globally and per
@@ -88,10 +86,8 @@ def setting_from(weights: Weights, batch: PoolBatch) -> Setting:
     """The :class:`Setting` of ``weights`` (global ones: select an intent's first)."""
     cfg = weights.applied(batch.config)
     check_store_params(batch.config, cfg)
-    w = weights.as_dict()
-    total = sum(w.values())
     return Setting(
-        weights=tuple(w[s] / total for s in SIGNALS),  # type: ignore[arg-type]
+        weights=shares(list(weights.as_dict().values())),  # type: ignore[arg-type]
         decay_days={k: cfg.tau_days(k) for k in batch.kind_names},
         pool_min=cfg.pool_min,
         recency_candidates=cfg.recency_candidates,

@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from norax_core.errors import InvalidInputError
+
+T = TypeVar("T")
 
 __all__ = [
     "LOCOMO_CATEGORIES",
@@ -220,6 +223,20 @@ def _read_json(path: Path) -> Any:
         raise InvalidInputError(f"file not found: {path}") from None
     except json.JSONDecodeError as exc:
         raise InvalidInputError(f"{path} is not valid JSON: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{path} is not UTF-8 text: {exc}") from None
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _shaped(path: Path | str, kind: str, build: Callable[[], T]) -> T:
+    """``build()``, with a malformed file's KeyError/TypeError/... as a clear error."""
+    try:
+        return build()
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        if isinstance(exc, InvalidInputError):
+            raise
+        raise InvalidInputError(f"{path}: not in the {kind} format ({exc!r})") from None
 
 
 # -- LoCoMo -------------------------------------------------------------------------------
@@ -276,7 +293,10 @@ def load_locomo(path: str | Path) -> BenchDataset:
     data = _read_json(Path(path))
     if not isinstance(data, list):
         raise InvalidInputError(f"{path}: expected a JSON list of LoCoMo samples")
-    return BenchDataset("locomo", [_locomo_conversation(s, i) for i, s in enumerate(data)])
+    return BenchDataset(
+        "locomo",
+        _shaped(path, "LoCoMo", lambda: [_locomo_conversation(s, i) for i, s in enumerate(data)]),
+    )
 
 
 # -- BEAM ---------------------------------------------------------------------------------
@@ -356,5 +376,10 @@ def load_beam(directory: str | Path) -> BenchDataset:
     if not folders:
         raise InvalidInputError(f"{root}: no BEAM chat folders (holding chat.json) found")
     prefix = f"beam-{root.name}" if root.name else "beam"
-    convs = [_beam_conversation(f, f"{prefix}-{f.name}" if f != root else prefix) for f in folders]
+    convs = [
+        _shaped(
+            f, "BEAM", partial(_beam_conversation, f, f"{prefix}-{f.name}" if f != root else prefix)
+        )
+        for f in folders
+    ]
     return BenchDataset("beam", convs)

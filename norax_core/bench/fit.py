@@ -55,7 +55,7 @@ from norax_core.bench.pools import Pool, PoolRequest, build_pools
 from norax_core.engine import NoraxMemory
 from norax_core.errors import InvalidInputError
 from norax_core.models import SIGNALS
-from norax_core.weights import Weights, save_weights
+from norax_core.weights import Weights, save_weights, shares
 
 __all__ = [
     "B_GRID",
@@ -427,8 +427,7 @@ def _finite(x: float) -> float:
 
 def summarize_weights(weights: Weights) -> str:
     """One line: the shares and the parameters."""
-    w = weights.as_dict()
-    total = sum(w.values()) or 1.0
-    shares = " ".join(f"{s}={_finite(w[s] / total):.2f}" for s in SIGNALS)
+    parts = zip(SIGNALS, shares(list(weights.as_dict().values())), strict=True)
+    line = " ".join(f"{s}={_finite(v):.2f}" for s, v in parts)
     params = ", ".join(f"{k}={v}" for k, v in dict(weights.params).items())
-    return f"{shares}" + (f" ({params})" if params else "")
+    return line + (f" ({params})" if params else "")

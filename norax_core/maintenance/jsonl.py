@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from norax_core.errors import InvalidInputError
 from norax_core.indexes import CHROMA_PAGE
 from norax_core.models import DEFAULT_NAMESPACE
 
@@ -33,6 +34,9 @@ def export_jsonl(memory: NoraxMemory, path: str | Path, *, namespace: str | None
     renamed into place, so an interrupted export never leaves a truncated file under the
     final name. Runs under the store's lock (writes wait), so the file is one consistent
     snapshot.
+
+    Raises:
+        InvalidInputError: ``path`` is a folder, or its folder cannot be created or written.
     """
     from norax_core import validation as check
     from norax_core.signals.dense import NAMESPACE_KEY
@@ -40,8 +44,13 @@ def export_jsonl(memory: NoraxMemory, path: str | Path, *, namespace: str | None
 
     ns = None if namespace is None else check.namespace(namespace)
     dest = Path(path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    if dest.is_dir():
+        raise InvalidInputError(f"{dest} is a folder: give the path of the .jsonl file to write")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    except OSError as exc:
+        raise InvalidInputError(f"cannot write {dest}: {exc.strerror or exc}") from None
     n = 0
     try:
         store = memory.store

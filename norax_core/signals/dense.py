@@ -137,6 +137,7 @@ class DenseSignal:
         size: How many memories the derived indexes hold in a namespace.
         members: The ids the derived indexes hold in a namespace.
         exact_limit: Namespaces above this many memories go through HNSW.
+        on_load: Told of each matrix read from Chroma (from the search's thread).
     """
 
     name = "dense"
@@ -149,8 +150,10 @@ class DenseSignal:
         size: Callable[[str], int] | None = None,
         members: Callable[[str], Collection[str]] | None = None,
         exact_limit: int = 0,
+        on_load: Callable[[str, NamespaceMatrix], None] | None = None,
     ) -> None:
         self._collection = collection
+        self._on_load = on_load
         self._namespace_of = namespace_of
         self._cache = cache
         self._size = size
@@ -177,7 +180,10 @@ class DenseSignal:
             return home(mid) == namespace
 
         def load(ns: str) -> NamespaceMatrix:
-            return load_namespace(self._collection, ns, member, members(ns))
+            block = load_namespace(self._collection, ns, member, members(ns))
+            if self._on_load is not None:
+                self._on_load(ns, block)
+            return block
 
         def refresh(ns: str, block: NamespaceMatrix) -> None:
             fetch_into(self._collection, block, sorted(block.stale), member)

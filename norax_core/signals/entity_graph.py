@@ -323,6 +323,21 @@ class NamespaceGraph:
         self.version = next(_CLOCK)
         self._memo: dict[str, tuple[int, Any]] = {}  # key -> (version, value): see memo()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # a snapshot (norax_core.snapshots) leaves the derived caches and run tracking out
+        return {
+            **self.__dict__,
+            "post_arr": {},
+            "adj_arr": {},
+            "mask_arr": {},
+            "_memo": {},
+            "touched": None,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.version = next(_CLOCK)  # a fresh object: no reader's memo may match it
+
     # -- writes ---------------------------------------------------------------------------
 
     def _intern(self, name: str) -> int:
@@ -792,6 +807,42 @@ class EntityGraph:
             )
         return g
 
+    def neighbourhood(self, namespace: str, entities: Sequence[str], limit: int = 8) -> nx.Graph:
+        """The part of the namespace's graph around ``entities`` (those it holds).
+
+        Each entity with its ``limit`` strongest neighbours (most shared memories, ties by
+        name) and every edge among all of them. Nodes carry ``count``, ``community`` and
+        ``seed`` (one of ``entities``); edges carry ``weight``, as in :meth:`graph`.
+        """
+        space = self.space(namespace)
+        g = nx.Graph()
+        if space is None:
+            return g
+        seeds = {space.eid[e] for e in entities if e in space.eid}
+        keep = set(seeds)
+        for e in seeds:
+            strongest = sorted(space.adj[e].items(), key=lambda bw: (-bw[1], space.names[bw[0]]))
+            keep.update(b for b, _ in strongest[:limit])
+        for e in sorted(keep, key=space.names.__getitem__):
+            g.add_node(
+                space.names[e], count=space.counts[e], community=int(space.comm[e]), seed=e in seeds
+            )
+        for a in keep:
+            g.add_weighted_edges_from(
+                (space.names[a], space.names[b], w)
+                for b, w in space.adj[a].items()
+                if b in keep and a < b
+            )
+        return g
+
+    def mentions(self, namespace: str, entity: str) -> list[str]:
+        """Ids of the memories of ``namespace`` that mention ``entity``, sorted."""
+        space = self._spaces.get(namespace)
+        e = space.eid.get(entity) if space is not None else None
+        if space is None or e is None:
+            return []
+        return sorted(mid for row in space.post[e] if (mid := space.ids[row]) is not None)
+
     def communities(self, namespace: str) -> dict[str, int]:
         """Entity -> community id for ``namespace`` (brought up to date first, synchronously)."""
         space = self.space(namespace, wait=True)
@@ -947,6 +998,35 @@ class EntityGraph:
         self._spaces.pop(namespace, None)
         self._pending.pop(namespace, None)
         return state
+
+    def export(self, namespace: str) -> tuple[NamespaceGraph, dict[str, Any] | None] | None:
+        """The namespace's graph and its saved communities not checked yet, for :meth:`restore`.
+
+        A finished background run is adopted first; ``None`` if the namespace is empty.
+        """
+        space = self._spaces.get(namespace)
+        if space is None:
+            return None
+        self._adopt(namespace, space)
+        return space, self._pending.get(namespace)
+
+    def generation(self, namespace: str) -> int:
+        """Community runs the namespace has adopted (-1 if it is empty).
+
+        A snapshot taken at another generation holds other communities.
+        """
+        space = self._spaces.get(namespace)
+        return -1 if space is None else space.generation
+
+    def restore(self, namespace: str, state: object) -> None:
+        """Hold a namespace exported by :meth:`export`, replacing it."""
+        space, saved = state if isinstance(state, tuple) else (None, None)
+        if not isinstance(space, NamespaceGraph):
+            raise TypeError("not an exported graph namespace")
+        self._spaces[namespace] = space
+        self._pending.pop(namespace, None)
+        if saved is not None:
+            self._pending[namespace] = dict(saved)
 
     def load_namespace_state(self, namespace: str, saved: Mapping[str, Any]) -> None:
         """Adopt one namespace's saved state (:meth:`namespace_state`) if its graph matches.

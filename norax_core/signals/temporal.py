@@ -176,6 +176,25 @@ class TemporalSignal:
         """Forget a whole namespace (its owner reloads it when it is next used)."""
         self._ns.pop(namespace, None)
 
+    def export(self, namespace: str) -> tuple[object, list[str]] | None:
+        """The namespace's catalog and the kind of each code, for :meth:`restore`."""
+        ns = self._ns.get(namespace)
+        if ns is None:
+            return None
+        kinds = sorted(self._kinds, key=self._kinds.__getitem__)
+        return ns, kinds
+
+    def restore(self, namespace: str, state: object) -> None:
+        """Hold a namespace exported by :meth:`export`, its kind codes mapped to this catalog's."""
+        ns, kinds = state if isinstance(state, tuple) else (None, [])
+        if not isinstance(ns, _Namespace):
+            raise TypeError("not an exported temporal namespace")
+        codes = np.array([self._kinds.setdefault(k, len(self._kinds)) for k in kinds] or [0])
+        ns.kind = codes[ns.kind].astype(np.int32)
+        self._ns[namespace] = ns
+        if ns.n:
+            self.last_seq = max(self.last_seq, int(ns.seq[: ns.n].max()))
+
     def count(self, namespace: str) -> int:
         """Number of memories in ``namespace``."""
         ns = self._ns.get(namespace)

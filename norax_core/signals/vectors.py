@@ -46,6 +46,10 @@ class NamespaceMatrix:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # a snapshot (norax_core.snapshots): the rows in use, not the spare capacity
+        return {**self.__dict__, "_mat": self.matrix.copy()}
+
     def __contains__(self, mid: object) -> bool:
         return mid in self._pos
 
@@ -167,6 +171,18 @@ class VectorCache:
     def get(self, namespace: str) -> NamespaceMatrix | None:
         """The namespace's matrix if it is loaded (stale rows and all), else ``None``."""
         return self._blocks.get(namespace)
+
+    def fresh(self, namespace: str) -> NamespaceMatrix | None:
+        """The namespace's matrix if it is loaded and holds no stale row, else ``None``."""
+        with self.lock:
+            got = self._blocks.get(namespace)
+            return got if got is not None and not got.stale else None
+
+    def restore(self, namespace: str, block: NamespaceMatrix) -> None:
+        """Hold a matrix read back from a snapshot (the least recently used may be evicted)."""
+        with self.lock:
+            self._blocks[namespace] = block
+            self._evict(keep=namespace)
 
     def mark_stale(self, namespace: str, ids: Collection[str]) -> None:
         """``ids`` of ``namespace`` changed in Chroma: fetch their vectors before next use."""

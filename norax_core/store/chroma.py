@@ -11,6 +11,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from norax_core.batch import CREATED_KEY, ENTITIES_KEY, KIND_KEY, SEQ_KEY
 from norax_core.embedders import Embedder
 from norax_core.errors import DimensionMismatchError, InvalidInputError
@@ -24,6 +26,7 @@ from norax_core.models import (
 )
 from norax_core.sidecar import IndexRow
 from norax_core.signals.dense import NAMESPACE_KEY
+from norax_core.signals.vectors import NamespaceMatrix
 from norax_core.store.writes import CHROMA_BATCH
 from norax_core.sync import ChangeLog, SyncConfig
 
@@ -131,26 +134,35 @@ class ChromaRows:
     """Chroma as the source of a client's namespaces (:class:`~norax_core.indexes.RowSource`).
 
     Other processes write to the server, so a client's sidecar only caches the namespaces
-    it has loaded; a namespace is read by one ``get`` filtered on it (no other is read).
+    it has loaded; a namespace is read by one ``get`` filtered on it (no other is read),
+    which brings its vectors too: they go to ``vectors`` (the dense signal's matrix).
 
     Args:
         collection: The memory collection.
         row_from_record: What the derived indexes hold of a record.
+        vectors: Told of each namespace's vectors read with its rows, if given.
     """
 
     complete = False
 
     def __init__(
-        self, collection: Any, row_from_record: Callable[[str, str, dict[str, Any]], IndexRow]
+        self,
+        collection: Any,
+        row_from_record: Callable[[str, str, dict[str, Any]], IndexRow],
+        vectors: Callable[[str, NamespaceMatrix], None] | None = None,
     ) -> None:
         self.collection = collection
         self.row_from_record = row_from_record
+        self.vectors = vectors
 
     def rows(self, namespace: str) -> list[IndexRow]:
         """Every row of ``namespace``, in one filtered ``get`` (no offset paging to shift)."""
-        got = self.collection.get(
-            where={NAMESPACE_KEY: namespace}, include=["documents", "metadatas"]
-        )
+        include = ["documents", "metadatas", *(["embeddings"] if self.vectors else [])]
+        got = self.collection.get(where={NAMESPACE_KEY: namespace}, include=include)
+        if self.vectors is not None and got.get("embeddings") is not None and len(got["ids"]):
+            block = NamespaceMatrix()
+            block.put(got["ids"], np.asarray(got["embeddings"], dtype=np.float32))
+            self.vectors(namespace, block)
         return [
             self.row_from_record(mid, doc or "", dict(meta or {}))
             for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)

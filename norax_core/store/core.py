@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import chromadb
+import networkx as nx
 import numpy as np
 
-from norax_core.batch import CREATED_KEY, SEQ_KEY
+from norax_core.batch import CREATED_KEY, INFERRED_KIND_KEY, KIND_KEY, SEQ_KEY
 from norax_core.config import NoraxConfig
 from norax_core.embedders import Embedder
 from norax_core.errors import InvalidInputError
@@ -34,7 +35,8 @@ from norax_core.indexes import DerivedIndexes, chroma_pages
 from norax_core.locking import StoreLock
 from norax_core.models import Memory
 from norax_core.sidecar import IndexRow, Sidecar
-from norax_core.signals.dense import DenseSignal, chroma_where
+from norax_core.signals.dense import NAMESPACE_KEY, DenseSignal, chroma_where
+from norax_core.signals.vectors import NamespaceMatrix, load_namespace
 from norax_core.store.chroma import (
     ChromaRows,
     drop_collection,
@@ -139,7 +141,15 @@ class Store(WritePath):
 
         # A client's namespaces are read from Chroma (other processes write there); an
         # embedded or in-memory store's from its sidecar, which this process alone writes.
-        source = ChromaRows(self.collection, self.row_from_record) if client is not None else None
+        source = (
+            ChromaRows(
+                self.collection,
+                self.row_from_record,
+                lambda ns, block: self.indexes.vectors_with_rows(ns, block),
+            )
+            if client is not None
+            else None
+        )
         self.indexes = DerivedIndexes(Sidecar(sidecar_path), self.config, source)
         # Lambdas, not bound methods: a repair may replace the derived indexes.
         self.dense = DenseSignal(
@@ -149,10 +159,11 @@ class Store(WritePath):
             size=lambda ns: self.indexes.temporal.count(ns),
             members=lambda ns: self.indexes.temporal.ids(ns),
             exact_limit=self.config.dense_exact_limit,
+            on_load=lambda ns, block: self.indexes.vectors_read(ns, block),
         )
         self.indexes.load()
-        if reconcile:  # ids only (embedded: every id; a client: none), never a memory
-            self.indexes.reconcile(self.collection, self.row_from_record)
+        if reconcile:  # embedded: counts now, each namespace's ids as it loads; never a memory
+            self.indexes.reconcile(self.collection, self.row_from_record, lazy=True)
         if reconcile and self.indexes.source.complete:  # a client reads Chroma's kinds
             sync = self.sync
             rederive_kinds(
@@ -171,6 +182,7 @@ class Store(WritePath):
                 return
             self.closed = True
             if self.indexes.sidecar.path is not None:
+                self.indexes.finish(self._vectors_of)
                 self.indexes.save_state()
             self.release()
 
@@ -194,6 +206,13 @@ class Store(WritePath):
         if self._store_lock is not None:
             self._store_lock.release()
             self._store_lock = None
+
+    def _vectors_of(self, namespace: str, ids: set[str]) -> NamespaceMatrix | None:
+        """A namespace's vectors read from Chroma for its snapshot, if it ranks from a matrix."""
+        if len(ids) > self.config.dense_exact_limit:
+            return None
+        block = load_namespace(self.collection, namespace, ids.__contains__, ids)
+        return block if len(block) == len(ids) else None
 
     # -- other processes' writes --------------------------------------------------------
 
@@ -259,6 +278,77 @@ class Store(WritePath):
         """Chroma's records (``include`` fields, ``where`` filter), a page at a time."""
         return chroma_pages(self.collection, include, where)
 
+    def browse(
+        self,
+        namespace: str,
+        *,
+        kind: str | None = None,
+        inferred_kind: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        where: dict[str, Any] | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> tuple[int, list[Memory]]:
+        """A page of a namespace's memories, newest first, and how many pass the filters.
+
+        Args:
+            namespace: The namespace (validated by the caller).
+            kind: Only memories of this kind.
+            inferred_kind: Only memories whose inferred kind (:data:`INFERRED_KIND_KEY`,
+                where the store records one) is this.
+            since: Only memories created at or after this time (epoch seconds).
+            until: Only memories created before this time (epoch seconds).
+            where: A Chroma filter on user metadata.
+            limit: Page size.
+            offset: Memories to skip, in the order newest first (ties: latest write first).
+
+        Raises:
+            InvalidInputError: Chroma refuses the filter.
+        """
+        terms: list[dict[str, Any]] = [{NAMESPACE_KEY: namespace}]
+        terms += [{KIND_KEY: kind}] if kind else []
+        terms += [{INFERRED_KIND_KEY: inferred_kind}] if inferred_kind else []
+        terms += [{CREATED_KEY: {"$gte": since}}] if since is not None else []
+        terms += [{CREATED_KEY: {"$lt": until}}] if until is not None else []
+        terms += [where] if where else []
+        flt = terms[0] if len(terms) == 1 else {"$and": terms}
+        with self.lock:
+            self.maybe_sync()
+            try:
+                got = self.collection.get(where=flt, include=["metadatas"])
+            except Exception as exc:
+                raise InvalidInputError(f"invalid filter {where!r}: {exc}") from exc
+        order = sorted(
+            zip(got["ids"], got["metadatas"], strict=True),
+            key=lambda im: (-float(im[1].get(CREATED_KEY, 0.0)), -seq(im[1].get(SEQ_KEY)), im[0]),
+        )
+        page = [mid for mid, _ in order[offset : offset + limit]]
+        found = self.records(page)
+        return len(order), [found[mid] for mid in page if mid in found]
+
+    def neighbourhood(
+        self, namespace: str, memory_id: str, limit: int = 8
+    ) -> tuple[nx.Graph, dict[str, list[str]]]:
+        """A memory's place in its namespace's entity graph.
+
+        Returns:
+            The memory's entities with each one's ``limit`` strongest neighbours and the edges
+            among them
+            (:meth:`~norax_core.signals.entity_graph.EntityGraph.neighbourhood`), and for
+            each of its entities the other memories that mention it. Both empty for an
+            unknown id.
+        """
+        with self.lock:
+            self.maybe_sync()
+            self.indexes.ensure(namespace)
+            graph = self.indexes.graph
+            entities = graph.entities_of(namespace, memory_id)
+            shared = {
+                e: [m for m in graph.mentions(namespace, e) if m != memory_id] for e in entities
+            }
+            return graph.neighbourhood(namespace, entities, limit), shared
+
     def resync(self, ids: Sequence[str]) -> tuple[int, int]:
         """Re-derive ``ids`` from Chroma (see :meth:`DerivedIndexes.resync`)."""
         return self.indexes.resync(self.collection, ids, self.row_from_record)
@@ -267,11 +357,24 @@ class Store(WritePath):
         """Replace the in-memory indexes by fresh ones (namespaces load again on use)."""
         old = self.indexes
         old.save_state()
+        old.sidecar.drop_snapshots()  # they hold what is being rebuilt
         fresh = DerivedIndexes(old.sidecar, old.config, old.source)
         fresh.load()
         fresh.last_seq = max(fresh.last_seq, old.last_seq)
         self.indexes = fresh
         old.graph.close()  # stops the replaced graph's community worker thread
+
+    def recent(self, ns: str, flt: dict[str, Any] | None, n: int) -> list[str]:
+        """The ids of the ``n`` latest memories of ``ns`` that pass ``flt``, newest first.
+
+        Latest by ``created_at``, whatever their kinds (no decay); memories sharing a time,
+        the later written first: conversation order reversed.
+        """
+        with self.lock:
+            self.maybe_sync()
+            self.indexes.ensure(ns)
+            ordered, _, _ = self.indexes.temporal.filtered_timeline(ns, self.allowed(ns, flt))
+        return ordered[: -n - 1 : -1] if n > 0 else []
 
     def allowed(self, ns: str, flt: dict[str, Any] | None) -> frozenset[str] | None:
         """The ids of namespace ``ns`` that pass the user's metadata filter ``flt``."""

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from norax_core.batch import (
+    SEQ_KEY,
     Prepared,
     checked_embeddings,
     context_texts,
@@ -29,9 +30,11 @@ from norax_core.batch import (
 )
 from norax_core.config import NoraxConfig
 from norax_core.embedders import Embedder
-from norax_core.errors import InvalidInputError, NoraxError
+from norax_core.errors import DuplicateIdError, InvalidInputError, NoraxError
 from norax_core.indexes import DerivedIndexes
+from norax_core.models import DEFAULT_NAMESPACE
 from norax_core.sidecar import IndexRow
+from norax_core.signals.dense import NAMESPACE_KEY
 from norax_core.sync import ChangeLog
 
 logger = logging.getLogger("norax")
@@ -101,6 +104,22 @@ class WritePath:
         stale = self.add_config().embed_context > 0 and self.indexes.writes != p.basis
         return settled(p, seqs, self.embedder, self.embedding_texts, stale)
 
+    def refuse_stored(self, ids: Sequence[str]) -> None:
+        """Before an add: refuse ids the store holds (a client asks Chroma, see ``fresh``).
+
+        Raises:
+            DuplicateIdError: An id is already stored, in any namespace.
+        """
+        _refuse_duplicates(ids, self.indexes.homes(ids, fresh=True))
+
+    def refuse_moves(self, rows: Sequence[IndexRow]) -> None:
+        """Before an upsert: refuse ids stored in another namespace than the row's.
+
+        Raises:
+            InvalidInputError: An id lives in another namespace.
+        """
+        _refuse_moves(rows, self.indexes.homes([r.id for r in rows], fresh=True))
+
     def write(self, p: Prepared, *, upsert: bool) -> None:
         """Chroma first (the truth), then the derived indexes; all or nothing.
 
@@ -108,9 +127,20 @@ class WritePath:
         with their rows, so a crash in between is repaired at the next open. On an error,
         Chroma is put back as it was (added memories deleted, replaced ones restored from
         the records read before the write) and the indexes re-derived from it.
+
+        Other processes may write the same ids at the same moment (a client of a server):
+        an upsert is refused if the records it read just before writing live in another
+        namespace, and an add checks afterwards that Chroma holds what it wrote (Chroma
+        ignores an add of an id it holds), else undoes its own records and raises.
+
+        Raises:
+            DuplicateIdError: Another process stored one of the ids meanwhile (an add).
+            InvalidInputError: Chroma refused the batch, or another process stored one of
+                the ids in another namespace meanwhile (an upsert).
         """
         op = self.collection.upsert if upsert else self.collection.add
         old = stored_records(self.collection, p.ids, CHROMA_BATCH) if upsert else {}
+        _refuse_moves(p.rows, {m: _namespace(rec[2]) for m, rec in old.items()})
         tried: list[str] = []
         self.indexes.sidecar.mark_pending(p.ids)
         self.indexes.claim(r.namespace for r in p.rows)
@@ -128,19 +158,36 @@ class WritePath:
                 )
                 if not upsert:  # a failed add call wrote nothing (its ids may be another's)
                     tried.extend(chunk)
+            if not upsert and not self.indexes.source.complete:  # another process may write
+                _refuse_duplicates(p.ids, {m: "" for m in set(p.ids) - set(self._own(p.ids, p))})
             self.indexes.apply(p.rows)
             if self.sync is not None:
                 self.sync.record("upsert" if upsert else "add", p.ids)
         except BaseException as exc:  # KeyboardInterrupt too: the store stays usable
-            undo = self._undo(tried, old, p)
+            undo = self._undo(tried, old, p, own=not upsert and not self.indexes.source.complete)
             if isinstance(exc, NoraxError) or not isinstance(exc, Exception):
                 if undo:
                     logger.error("norax: %s", undo)
                 raise
             raise InvalidInputError(f"Chroma rejected the batch: {exc}{undo}") from exc
 
-    def _undo(self, tried: list[str], old: Mapping[str, Any], p: Prepared) -> str:
+    def _own(self, ids: Sequence[str], p: Prepared) -> list[str]:
+        """The ``ids`` whose Chroma record is the one ``p`` wrote (not another process's)."""
+        mine = {m: (t, meta) for m, t, meta in zip(p.ids, p.texts, p.metadatas, strict=True)}
+        held: dict[str, tuple[str, dict[str, Any]]] = {}
+        for s in range(0, len(ids), CHROMA_BATCH):
+            got = self.collection.get(
+                ids=list(ids[s : s + CHROMA_BATCH]), include=["documents", "metadatas"]
+            )
+            for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
+                held[mid] = (doc or "", dict(meta or {}))
+        return [m for m in ids if m in held and _same(held[m], *mine[m])]
+
+    def _undo(self, tried: list[str], old: Mapping[str, Any], p: Prepared, own: bool) -> str:
         """Undo a failed write of ``tried`` ids (see :meth:`write`).
+
+        ``own``: undo only the records this write stored (an add of a client: Chroma kept
+        another process's record under an id it held, and that one must stay).
 
         Returns what could not be undone, as words for the error message ("" when all was).
         """
@@ -148,6 +195,7 @@ class WritePath:
         if tried:
             written = dict(zip(p.ids, p.metadatas, strict=True))
             try:
+                tried = self._own(tried, p) if own else tried
                 restore(self.collection, tried, old, written, CHROMA_BATCH)
                 if self.sync is not None:  # anyone who pulled the failed version re-reads
                     self.sync.record("upsert", tried)
@@ -163,9 +211,14 @@ class WritePath:
             logger.exception("norax: could not re-derive a failed batch from Chroma")
         return undo
 
-    def delete(self, ids: list[str]) -> None:
-        """Delete stored memories from Chroma and the indexes, and log it for the others."""
-        self.collection.delete(ids=ids)
+    def delete(self, ids: list[str], namespace: str | None = None) -> None:
+        """Delete stored memories from Chroma and the indexes, and log it for the others.
+
+        With ``namespace``, Chroma deletes only the ids it holds there: another process
+        may have moved one to another namespace since this one looked it up.
+        """
+        where = None if namespace is None else {NAMESPACE_KEY: namespace}
+        self.collection.delete(ids=ids, where=where)
         self.indexes.remove(ids)
         if self.sync is not None:
             self.sync.record("delete", ids)
@@ -249,3 +302,36 @@ class WritePath:
             self.restate((ids, vectors))
             logger.info("norax: re-embedded %d memories an interrupted write left", len(ids))
         self.mark_restating(marked, add=False)
+
+
+def _namespace(meta: Mapping[str, Any]) -> str:
+    return str(meta.get(NAMESPACE_KEY, DEFAULT_NAMESPACE))
+
+
+def _same(record: tuple[str, Mapping[str, Any]], text: str, meta: Mapping[str, Any]) -> bool:
+    """Whether a stored record is the one written with ``text`` and ``meta``.
+
+    Compared on the text, the namespace and the write sequence number (a microsecond clock,
+    see :func:`~norax_core.batch.sequence_numbers`): another writer's record under the same
+    id differs in one of them unless it is the same memory written in the same microsecond.
+    Not on the time: a float read back through Chroma's HTTP API may lose its last digit.
+    """
+    keys = (NAMESPACE_KEY, SEQ_KEY)
+    return record[0] == text and all(record[1].get(k) == meta.get(k) for k in keys)
+
+
+def _refuse_duplicates(ids: Sequence[str], stored: Mapping[str, str]) -> None:
+    existing = [i for i in ids if i in stored]
+    if existing:
+        raise DuplicateIdError(
+            f"{len(existing)} id(s) already stored, e.g. {existing[0]!r}; use upsert()"
+        )
+
+
+def _refuse_moves(rows: Sequence[IndexRow], homes: Mapping[str, str]) -> None:
+    moved = [r.id for r in rows if homes.get(r.id, r.namespace) != r.namespace]
+    if moved:
+        raise InvalidInputError(
+            f"{len(moved)} id(s) belong to another namespace, e.g. {moved[0]!r}; "
+            "upsert cannot move a memory between namespaces (delete it there first)"
+        )

@@ -5,6 +5,13 @@ sets (the models in ../shared/models, ``NORAX_DATA_DIR``) and no OpenAI key, so 
 notebooks take their offline paths. The notebooks assert their own key claims (the decision
 memory is in the top 3, the keyword-only error code rises, ...): a failed assert fails here.
 
+The outputs saved with a notebook must state what the code prints now: every number in a
+code cell's saved ``text/plain`` and stdout outputs is compared with the freshly executed
+cell's, in order, within a tolerance (``isclose``, ``REL_TOL`` / ``ABS_TOL``: a rounding
+flip of the last printed digit passes, a changed figure does not). Timings (a number with a
+time unit), paths and stderr (warnings) are left out, and so are numbers glued to letters
+(random ids). A notebook whose saved figures went stale fails with the cells that differ.
+
 To refresh the outputs committed with the notebooks, run
 ``NORAX_SAVE_NOTEBOOKS=1 python -m pytest tests/docs/test_notebooks.py``: each executed
 notebook is written back with its outputs, without per-cell timings.
@@ -12,10 +19,14 @@ notebook is written back with its outputs, without per-cell timings.
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 import os
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,6 +40,13 @@ REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 CELL_TIMEOUT = 300  # seconds; the slowest cell (a live LoCoMo run) takes well under that
 SAVE = os.environ.get("NORAX_SAVE_NOTEBOOKS") == "1"
+REL_TOL = 0.005
+ABS_TOL = 0.0015  # figures are printed to 3 decimals: one unit of the last digit, and a half
+NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])")
+VOLATILE = re.compile(
+    r"[-+]?\d+(?:\.\d+)?\s?(?:ms|µs|us|s|sec|seconds|min|minutes)(?![\w.])"  # timings
+    r"|\S*/\S*"  # paths and URLs
+)
 
 pytestmark = pytest.mark.integration
 
@@ -90,6 +108,7 @@ def test_notebook_runs(path: Path, kernel_name: str) -> None:
         resources={"metadata": {"path": str(NOTEBOOKS)}},
         record_timing=False,
     )
+    saved = copy.deepcopy(nb)
     client.execute()  # raises CellExecutionError, with the cell and traceback, on any error
     errors = [
         out
@@ -101,6 +120,60 @@ def test_notebook_runs(path: Path, kernel_name: str) -> None:
     assert not errors
     if SAVE:
         _save(nb, path)
+        return
+    stale = stale_figures(saved, nb)
+    assert not stale, (
+        f"{path.name}: saved outputs state figures the code no longer prints (refresh them with"
+        " NORAX_SAVE_NOTEBOOKS=1):\n" + "\n".join(stale)
+    )
+
+
+def _figures(cell: Any) -> list[float]:
+    """The numbers a code cell's outputs state (stdout and text/plain), timings and paths out."""
+    parts = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            if out.get("name") == "stdout":
+                parts.append(out.get("text", ""))
+        elif out.get("output_type") in ("execute_result", "display_data"):
+            parts.append(out.get("data", {}).get("text/plain", ""))
+    text = VOLATILE.sub(" ", "\n".join("".join(p) if isinstance(p, list) else p for p in parts))
+    return [float(m.group()) for m in NUMBER.finditer(text)]
+
+
+def stale_figures(saved: Any, fresh: Any) -> list[str]:
+    """Where the saved notebook's figures differ from the executed one's, cell by cell."""
+    out = []
+    code = [(i, c) for i, c in enumerate(fresh.cells) if c.cell_type == "code"]
+    for i, cell in code:
+        old, new = _figures(saved.cells[i]), _figures(cell)
+        if len(old) != len(new):
+            out.append(f"cell {i}: {len(old)} figures saved, {len(new)} printed now")
+            continue
+        wrong = [
+            (a, b)
+            for a, b in zip(old, new, strict=True)
+            if not math.isclose(a, b, rel_tol=REL_TOL, abs_tol=ABS_TOL)
+        ]
+        if wrong:
+            shown = ", ".join(f"{a:g} -> {b:g}" for a, b in wrong[:5])
+            out.append(f"cell {i}: {len(wrong)} figures differ ({shown})")
+    return out
+
+
+def test_a_stale_saved_output_fails(kernel_name: str) -> None:
+    """A notebook whose saved output states an old figure is caught; timings and paths are not."""
+    source = "print('recall@10', round(0.25 * 3, 3), 'in 1.7 s from', '/tmp/x1')"
+    cell = nbformat.v4.new_code_cell(source)
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    current = "recall@10 0.75 in 0.2 s from /home/y2\n"
+    stale = "recall@10 0.725 in 0.2 s from /home/y2\n"
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=stale)]
+    saved = copy.deepcopy(nb)
+    nbclient.NotebookClient(nb, kernel_name=kernel_name, timeout=120).execute()
+    assert stale_figures(saved, nb) == ["cell 0: 1 figures differ (0.725 -> 0.75)"]
+    saved.cells[0].outputs[0]["text"] = current  # other timing, other path: the same figures
+    assert stale_figures(saved, nb) == []
 
 
 def _save(nb: nbformat.NotebookNode, path: Path) -> None:

@@ -1,9 +1,9 @@
 """Docs that name code must name code that exists and state the defaults the code has.
 
-- Every dotted reference in a docstring or the README (``:func:`norax_core.x.y```,
+- Every dotted reference in a docstring, the README or a docs page (``:func:`norax_core.x.y```,
   ``NoraxMemory._method``, ``norax_core.module.name``) resolves to an attribute.
-- The README's configuration table states the defaults a store really searches with: those
-  of the shipped ``default`` preset's ``params`` on top of ``NoraxConfig``.
+- The configuration page's table (docs/configuration.md) states the defaults a store really
+  searches with: those of the shipped ``default`` preset's ``params`` on top of ``NoraxConfig``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ REFERENCE = re.compile(
 
 def _sources() -> list[Path]:
     files = [p for pkg in PACKAGES for p in sorted((REPO / pkg).rglob("*.py"))]
-    return [*files, REPO / "README.md"]
+    return [*files, REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 
 
 def _module_of(path: Path) -> str:
@@ -77,8 +77,8 @@ def test_dotted_references_resolve() -> None:
 
 
 def _row(setting: str) -> str:
-    readme = (REPO / "README.md").read_text()
-    rows = [line for line in readme.splitlines() if line.startswith(f"| {setting}")]
+    page = (REPO / "docs" / "configuration.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith(f"| {setting}")]
     assert len(rows) == 1, setting
     return rows[0].split("|")[2]  # the "default" column
 
@@ -89,7 +89,7 @@ def effective() -> NoraxConfig:
     return NoraxConfig().with_params(get_preset("default").params)
 
 
-def test_readme_defaults_table_states_the_effective_defaults(effective: NoraxConfig) -> None:
+def test_configuration_table_states_the_effective_defaults(effective: NoraxConfig) -> None:
     assert f"k1 {effective.bm25_k1:g}, b {effective.bm25_b:g}" in _row("BM25")
     pool = _row("candidate pool")
     assert f"`max({effective.pool_min}, {effective.pool_factor}k)`" in pool

@@ -4,7 +4,7 @@ One whole LoCoMo conversation (conv-30: 369 turns, 105 questions) and one whole 
 chat (chat 1: 188 long messages, 18 questions) are ingested with the real ONNX embedder and
 spaCy pipeline, exactly as ``norax bench`` ingests them. For every question and several
 weightings (the shipped presets, single signals, RRF, context propagation, latest wins, the
-bridge step, the period boost, supersession, coverage, the turns stage (session openers and
+bridge step, the period boost, supersession, the turns stage (session openers and
 the user's own messages, read from the ``role`` metadata the benchmark stores), a weights
 file with per-intent overrides: each question ranked with its intent's weights), the
 ids the benchmark ranks from its pools must be the ids a plain loop over
@@ -14,6 +14,7 @@ recall of those ids. Cold (no embedding cache) this embeds about 560 texts, 1-2 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -33,8 +34,6 @@ pytestmark = pytest.mark.integration
 DATA = Path(os.environ.get("NORAX_DATA_DIR", Path(__file__).parents[3] / "shared" / "data"))
 
 DEFAULT = get_preset("default")
-MIX = {"mix_strength": 4.0, "mix_center": 0.9, "mix_peak_strength": 2.0, "mix_peak_center": 0.3}
-"""The adaptive mix, strong enough to move rankings (:mod:`norax_core.stages.mix`)."""
 METHODS = {
     "default": DEFAULT,
     "project": get_preset("project"),
@@ -59,19 +58,17 @@ METHODS = {
             "latest_wins_similarity": 0.5,
         },
     ),
-    "period": Weights(**{**vars(DEFAULT), "params": {**DEFAULT.params, "period_boost": 0.5}}),
-    "coverage": Weights(**{**vars(DEFAULT), "params": {**DEFAULT.params, "coverage_weight": 0.2}}),
-    "turns": Weights(
+    "period": dataclasses.replace(DEFAULT, **{"params": {**DEFAULT.params, "period_boost": 0.5}}),
+    "turns": dataclasses.replace(
+        DEFAULT,
         **{
-            **vars(DEFAULT),
             "params": {
                 **DEFAULT.params,
                 "opener_boost": 1.0,
                 "opener_span": 5.0,
                 "speaker_boost": 1.0,
-                "coverage_order_weight": 0.3,  # the spread, for ordering questions only
             },
-        }
+        },
     ),
     "bridges": Weights(
         0.3,
@@ -99,8 +96,7 @@ METHODS = {
             "period_boost": 1.0,
             "period_margin": 0.5,
             "latest_wins_weight": 1.0,
-            "coverage_weight": 0.5,
-            "coverage_depth": 12,
+            "opener_boost": 0.5,
             "bridge_weight": 0.1,
             "bridge_query_entities": 1,  # the bridge options of the decision / multi-hop files
             "bridge_seed_gain": True,
@@ -110,21 +106,8 @@ METHODS = {
             "supersede_pull": False,
         },
     ),
-    "supersede": Weights(
-        **{**vars(DEFAULT), "params": {**DEFAULT.params, "supersede_weight": 1.1}}
-    ),
-    "mix": Weights(**{**vars(DEFAULT), "params": {**DEFAULT.params, **MIX}}),
-    "freshness": Weights(  # no recency weight: freshness reads the decay all the same
-        0.3,
-        0.6,
-        0.0,
-        0.1,
-        params={
-            "context_window": 1,
-            "context_weight": 0.5,
-            "freshness_weight": 0.3,
-            "freshness_kinds": ["episodic"],  # the datasets' memories are all episodic
-        },
+    "supersede": dataclasses.replace(
+        DEFAULT, **{"params": {**DEFAULT.params, "supersede_weight": 1.1}}
     ),
 }
 PER_INTENT = Weights(
@@ -153,7 +136,7 @@ PER_INTENT = Weights(
             0.0,
             method=FusionMethod.RRF,
             rrf_k=10.0,
-            params={"coverage_weight": 0.3},  # coverage on for coverage questions only
+            params={"opener_boost": 0.5},  # the openers for coverage questions only
         ),
     },
 )
@@ -192,12 +175,9 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
             "context2": 0,
             "latest": 0,
             "period": 0,
-            "coverage": 0,
             "turns": 0,
             "bridges": 0,
-            "freshness": 0,
             "supersede": 0,
-            "mix": 0,
         }
         overridden: set[str] = set()
         for name, w in METHODS.items():
@@ -226,15 +206,14 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
                         if name in moved and k == 10:
                             before, after = _stage(bench, name)
                             moved[name] += int((before[j] != after[j])[bench.top(j)].any())
-                            if name in ("bridges", "turns", "mix"):  # the part search explains
+                            if name in ("bridges", "turns"):  # the part search explains
                                 top = bench.top(j)
                                 want = sorted(float(after[j, r] - before[j, r]) for r in top)
                                 parts = sorted(getattr(r.explanation, name) for r in got)
                                 assert parts == pytest.approx(want, abs=1e-12)
-        # the context, latest-wins, coverage (and on LoCoMo period) stages really acted
-        assert moved["context2"] > 0 and moved["latest"] > 0 and moved["coverage"] > 0
-        assert moved["bridges"] > 0 and moved["freshness"] > 0 and moved["supersede"] > 0
-        assert moved["mix"] > 0
+        # the context, latest-wins (and on LoCoMo period) stages really acted
+        assert moved["context2"] > 0 and moved["latest"] > 0
+        assert moved["bridges"] > 0 and moved["supersede"] > 0
         assert moved["turns"] > 0
         if kind == "beam":  # the speaker boost read the same roles in both (chat 1 asks it)
             asks = [i for i, p in enumerate(pools) if p.plan.own_words]
@@ -246,19 +225,12 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
 
 def _stage(ranking: Ranking, method: str) -> tuple[np.ndarray, np.ndarray]:
     """The scores before and after the stage ``method`` turns on."""
-    if method == "mix":
-        assert ranking.plain is not None
-        return ranking.plain, ranking.after["mix"]
     if method == "period":
         return ranking.after["bridges"], ranking.after["period"]
     if method == "bridges":
         return ranking.context, ranking.after["bridges"]
-    if method == "coverage":
-        return ranking.after["turns"], ranking.score
     if method == "turns":
-        return ranking.after["freshness"], ranking.after["turns"]
-    if method == "freshness":
-        return ranking.after["supersede"], ranking.after["freshness"]
+        return ranking.after["supersede"], ranking.after["turns"]
     if method == "supersede":
         return ranking.after["latest_wins"], ranking.after["supersede"]
     return ranking.fused, ranking.context

@@ -8,8 +8,10 @@ import math
 import sqlite3
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
+from fractions import Fraction
 
+import numpy as np
 import pytest
 
 from norax_core import (
@@ -214,6 +216,10 @@ def test_seed_example_ranks_decision_in_top3(store):
         {"texts": "a", "created_at": "yesterday-ish"},
         {"texts": "a", "created_at": True},
         {"texts": "a", "created_at": 1e20},
+        {"texts": "a", "created_at": 10**400},
+        {"texts": "a", "created_at": np.bool_(True)},
+        {"texts": "a", "created_at": np.float64("nan")},
+        {"texts": ["a", "b"], "created_at": [1700000000, False]},
         {"texts": "a", "metadata": {"tags": ["x", "y"]}},
         {"texts": "a", "metadata": {"k": None}},
         {"texts": "a", "metadata": {"k": {"nested": 1}}},
@@ -270,6 +276,48 @@ def test_bad_k(store, k):
 def test_bad_search_input(store, kwargs):
     with pytest.raises(NoraxError):
         store.search(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        1700000000,
+        np.int64(1700000000),
+        np.float64(1700000000.0),
+        Fraction(1700000000),
+        "2023-11-14T22:13:20Z",
+        datetime(2023, 11, 14, 22, 13, 20),
+        [1700000000],
+        (np.int64(1700000000),),
+    ],
+    ids=["int", "numpy.int64", "numpy.float64", "Fraction", "iso", "datetime", "[int]", "(int64,)"],
+)
+def test_every_time_form_gives_the_same_created_at(memory, when):
+    (mid,) = memory.add("an epoch-second time", created_at=when)
+    (m,) = memory.get(mid)
+    assert m.created_at == datetime(2023, 11, 14, 22, 13, 20, tzinfo=timezone.utc)
+
+
+def test_a_date_is_its_midnight_utc(memory):
+    ids_ = memory.add(["a dated note", "another"], created_at=[date(2024, 3, 1), date(2024, 3, 2)])
+    assert [m.created_at for m in memory.get(ids_)] == [
+        datetime(2024, 3, 1, tzinfo=timezone.utc),
+        datetime(2024, 3, 2, tzinfo=timezone.utc),
+    ]
+
+
+@pytest.mark.parametrize("method", ["weighted_sum", "rrf"])
+def test_huge_weights_rank_like_unit_weights(store, method):
+    # 1e308 each once summed to inf: scores 0 and NaN, and the best match (NaN) ranked last
+    def run(w: float) -> list[tuple[str, float]]:
+        weights = Weights(w, w, w, w, method=method)
+        res = store.search("wallet payments", k=5, namespace="team", now=NOW, weights=weights)
+        return [(r.id, r.score) for r in res]
+
+    huge, unit = run(1e308), run(1.0)
+    assert all(math.isfinite(score) for _, score in huge)
+    assert [i for i, _ in huge] == [i for i, _ in unit]
+    assert [s for _, s in huge] == pytest.approx([s for _, s in unit])
 
 
 def test_naive_datetimes_are_read_as_utc(memory):

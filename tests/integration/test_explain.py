@@ -58,15 +58,13 @@ STAGES = Weights(
 PLAN_KEYS = {"intent", "periods", "entities", "weights_intent"}
 STAGE_KEYS = {
     "fused",
-    "mix",
     "context",
     "bridges",
     "period",
     "latest_wins",
     "supersede",
-    "freshness",
     "turns",
-    "coverage",
+    "exchange",
     "lane",
 }
 

@@ -347,15 +347,13 @@ def test_result_to_document() -> None:
         },
         "explanation": {
             "fused": 0.4,
-            "mix": 0.0,
             "context": 0.15,
             "bridges": 0.0,
             "period": 0.0,
             "latest_wins": -0.05,
             "supersede": 0.0,
-            "freshness": 0.0,
             "turns": 0.0,
-            "coverage": 0.0,
+            "exchange": 0.0,
         },
     }
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain.agents import create_agent
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langgraph.prebuilt import create_react_agent
 from langmem import create_manage_memory_tool, create_search_memory_tool
 
 from norax_core import NoraxMemory
@@ -62,7 +62,7 @@ def store(tmp_path: Path, embedder: Any, extractor: Any) -> Iterator[NoraxStore]
 def _agent(store: NoraxStore, model: ScriptedChatModel) -> Any:
     namespace = ("memories", "{langgraph_user_id}")
     tools = [create_manage_memory_tool(namespace), create_search_memory_tool(namespace)]
-    return create_react_agent(model, tools, store=store)
+    return create_agent(model, tools, store=store)
 
 
 def test_agent_stores_in_one_thread_and_recalls_in_another(store: NoraxStore) -> None:

@@ -25,6 +25,7 @@ from langgraph.store.memory import InMemoryStore
 
 from norax_core import CallableEmbedder, InvalidInputError, NoraxError, NoraxMemory
 from norax_langgraph import NoraxSearchItem, NoraxStore
+from norax_langgraph import _codec as codec
 
 DIM = 32
 FIELDS = ["text"]
@@ -129,8 +130,16 @@ index_args = st.sampled_from([None, None, False, ["nested.y"], ["text", "items[*
 prefixes = st.sampled_from([(), ("a",), ("a", "b"), ("b",), ("ü",), ("zzz",)])
 paths = st.sampled_from([("a",), ("b",), ("*",), ("a", "*"), ("*", "b"), ("b", "a"), ("日本",)])
 
+KINDS = ["semantic", "episodic", "procedural", "scratchpad"]
+"""Each put goes through a store of one of these kinds (one memory, kinds decaying apart)."""
+
 puts = st.tuples(
-    st.just("put"), st.sampled_from(NAMESPACES), st.sampled_from(KEYS), values, index_args
+    st.just("put"),
+    st.sampled_from(NAMESPACES),
+    st.sampled_from(KEYS),
+    values,
+    index_args,
+    st.sampled_from(KINDS),
 )
 ops = st.one_of(
     puts,
@@ -174,8 +183,10 @@ def _by_recency(items: list[Any]) -> list[Any]:
 def _run(norax: NoraxStore, ref: InMemoryStore, op: tuple[Any, ...]) -> None:
     kind = op[0]
     if kind == "put":
-        _, ns, key, value, index = op
-        norax.put(ns, key, value, index=index)
+        _, ns, key, value, index, memory_kind = op
+        NoraxStore(norax.memory, index={"fields": FIELDS}, kind=memory_kind).put(
+            ns, key, value, index=index
+        )
         ref.put(ns, key, value, index=index)
     elif kind == "delete":
         norax.delete(op[1], op[2])
@@ -190,9 +201,11 @@ def _run(norax: NoraxStore, ref: InMemoryStore, op: tuple[Any, ...]) -> None:
         _, prefix, flt, limit, offset = op
         got = norax.search(prefix, filter=flt, limit=limit, offset=offset)
         everything = ref.search(prefix, filter=flt, limit=10_000)
-        # InMemoryStore lists in insertion order; Norax most recently updated first.
+        # InMemoryStore lists in insertion order; Norax most recently updated first, whatever
+        # the items' kinds: the order is compared, and the page is that order's slice.
         want = _by_recency(everything)[offset : offset + limit]
         assert [_triple(i) for i in got] == [_triple(i) for i in want], op
+        assert [i.updated_at for i in got] == sorted((i.updated_at for i in got), reverse=True)
         assert all(i.score is None for i in got)
     elif kind == "query":
         _, prefix, flt, query, limit, offset = op
@@ -413,3 +426,64 @@ def test_prefix_search_merges_namespaces(pair: tuple[NoraxStore, InMemoryStore])
     }
     assert {i.key for i in ranked[:3]} == {i.key for i in best.values()}
     assert [i.namespace for i in ranked[3:]] in ([("u", "a"), ("u", "b")], [("u", "b"), ("u", "a")])
+
+
+def test_a_prefix_search_embeds_its_query_once(client: Any) -> None:
+    # Issue 24 item 2: one search over several namespaces embedded the query once per namespace.
+    queries: list[str] = []
+
+    def counting(texts: list[str]) -> list[list[float]]:
+        queries.extend(t for t in texts if t.startswith("coffee tea"))
+        return _embed(texts)
+
+    mem = NoraxMemory(
+        client=client,
+        collection=f"lg-{uuid.uuid4().hex[:12]}",
+        embedder=CallableEmbedder(counting, name="test:hash-32", dim=DIM),
+        extractor=False,
+        sync_interval=0,
+    )
+    try:
+        store = NoraxStore(mem, index={"fields": FIELDS})
+        for n, ns in enumerate([("u", "a"), ("u", "b"), ("u", "c"), ("u", "d")]):
+            store.put(ns, f"k{n}", {"text": f"coffee {'tea ' * n}"})
+        queries.clear()
+        found = store.search(("u",), query="coffee tea tea", limit=10)
+        assert len(found) == 4 and queries == ["coffee tea tea"]
+        queries.clear()
+        assert asyncio.run(store.asearch(("u",), query="coffee tea tea", limit=10)) == found
+        assert queries == ["coffee tea tea"]
+        # the embedding passed in ranks exactly as the one computed inside
+        vec = mem.embed_query("coffee tea")
+        spaces = [codec.norax_namespace(("u", x)) for x in "ab"]
+        for ns in spaces:
+            inside = [(r.id, r.score) for r in mem.search("coffee tea", namespace=ns)]
+            given = mem.search("coffee tea", namespace=ns, query_embedding=vec)
+            assert [(r.id, r.score) for r in given] == inside
+        for bad in ([1.0] * (DIM - 1), [0.0] * DIM, [float("nan")] * DIM, "coffee"):
+            with pytest.raises(InvalidInputError, match="query_embedding"):
+                mem.search("coffee tea", namespace=spaces[0], query_embedding=bad)
+    finally:
+        mem.close()
+
+
+def test_listing_is_newest_first_across_kinds_and_pages(
+    pair: tuple[NoraxStore, InMemoryStore],
+) -> None:
+    # A scratchpad item decays in a day, a procedural one in a year: ranked by recency per
+    # kind, an older procedural item beat a newer scratchpad one and the page was the wrong
+    # items before it was sorted.
+    norax, _ = pair
+    kinds = ["procedural", "scratchpad", "semantic", "episodic", "scratchpad", "procedural"]
+    for n, kind in enumerate(kinds):
+        NoraxStore(norax.memory, index={"fields": FIELDS}, kind=kind).put(
+            ("a",) if n % 2 else ("a", "b"), f"k{n}", {"text": f"note {n}", "tag": "x"}
+        )
+    newest = ["k5", "k4", "k3", "k2", "k1", "k0"]
+    assert [i.key for i in norax.search(("a",), limit=10)] == newest
+    for offset in range(6):
+        for limit in (1, 2, 4):
+            page = norax.search(("a",), limit=limit, offset=offset, filter={"tag": "x"})
+            assert [i.key for i in page] == newest[offset : offset + limit], (offset, limit)
+    assert [i.key for i in norax.search(("a", "b"), limit=2)] == ["k4", "k2"]
+    assert [i.key for i in norax.search(("a",), limit=3, offset=0)][0] == "k5"

@@ -506,15 +506,13 @@ def test_result_to_node() -> None:
         },
         "explanation": {
             "fused": 0.5,
-            "mix": 0.0,
             "context": 0.0,
             "bridges": 0.0,
             "period": 0.0,
             "latest_wins": 0.0,
             "supersede": 0.0,
-            "freshness": 0.0,
             "turns": 0.0,
-            "coverage": 0.0,
+            "exchange": 0.0,
         },
     }
     hidden = {"namespace", "score", "signals", "matched_entities", "query_plan", "explanation"}
@@ -534,15 +532,13 @@ def test_reranked_copies_the_node() -> None:
         "query_plan": {"intent": "lookup", "periods": [], "entities": [], "weights_intent": None},
         "explanation": {
             "fused": 0.7,
-            "mix": 0.0,
             "context": 0.0,
             "bridges": 0.0,
             "period": 0.0,
             "latest_wins": 0.0,
             "supersede": 0.0,
-            "freshness": 0.0,
             "turns": 0.0,
-            "coverage": 0.0,
+            "exchange": 0.0,
         },
     }
     assert got.node.excluded_llm_metadata_keys == [

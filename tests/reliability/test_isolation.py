@@ -8,7 +8,7 @@ answers in both stores: the same candidate pool in the same order, the same scor
 of the four signals for every candidate, the same matched entities, and the same fused
 ranking (``search`` fuses exactly this pool), and the same results, scores and explanations
 from ``search`` with every query-aware stage on (context, the period boost for the period
-the query names, the turns stage's session openers, coverage). All four signals have
+the query names, the turns stage's session openers, bridges). All four signals have
 positive weights; the embedder is a fast hashed bag of words and entities come from the
 rules extractor, so a case costs milliseconds.
 
@@ -44,7 +44,6 @@ STAGED = Weights(
         "context_weight": 0.5,
         "period_boost": 1.0,
         "period_margin": 0.5,
-        "coverage_weight": 0.3,
         "opener_boost": 0.5,  # positions in B's sessions must never move A's memories
         # the bridge step walks the namespace's entity graph: B's entities and edges (the
         # same words) must never carry A's walk, join A's results or change a score
@@ -203,7 +202,7 @@ def check_isolation(strategy, cases: int, members, label: str) -> None:
             assert got == want, f"namespace {ns_b} changed {ns_a}'s answer to {query!r}"
             stats["results"] += len(want[4])
             stats["period"] += sum(e.period != 0 for _, _, e in want[5])
-            stats["coverage"] += sum(e.coverage != 0 for _, _, e in want[5])
+            stats["turns"] += sum(e.turns != 0 for _, _, e in want[5])
             stats["bridges"] += sum(e.bridges != 0 for _, _, e in want[5])
             stats["candidates"] += len(want[1])
 
@@ -217,12 +216,12 @@ def check_isolation(strategy, cases: int, members, label: str) -> None:
             f"compared, {stats['b_memories']} memories in the "
             f"other namespaces, {stats['leaks']} leaks; stores of {alone.count()} and "
             f"{mixed.count()} memories; staged results moved by the period boost "
-            f"{stats['period']}, by coverage {stats['coverage']}, by bridges {stats['bridges']}"
+            f"{stats['period']}, by the openers {stats['turns']}, by bridges {stats['bridges']}"
         )
         alone.close()
         mixed.close()
     assert stats["cases"] >= cases and stats["leaks"] == 0
-    assert stats["period"] > 0 and stats["coverage"] > 0 and stats["bridges"] > 0  # they acted
+    assert stats["period"] > 0 and stats["turns"] > 0 and stats["bridges"] > 0  # they acted
 
 
 def test_other_namespaces_never_change_a_namespaces_answers():

@@ -274,3 +274,23 @@ def test_a_process_writes_into_a_namespace_another_has_evicted(chroma_url: str) 
         child.wait(timeout=60)
         mem.store.client.delete_collection(collection)
         mem.close()
+
+
+def test_searching_empty_namespaces_keeps_no_entry_for_them() -> None:
+    # Issue 24 G: an empty namespace's estimate is 0 bytes, so no budget ever evicted one.
+    mem = open_store()  # the default budget: nothing is evicted for its size here
+    try:
+        mem.add("the lighthouse keeper repaired the lamp", ids="x1", namespace="x")
+        for i in range(5_000):
+            assert mem.search("lamp", k=3, namespace=f"empty-{i}") == []
+            if i % 10 == 0:
+                assert mem.count(f"empty-{i}-c") == 0
+        idx = mem.store.indexes
+        assert idx.loaded() == ["x", "empty-4999"]  # the one in use only
+        assert [h.id for h in mem.search("lamp", k=3, namespace="x")] == ["x1"]
+        mem.add("a first memory", ids="n1", namespace="new")  # a new namespace starts loaded
+        assert mem.count("new") == 1 and idx.loaded() == ["x", "new"]
+        assert mem.delete("n1") == 1 and mem.search("lamp", k=3, namespace="empty-0") == []
+        assert idx.loaded() == ["x", "empty-0"]  # "new", emptied by the delete, is dropped
+    finally:
+        mem.close()

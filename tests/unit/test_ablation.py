@@ -18,7 +18,7 @@ def test_signals_and_stages_are_off_for_every_intent() -> None:
         for intent in (None, *Intent):
             weights = Plan.of(out[f"default - {signal}"], cfg, intent).weights
             assert weights[SIGNALS.index(signal)] == 0.0
-    expected = {"period", "freshness", "supersession", "turns", "bridges"}
+    expected = {"context", "period", "supersession", "turns", "bridges"}
     assert expected <= {name.split(" - ")[1] for name in out if " - " in name}
     for intent in (None, *Intent):
         assert Plan.of(out["default - bridges"], cfg, intent).bridge_weight == 0.0

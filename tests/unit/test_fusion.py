@@ -30,6 +30,17 @@ def test_weighted_sum_is_scale_free_in_weights():
     assert a == pytest.approx(b)
 
 
+@pytest.mark.parametrize("scale", [1e308, 1e-300, 5e-324])
+@pytest.mark.parametrize("method", list(FusionMethod))
+def test_huge_and_tiny_weights_fuse_like_unit_weights(scale, method):
+    # 1e308 each summed to inf (scores 0 and NaN, the best match last); 5e-324 underflowed
+    unit = fuse(SCORES, ["a", "b", "c"], Weights(1, 1, 1, 1, method=method))
+    scaled = fuse(SCORES, ["a", "b", "c"], Weights(scale, scale, scale, scale, method=method))
+    assert all(math.isfinite(v) for v in scaled.values())
+    assert scaled == pytest.approx(unit)
+    assert rank(scaled, 3) == rank(unit, 3)
+
+
 def test_missing_candidate_scores_zero_not_error():
     fused = weighted_sum({"bm25": {"a": 1.0}}, ["a", "z"], Weights(1, 0, 0, 0))
     assert fused == {"a": 1.0, "z": 0.0}

@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "norax_core.presets",
             "norax_core.query",  # weights files pick per-intent overrides by its Intent
             "norax_core.sidecar",
+            "norax_core.snapshot_table",
             "norax_core.store_settings",
             "norax_core.tokenize",
             "norax_core.validation",
@@ -48,7 +49,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),  # links beside the graph
     (
         "derived",
-        ("norax_core.batch", "norax_core.fusion", "norax_core.indexes", "norax_core.sync"),
+        (
+            "norax_core.batch",
+            "norax_core.fusion",
+            "norax_core.indexes",
+            "norax_core.snapshots",
+            "norax_core.sync",
+        ),
     ),
     ("stages", ("norax_core.stages",)),  # ranking stages' math, on arrays
     ("store", ("norax_core.store",)),
@@ -216,6 +223,8 @@ COHESIVE = {
     "for BM25, recency, the graph and the supersession links",
     "ranking.py": "the one ranking function: candidates, fusion and each stage's call (the "
     "stages' own math lives in norax_core/stages/)",
+    "sidecar.py": "the SQLite persistence of every derived index (rows, links, pending log, "
+    "communities, snapshots, standing ids): one schema in one place",
     "signals/bm25.py": "the incremental per-namespace BM25 index and its scorer",
     "signals/entity_graph.py": "per-namespace co-occurrence graphs, postings and communities",
     "signals/graph.py": "the graph signal's scoring formula",

@@ -9,6 +9,7 @@ them (the way networkx tests ``pagerank`` against ``_pagerank_python``).
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -27,8 +28,7 @@ from norax_core.ranking import (
     rank,
     signal_ranks,
 )
-from norax_core.signals.context import neighbour_map, propagate, session_numbers
-from norax_core.stages.coverage import spread_one
+from norax_core.signals.context import neighbour_map, propagate
 from norax_core.stages.period import boost_one
 from norax_core.weights import FusionMethod, Weights
 
@@ -88,9 +88,6 @@ def _reference(d: dict[str, object], plan: Plan, k: int) -> list[str]:
             plan.latest_similarity,
             plan.latest_weight,
         )
-    if plan.coverage_weight > 0:
-        sessions = dict(zip(ordered, session_numbers(stamps, GAP), strict=True))
-        fused = spread_one(fused, sessions, plan.coverage_depth, plan.coverage_weight)
     return rank_dict(fused, k)
 
 
@@ -129,17 +126,6 @@ def _table(queries: list[dict[str, object]]) -> Table:
                     out[a, b] = vec[r]
         return out, np.ones(rows.shape, dtype=bool)
 
-    def sessions(gap: float) -> np.ndarray:
-        out = np.full((q, n), -1, dtype=np.int64)
-        for i, d in enumerate(queries):
-            ids: list[str] = d["ids"]  # type: ignore[assignment]
-            times: dict[str, float] = d["times"]  # type: ignore[assignment]
-            ordered = sorted(ids, key=lambda m: (times[m], m))
-            numbers = session_numbers([times[m] for m in ordered], gap)
-            for m, number in zip(ordered, numbers, strict=True):
-                out[i, ids.index(m)] = number
-        return out
-
     return Table(
         scores=scores,
         proposed=np.stack([signal_ranks(scores[j], valid, None, s) for j, s in enumerate(SIGNALS)]),
@@ -151,7 +137,6 @@ def _table(queries: list[dict[str, object]]) -> Table:
         vectors=vectors,
         ids=[d["ids"] for d in queries],  # type: ignore[misc]
         plans=[_query_plan(d["periods"]) for d in queries],  # type: ignore[arg-type]
-        sessions=sessions,
     )
 
 
@@ -179,8 +164,6 @@ def _plan(rng: random.Random) -> Plan:
         latest_depth=rng.choice([2, 5, 10]),
         period_boost=rng.choice([0.0, 0.0, 0.5, 3.0]),
         period_margin=rng.choice([0.0, 0.5]),
-        coverage_weight=rng.choice([0.0, 0.0, 0.1, 1.0]),
-        coverage_depth=rng.choice([2, 6, 20]),
     )
 
 
@@ -197,6 +180,20 @@ def test_rank_equals_the_step_by_step_reference(seed: int) -> None:
                 assert got.ids(i) == _reference(d, plan, k), (plan, k, i)
                 alone = rank(_table([d]), plan, k)  # a batch of one: the same
                 assert alone.ids(0) == got.ids(i)
+
+
+@pytest.mark.parametrize("scale", [1e308, 1e-300])
+@pytest.mark.parametrize("seed", range(4))
+def test_the_scale_of_the_weights_changes_nothing(seed: int, scale: float) -> None:
+    rng = random.Random(seed)
+    table = _table([_query(rng, 25) for _ in range(3)])
+    for _ in range(5):
+        plan = _plan(rng)
+        scaled = replace(plan, weights=tuple(w * scale for w in plan.weights))
+        for k in (1, 5):
+            got, want = rank(table, scaled, k), rank(table, plan, k)
+            assert np.isfinite(got.score[got.candidates]).all()
+            assert [got.ids(i) for i in range(3)] == [want.ids(i) for i in range(3)], plan
 
 
 def test_explain_splits_the_score_into_its_stages() -> None:

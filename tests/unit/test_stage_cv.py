@@ -30,12 +30,12 @@ def test_the_grid_strips_and_rebuilds_the_shipped_default() -> None:
     base = strip_stages(shipped, STAGES)
     assert "period_boost" not in base.params and not base.intents
     assert base.as_dict() == shipped.as_dict()
-    # period 0.5; supersession 1.05 (current_state); freshness 0.5; turns opener 1.0 (coverage);
+    # period 0.5; supersession 1.05 (current_state); turns opener 1.0 (coverage);
     # bridges 0.1 (multi_hop, entity) and 0.5 (decision)
     picks = {
         "period_boost": 2,
+        "exchange": 1,
         "supersession": 2,
-        "freshness": 3,
         "turns": 2,
         "bridges": 2,
         "decision_bridges": 1,
@@ -51,7 +51,7 @@ class _Fake:
     """Recall and latest wins as functions of the chosen parameters (four questions).
 
     ``period_boost`` lifts questions 0 and 1; ``supersede_weight`` (for current-state
-    questions) is their latest wins; ``period_margin`` there costs recall; ``coverage_weight``
+    questions) is their latest wins; ``period_margin`` there costs recall; ``opener_span``
     changes nothing.
     """
 
@@ -71,7 +71,7 @@ def test_each_stage_is_chosen_on_the_training_questions_only() -> None:
     lifts = grid("supersede_weight", 0.5, 1.0) + ({"supersede_weight": 2.0, "period_margin": 0.1},)
     stages = [
         StageGrid("a", grid("period_boost", 0.1, 0.2)),
-        StageGrid("noop", grid("coverage_weight", 1.0)),
+        StageGrid("noop", grid("opener_span", 1.0)),
         StageGrid("b", lifts, intents=("current_state",), objective="latest_wins"),
     ]
     base = Weights(0.5, 0.5, 0.0, 0.0)

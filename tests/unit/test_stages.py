@@ -1,8 +1,6 @@
-"""The period boost and coverage stages: their math, and what they do inside ``rank``."""
+"""The period boost stage: its math, and what it does inside ``rank``."""
 
 from __future__ import annotations
-
-import random
 
 import numpy as np
 import pytest
@@ -11,7 +9,6 @@ from norax_core.models import SIGNALS
 from norax_core.query import Intent, Period, QueryPlan
 from norax_core.ranking import STAGES, Plan, Table, rank, signal_ranks
 from norax_core.signals.context import session_numbers
-from norax_core.stages.coverage import greedy_order, spread_one
 from norax_core.stages.period import boost, boost_one, inside, inside_one
 
 DAY = 86_400.0
@@ -101,75 +98,6 @@ def test_a_wrong_period_empties_nothing(margin: float) -> None:
     got = rank(_table(dense, times, (wrong,)), plan, 5)
     assert got.ids() == plain.ids() and len(got.ids()) == 5
     assert np.array_equal(got.score, plain.score)
-
-
-# -- coverage -------------------------------------------------------------------------------
-
-
-def test_coverage_spreads_a_top_k_that_all_came_from_one_session() -> None:
-    # session A (day 0) holds the eight best near-copies; sessions B and C one memory each
-    dense = [0.95, 0.94, 0.93, 0.92, 0.91, 0.9, 0.89, 0.88, 0.8, 0.7]
-    times = [float(i) for i in range(8)] + [5 * DAY, 9 * DAY]
-    table = _table(dense, times)
-    plain = rank(table, Plan(DENSE), 4)
-    assert plain.ids() == ["m00", "m01", "m02", "m03"]
-    got = rank(table, Plan(DENSE, coverage_weight=0.3, coverage_depth=10), 4)
-    assert got.ids() == ["m00", "m08", "m09", "m01"]  # best of A, then B and C, then A again
-    # the best ten are still the best ten: only their order changed
-    assert sorted(got.score[0].tolist()) == sorted(plain.score[0].tolist())
-    parts = got.explain(0, 8)
-    assert parts["coverage"] == pytest.approx(0.94 - 0.8)
-    assert got.explain(0, 1)["coverage"] < 0
-    for r in range(10):
-        assert sum(got.explain(0, r).values()) == pytest.approx(float(got.score[0, r]))
-
-
-def test_coverage_leaves_a_single_session_namespace_unchanged() -> None:
-    rng = random.Random(3)
-    dense = [round(rng.random(), 3) for _ in range(25)]
-    times = [float(rng.randrange(1000)) for _ in range(25)]  # all within one session
-    table = _table(dense, times)
-    plain = rank(table, Plan(DENSE), 10)
-    got = rank(table, Plan(DENSE, coverage_weight=1.0, coverage_depth=25), 10)
-    assert got.ids() == plain.ids()
-    assert np.array_equal(got.score, plain.score)
-
-
-def test_coverage_only_reorders_the_best_depth() -> None:
-    dense = [0.9, 0.85, 0.8, 0.3]
-    times = [0.0, 1.0, 2.0, 10 * DAY]  # m03, alone in its session, is below the depth
-    got = rank(_table(dense, times), Plan(DENSE, coverage_weight=1.0, coverage_depth=3), 4)
-    assert got.ids() == ["m00", "m01", "m02", "m03"]
-
-
-@pytest.mark.parametrize("seed", range(30))
-def test_greedy_order_equals_the_reference(seed: int) -> None:
-    rng = random.Random(seed)
-    q, m = 3, rng.randrange(1, 12)
-    score = np.sort(np.round(np.array([[rng.random() for _ in range(m)] for _ in range(q)]), 1))
-    score = score[:, ::-1].copy()
-    session = np.array([[rng.randrange(3) for _ in range(m)] for _ in range(q)])
-    weight = rng.choice([0.0, 0.05, 0.3, 2.0])
-    picks = greedy_order(score, session, np.ones((q, m), dtype=bool), weight)
-    for i in range(q):
-        ids = [f"r{j:02d}" for j in range(m)]
-        ref = spread_one(
-            dict(zip(ids, score[i].tolist(), strict=True)),
-            dict(zip(ids, session[i].tolist(), strict=True)),
-            m,
-            weight,
-        )
-        want = sorted(ids, key=lambda x: (-ref[x], x))
-        got = [ids[j] for j in picks[i]]
-        # equal scores may be handed out in either order; the score each pick gets may not
-        assert [ref[x] for x in got] == [ref[x] for x in want]
-
-
-def test_padding_keeps_its_place() -> None:
-    score = np.array([[0.9, 0.8, 0.0, 0.0]])
-    live = np.array([[True, True, False, False]])
-    picks = greedy_order(score, np.array([[0, 0, 1, 1]]), live, 5.0)
-    assert picks.tolist() == [[0, 1, 2, 3]]
 
 
 def test_explain_names_every_stage() -> None:

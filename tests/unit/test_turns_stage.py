@@ -1,4 +1,4 @@
-"""The turns stage and the order cue of coverage: the cues, the math, and what ``rank`` does."""
+"""The turns stage and its cues: the cues, the math, and what ``rank`` does."""
 
 from __future__ import annotations
 
@@ -150,15 +150,6 @@ def test_the_opener_boost_lifts_the_first_turns_of_each_session() -> None:
     assert got.ids(0)[:3] == ["m03", "m04", "m02"]
     assert got.explain(0, 3)["turns"] == pytest.approx(0.55)
     assert sum(got.explain(0, 3).values()) == pytest.approx(got.score[0, 3])
-
-
-def test_the_order_weight_spreads_only_queries_that_ask_for_an_order() -> None:
-    dense = [0.50, 0.85, 0.90, 0.55, 0.80, 0.60]  # m02 and m01 share a session
-    plan = Plan(DENSE, coverage_order_weight=0.5, coverage_depth=6)
-    got = _ids(plan, [ORDER_Q, SUMMARY_Q], k=2, dense=dense)
-    assert got[0] == ["m02", "m04"]  # m04 (the other session) passes m01
-    assert got[1] == ["m02", "m01"]  # a summary question keeps its order
-    assert _ids(Plan(DENSE), [ORDER_Q], k=2, dense=dense)[0] == ["m02", "m01"]
 
 
 def test_the_config_refuses_bad_turns_parameters() -> None:

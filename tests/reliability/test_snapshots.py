@@ -1,0 +1,193 @@
+"""Namespace snapshots (norax_core/snapshots.py): a namespace loaded in one read answers
+exactly as one rebuilt from its rows; any write outdates its snapshot in the same
+transaction; a bad snapshot is ignored; a lazy open still finds changes made behind the
+sidecar's back; a client reads a namespace's rows and vectors in one request.
+
+The parity test uses a whole LoCoMo conversation with the real ONNX embedder and spaCy
+pipeline (embeddings cached on disk); the others use the fast hashed embedder.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import chromadb
+import pytest
+from _support import open_store
+
+from norax_core import NoraxConfig, NoraxMemory
+from norax_core.bench.cache import CachedEmbedder, CachedExtractor, TextCache
+from norax_core.bench.data import load_locomo
+from norax_core.embedders import default_embedder
+from norax_core.engine import SIDECAR_FILE
+from norax_core.entities import load_extractor
+from norax_core.weights import Weights
+
+DATA = Path(os.environ.get("NORAX_DATA_DIR", Path(__file__).parents[3] / "shared" / "data"))
+NOW = 1_700_000_000.0
+CONTEXT = Weights(0.3, 0.5, 0.05, 0.15, params={"context_window": 2, "context_weight": 1.0})
+
+
+def _snapshots(path: Path) -> dict[str, bool]:
+    """Namespace -> whether its snapshot holds vectors, read from the sidecar file."""
+    with sqlite3.connect(path / SIDECAR_FILE) as db:
+        got = db.execute("SELECT namespace, vectors IS NOT NULL FROM snapshots").fetchall()
+    return {ns: bool(v) for ns, v in got}
+
+
+def _fill(mem: NoraxMemory) -> None:
+    for ns in ("a", "b"):
+        mem.add(
+            [f"{ns} note {i} about Colby and the harbour ship {i % 7}" for i in range(40)],
+            ids=[f"{ns}{i}" for i in range(40)],
+            namespace=ns,
+            created_at=[NOW - 3600 * i for i in range(40)],
+        )
+
+
+def _ranking(mem: NoraxMemory, ns: str) -> list[tuple[str, float]]:
+    got = mem.search("Colby harbour ship 3", k=10, namespace=ns, now=NOW, weights=CONTEXT)
+    return [(r.id, r.score) for r in got]
+
+
+def test_a_snapshot_loads_the_namespace_its_rows_would(tmp_path: Path) -> None:
+    path = DATA / "locomo" / "locomo10_dev.json"
+    if not path.is_file():
+        pytest.skip(f"LoCoMo dev data not found at {path}")
+    conv = load_locomo(path).conversations[0]
+    questions = conv.questions[:40]
+    cache = TextCache(tmp_path / "cache")
+    models = {
+        "embedder": CachedEmbedder(default_embedder(), cache),
+        "extractor": CachedExtractor(load_extractor(), cache),
+    }
+    store = tmp_path / "store"
+
+    def answers(mem: NoraxMemory) -> list[list[tuple[str, float]]]:
+        out = []
+        for q in questions:
+            for w in ("default", CONTEXT):
+                got = mem.search(q.text, k=10, namespace="c", now=conv.now, weights=w)
+                out.append([(r.id, r.score) for r in got])
+        return out
+
+    with NoraxMemory(store, **models) as mem:
+        mems = conv.memories
+        for s in range(0, len(mems), 200):
+            batch = mems[s : s + 200]
+            mem.add(
+                [m.text for m in batch],
+                ids=[m.id for m in batch],
+                created_at=[m.created_at for m in batch],
+                namespace="c",
+            )
+    assert _snapshots(store) == {"c": True}  # written at close, vectors read from Chroma
+    with NoraxMemory(store, **models) as mem:
+        from_snapshot = answers(mem)
+        idx = mem.store.indexes
+        assert idx.restored == 1 and idx.loads == 1
+        graph = idx.graph.graph("c")
+        every = sorted(idx.bm25.ids("c"))
+        bm25 = idx.bm25.scores("c", idx.tokenizer("Caroline painting LGBTQ support group"), every)
+        recency = idx.temporal.timeline("c")
+        links = idx.supersede.links("c")
+    with sqlite3.connect(store / SIDECAR_FILE) as db:
+        db.execute("DELETE FROM snapshots")
+    with NoraxMemory(store, **models) as mem:
+        idx = mem.store.indexes
+        assert answers(mem) == from_snapshot
+        assert idx.restored == 0  # rebuilt from the rows, vectors read from Chroma
+        rebuilt = idx.graph.graph("c")
+        assert sorted(graph.nodes(data=True)) == sorted(rebuilt.nodes(data=True))
+        assert sorted(graph.edges(data=True)) == sorted(rebuilt.edges(data=True))
+        again = idx.bm25.scores("c", idx.tokenizer("Caroline painting LGBTQ support group"), every)
+        assert again == bm25 and sorted(idx.bm25.ids("c")) == every
+        assert idx.temporal.timeline("c") == recency and idx.supersede.links("c") == links
+
+
+def test_every_write_outdates_the_namespace_snapshot_in_its_transaction(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    with open_store(store) as mem:
+        _fill(mem)
+        mem.search("harbour", k=3, namespace="a", now=NOW)
+    assert _snapshots(store) == {"a": True, "b": True}
+    with open_store(store) as mem:
+        expected = _ranking(mem, "b")
+        mem.add("a fresh note about the harbour", ids="a99", namespace="a", created_at=NOW)
+        assert set(_snapshots(store)) == {"b"}  # committed with the row
+        mem.upsert("b note moved to a", ids="b3", namespace="a", created_at=NOW)
+        assert _snapshots(store) == {}  # its old namespace's too
+    with open_store(store) as mem:
+        assert mem.count("a") == 42 and mem.count("b") == 39
+        assert "b3" in {r.id for r in mem.search("moved", k=3, namespace="a", now=NOW)}
+        assert "b3" not in {r.id for r in mem.search("note", k=50, namespace="b", now=NOW)}
+        assert _ranking(mem, "b") != expected and mem.check().ok
+    with sqlite3.connect(store / SIDECAR_FILE) as db:  # anyone's edit of the rows, too
+        assert {r[0] for r in db.execute("SELECT namespace FROM snapshots")} == {"a", "b"}
+        db.execute("UPDATE memories SET tokens = '[\"bogus\"]' WHERE id = 'a1'")
+        db.execute("DELETE FROM supersedes WHERE namespace = 'b'")
+        db.execute("INSERT INTO unlinked VALUES ('b1', 'b')")
+        assert {r[0] for r in db.execute("SELECT namespace FROM snapshots")} == set()
+
+
+def test_a_bad_snapshot_is_ignored(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    with open_store(store) as mem:
+        _fill(mem)
+        expected = {ns: _ranking(mem, ns) for ns in ("a", "b")}
+    with sqlite3.connect(store / SIDECAR_FILE) as db:
+        db.execute("UPDATE snapshots SET state = x'00ff', vectors = x'00' WHERE namespace = 'a'")
+        db.execute("UPDATE snapshots SET layout = 'other code' WHERE namespace = 'b'")
+    with open_store(store) as mem:
+        assert {ns: _ranking(mem, ns) for ns in ("a", "b")} == expected
+        assert mem.store.indexes.restored == 0 and mem.check().ok
+
+
+def test_a_lazy_open_finds_a_same_size_change_behind_the_sidecar(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    with open_store(store) as mem:
+        _fill(mem)
+    client = chromadb.PersistentClient(path=str(store))  # Chroma alone: the sidecar sleeps
+    try:
+        col = client.get_collection("norax")
+        got = col.get(ids=["a5"], include=["embeddings", "metadatas"])
+        col.delete(ids=["a5"])
+        col.add(
+            ids=["x1"],
+            embeddings=got["embeddings"],
+            documents=["a lighthouse keeper named Priya"],
+            metadatas=got["metadatas"],
+        )
+    finally:
+        client.close()
+    with open_store(store) as mem:  # same count: the open reads no id
+        assert mem.store.indexes.loaded() == []
+        hits = {r.id for r in mem.search("lighthouse Priya", k=40, namespace="a", now=NOW)}
+        assert "x1" in hits and "a5" not in hits  # found when "a" loaded
+        assert mem.count("a") == 40 and mem.check().ok
+
+
+def test_a_client_reads_a_namespace_and_its_vectors_in_one_get(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    with open_store(store) as mem:
+        _fill(mem)
+        expected = _ranking(mem, "a")
+    client = chromadb.PersistentClient(path=str(store))
+    try:
+        with open_store(client=client, config=NoraxConfig(index_cache_mb=0.0)) as mem:
+            col = mem.store.collection
+            calls: list[list[str]] = []
+            real = col.get
+
+            def get(*args, **kwargs):  # type: ignore[no-untyped-def]
+                calls.append(list(kwargs.get("include") or []))
+                return real(*args, **kwargs)
+
+            col.get = get  # type: ignore[method-assign]
+            assert _ranking(mem, "a") == expected
+            assert ["documents", "embeddings", "metadatas"] in [sorted(c) for c in calls]
+            assert not any(c == ["embeddings"] for c in calls)  # no second read of vectors
+    finally:
+        client.close()
