@@ -13,7 +13,9 @@ cosine with the query) reaches ``threshold`` are the lane's; the best ``slots`` 
 that match that are not already in the top ``k`` are lifted to just above the first result
 they push out, i.e. into the last places of the top ``k``. Nothing else moves: results the
 lane does not displace keep their order and score, a standing memory already in the top ``k``
-keeps its place, and a query that matches none is untouched.
+keeps its place, a query that matches none is untouched, and a search for ``k <= slots``
+results is left alone (the lane would take every place: at ``k = 1`` it cost LoCoMo's
+recall@1 0.333 -> 0.216).
 
 References:
     Reserved slots for a class of results, the way blended search reserves places for a
@@ -79,7 +81,7 @@ def reserve(
     out, joined = score.copy(), cand | picks
     for q in np.flatnonzero(picks.any(axis=1)).tolist():
         kq = int(k[q])
-        if kq <= 0:
+        if kq <= slots:  # the lane never takes every place: a top-1 search keeps its best
             continue
         live = np.flatnonzero(joined[q])
         key = -score[q, live]

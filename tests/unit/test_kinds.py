@@ -106,3 +106,13 @@ def test_reserve_leaves_a_standing_memory_already_in_the_top_k_alone() -> None:
     # and one below the threshold is never lifted
     _, out = reserve(score, cand, None, np.array([1]), np.array([[0.0, 0.0, 0.2]]), 0.3, 1)
     assert (out == score).all()
+
+
+def test_reserve_never_takes_every_place() -> None:
+    score = np.array([[0.9, 0.1]])
+    cand = np.ones((1, 2), dtype=bool)
+    match = np.array([[0.0, 0.6]])
+    _, out = reserve(score, cand, None, np.array([1]), match, 0.3, 1)
+    assert (out == score).all()  # k = 1: the best result stays first
+    _, out = reserve(score, cand, None, np.array([2]), match, 0.3, 1)
+    assert (out == score).all()  # both fit anyway
