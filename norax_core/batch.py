@@ -20,6 +20,8 @@ from norax_core import validation as check
 from norax_core.config import NoraxConfig
 from norax_core.embedders import Embedder
 from norax_core.errors import NoraxError
+from norax_core.kinds import inferred_kinds, role_of
+from norax_core.models import INFERRED_KIND_KEY
 from norax_core.sidecar import IndexRow
 from norax_core.signals.context import batch_preceding, embedding_text, following
 from norax_core.signals.dense import NAMESPACE_KEY
@@ -30,8 +32,6 @@ CREATED_KEY = "norax_created_at"
 ENTITIES_KEY = "norax_entities"
 SEQ_KEY = "norax_seq"
 """Chroma metadata key of a memory's write sequence number (:func:`sequence_numbers`)."""
-INFERRED_KIND_KEY = "norax_inferred_kind"
-"""Chroma metadata key of a memory's inferred kind, where the store records one."""
 MODEL_CHARS = 10_000
 """The embedder and the entity extractor read at most this many characters of a text (or
 query); the whole text is stored and BM25-indexed. The embedding model reads 256 word pieces
@@ -128,7 +128,8 @@ def prepare(  # noqa: D417 (the batch's arguments are described together)
     items = check.texts(texts)
     n = len(items)
     id_list = check.ids(ids, n)
-    kinds = [check.name(k, "kind") for k in check.as_list(kind, n, "kind", str)]
+    given = [check.kind(k) for k in check.as_list(kind, n, "kind", str)]
+    kinds = [k or "episodic" for k in given]
     now = time.time()
     times = [
         now if t is None else check.timestamp(t)
@@ -136,6 +137,7 @@ def prepare(  # noqa: D417 (the batch's arguments are described together)
     ]
     spaces = [check.namespace(s) for s in check.as_list(namespace, n, "namespace", str)]
     metas = [check.metadata(m) for m in check.as_list(metadata, n, "metadata", dict)]
+    inferred, roles = inferred_kinds(items, given, metas), [role_of(m) for m in metas]
 
     heads = [t[:MODEL_CHARS] for t in items]
     # spaCy works in a worker thread while the batch is tokenised and embedded
@@ -146,17 +148,17 @@ def prepare(  # noqa: D417 (the batch's arguments are described together)
     embeddings = embedder.embed(embedded)
     entities = [tuple(e) for e in extracting.result()] if extracting else [()] * n
     checked_embeddings(embedder, embeddings, n)
-    chroma_metas = []
-    for ns, kd, ts, meta, ents in zip(spaces, kinds, times, metas, entities, strict=True):
-        m: dict[str, Any] = {**meta, NAMESPACE_KEY: ns, KIND_KEY: kd, CREATED_KEY: ts}
-        if ents:
-            m[ENTITIES_KEY] = list(ents)
-        chroma_metas.append(m)
     rows = [
-        IndexRow(i, ns, kd, ts, tok, ents)
-        for i, ns, kd, ts, tok, ents in zip(
-            id_list, spaces, kinds, times, tokens, entities, strict=True
+        IndexRow(i, ns, kd, ts, tok, ents, 0, role, inf)
+        for i, ns, kd, ts, tok, ents, role, inf in zip(
+            id_list, spaces, kinds, times, tokens, entities, roles, inferred, strict=True
         )
+    ]
+    chroma_metas = [
+        {**meta, NAMESPACE_KEY: r.namespace, KIND_KEY: r.kind, CREATED_KEY: r.created_at}
+        | {INFERRED_KIND_KEY: r.inferred_kind}
+        | ({ENTITIES_KEY: list(r.entities)} if r.entities else {})
+        for r, meta in zip(rows, metas, strict=True)
     ]
     return Prepared(id_list, items, embeddings, chroma_metas, rows, embedded)
 

@@ -126,6 +126,12 @@ class NoraxConfig:
             session, the earlier one with ``role`` metadata ``"user"``) rises to this share
             of its score, right after it, if it is a candidate. In [0, 1]; 0 turns it off.
         exchange_depth: How many of the best candidates bring their partner.
+        lane_slots: The lane (:mod:`norax_core.stages.lane`): up to this many of the
+            namespace's standing instructions and preferences (inferred kinds,
+            :mod:`norax_core.kinds`) that match the query get reserved places at the end of
+            the top k. 0 turns it off.
+        lane_similarity: The least cosine between the query and a standing memory for it
+            to match (unrelated rules stay out).
         dense_exact_limit: A namespace of at most this many memories is ranked by the dense
             signal exactly, over its own vectors held in process (one float32 matrix, loaded
             from Chroma on first use); a larger one through Chroma's HNSW index, which is
@@ -179,6 +185,8 @@ class NoraxConfig:
     supersede_pull: bool = True
     exchange_weight: float = 0.0
     exchange_depth: int = 5
+    lane_slots: int = 0
+    lane_similarity: float = 0.35
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
     index_cache_mb: float = 1024.0
@@ -262,6 +270,10 @@ class NoraxConfig:
         if isinstance(xw, bool) or not (isinstance(xw, (int, float)) and 0 <= xw <= 1):
             raise InvalidInputError(f"exchange_weight must be a number in [0, 1], got {xw!r}")
         _count("exchange_depth", self.exchange_depth, 1)
+        _count("lane_slots", self.lane_slots, 0)
+        ls = self.lane_similarity
+        if isinstance(ls, bool) or not (isinstance(ls, (int, float)) and -1 <= ls <= 1):
+            raise InvalidInputError(f"lane_similarity must be a number in [-1, 1], got {ls!r}")
         limit = self.dense_exact_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")

@@ -151,7 +151,7 @@ class NoraxMemory:
         texts: str | Sequence[str],
         *,
         ids: str | Sequence[str] | None = None,
-        kind: str | Sequence[str] = "episodic",
+        kind: str | Sequence[str | None] | None = None,
         created_at: Any = None,
         namespace: str | Sequence[str] | None = None,
         metadata: Mapping[str, MetadataValue] | Sequence[Mapping[str, MetadataValue]] | None = None,
@@ -160,6 +160,10 @@ class NoraxMemory:
 
         Every argument but ``texts`` may be one value for the whole batch or a list with one
         value per text. ``created_at`` defaults to now; naive datetimes are read as UTC.
+        ``kind`` defaults to ``"episodic"``; each memory's ``inferred_kind``
+        (:mod:`norax_core.kinds`: instruction, preference, fact, event or scratchpad) is
+        read from its text and ``role`` metadata where the kind is not given (or is
+        ``"episodic"``), and follows the kind where it says what the memory is.
         Memories sharing a ``created_at`` keep the order they are written in (list order,
         then call order): it is the order context propagation and ``embed_context`` follow.
 
@@ -183,7 +187,7 @@ class NoraxMemory:
         texts: str | Sequence[str],
         *,
         ids: str | Sequence[str],
-        kind: str | Sequence[str] = "episodic",
+        kind: str | Sequence[str | None] | None = None,
         created_at: Any = None,
         namespace: str | Sequence[str] | None = None,
         metadata: Mapping[str, MetadataValue] | Sequence[Mapping[str, MetadataValue]] | None = None,

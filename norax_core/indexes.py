@@ -21,6 +21,10 @@ An embedded store keeps each namespace's finished state in the sidecar as a snap
 vectors have been read, deleted by the sidecar in the transaction of any write to it, and
 loaded by :meth:`DerivedIndexes.ensure` in one read instead of rebuilding from the rows.
 
+The standing instructions and preferences of each loaded namespace (memories whose inferred
+kind is in :data:`~norax_core.kinds.STANDING`) are kept as a set of ids (:meth:`standing`),
+so the lane (:mod:`norax_core.stages.lane`) reads a few ids rather than the whole namespace.
+
 A further per-namespace index joins in :meth:`_index`, :meth:`_unindex`, :meth:`_drop` and
 the snapshot (its ``export`` and ``restore``, :mod:`norax_core.snapshots`).
 """
@@ -36,6 +40,7 @@ from typing import Any
 
 from norax_core import snapshots
 from norax_core.config import NoraxConfig
+from norax_core.kinds import STANDING
 from norax_core.sidecar import SCHEMA_VERSION, IndexRow, RowSource, Sidecar, SidecarRows, row_bytes
 from norax_core.signals.bm25 import BM25Index, BM25Signal
 from norax_core.signals.dense import NAMESPACE_KEY
@@ -77,6 +82,7 @@ class DerivedIndexes:
         self.bm25_signal = BM25Signal(self.bm25, self.tokenizer)
         self.graph_signal = GraphSignal(self.graph)
         self.namespace_of: dict[str, str] = {}
+        self._standing: dict[str, set[str]] = {}  # namespace -> instruction/preference ids
         self.vectors = VectorCache(int(config.dense_cache_mb * 2**20))
         self.budget = int(config.index_cache_mb * 2**20)
         self._loaded: OrderedDict[str, int] = OrderedDict()  # namespace -> est. bytes, LRU first
@@ -119,6 +125,7 @@ class DerivedIndexes:
         if self._verify is not None:
             self._check_namespace(namespace, *self._verify)
         if self.source.complete and self._restore(namespace):
+            self._standing[namespace] = self.sidecar.standing(namespace, STANDING)
             self.loads += 1
             self._trim(keep=namespace)
             return
@@ -309,6 +316,7 @@ class DerivedIndexes:
         self._snapped.pop(namespace, None)
         for mid in self.temporal.ids(namespace):
             self.namespace_of.pop(mid, None)
+        self._standing.pop(namespace, None)
         self.bm25.drop(namespace)
         self.temporal.drop(namespace)
         self.vectors.evict(namespace)
@@ -345,6 +353,14 @@ class DerivedIndexes:
             # do not (another process's write, not yet synced) is left out, as searches do
             out.update((m, h) for m, h in found.items() if h[0] not in self._loaded)
         return out
+
+    def standing(self, namespace: str) -> list[str]:
+        """The ids of ``namespace``'s standing instructions and preferences, sorted.
+
+        Memories whose inferred kind is in :data:`~norax_core.kinds.STANDING`; the caller
+        has loaded the namespace (:meth:`ensure`).
+        """
+        return sorted(self._standing.get(namespace, ()))
 
     def count(self, namespace: str | None = None) -> int:
         """Memories in ``namespace`` (loaded first) or, ``None``, in all."""
@@ -441,6 +457,11 @@ class DerivedIndexes:
                 self._loaded[r.namespace] += row_bytes(r)
                 self._empty.discard(r.namespace)
             self.namespace_of[r.id] = r.namespace
+            standing = self._standing.setdefault(r.namespace, set())
+            if r.inferred_kind in STANDING:
+                standing.add(r.id)
+            else:  # an upsert may change what a memory is
+                standing.discard(r.id)
             groups.setdefault(r.namespace, []).append(r)
         for ns, group in groups.items():  # one call per index and namespace: a load is bulk
             self.bm25.add_many(ns, [(r.id, r.tokens) for r in group])
@@ -486,6 +507,7 @@ class DerivedIndexes:
         n = self.temporal.count(ns)
         if ns in self._loaded and n:
             self._loaded[ns] -= self._loaded[ns] // n
+        self._standing.get(ns, set()).discard(mid)
         self.bm25.remove(ns, mid)
         self.temporal.remove(ns, mid)
         self.graph.remove(ns, mid)

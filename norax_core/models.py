@@ -14,6 +14,9 @@ MetadataValue: TypeAlias = str | int | float | bool
 DEFAULT_NAMESPACE = "default"
 RESERVED_PREFIX = "norax_"
 """Metadata keys starting with this prefix belong to Norax and are rejected from users."""
+INFERRED_KIND_KEY = "norax_inferred_kind"
+"""Chroma metadata key of a memory's inferred kind (:mod:`norax_core.kinds`); the one
+reserved key a ``where`` filter may name."""
 
 SIGNALS: tuple[str, ...] = ("bm25", "dense", "temporal", "graph")
 """The four signals, in the order used by weights, JSON output and tables."""
@@ -40,6 +43,9 @@ class Memory:
         namespace: The user, agent or conversation the memory belongs to.
         metadata: Flat user metadata.
         entities: Normalised entities found in the text (filled by the entity extractor).
+        inferred_kind: What the memory is, as the store read it at write time
+            (:func:`norax_core.kinds.infer_kind`: ``instruction``, ``preference``, ``fact``,
+            ``event`` or ``scratchpad``); ``kind`` stays as the caller gave it.
     """
 
     id: str
@@ -49,10 +55,12 @@ class Memory:
     namespace: str
     metadata: Mapping[str, MetadataValue] = field(default_factory=dict)
     entities: tuple[str, ...] = ()
+    inferred_kind: str = ""
 
 
 SEARCH_KEYS = (
     "kind",
+    "inferred_kind",
     "created_at",
     "namespace",
     "score",
@@ -70,8 +78,8 @@ class Explanation:
     """Which ranking stage moved a result; the values sum to its ``score``.
 
     The stages run in the order ``context``, ``bridges``, ``period``, ``latest_wins``,
-    ``supersede``, ``turns``, ``exchange`` (:func:`norax_core.ranking.rank`); a stage that is
-    off adds 0.
+    ``supersede``, ``turns``, ``exchange``, ``lane`` (:func:`norax_core.ranking.rank`); a stage
+    that is off adds 0.
 
     Attributes:
         fused: The fused signal score (weighted sum or reciprocal rank fusion).
@@ -89,6 +97,9 @@ class Explanation:
             answered by, a better-ranked one, and joined right after it); 0 when it is off.
         supersede: What supersession added (a memory linked at write time as superseding
             a better-scored candidate); 0 when it is off or did not apply.
+        lane: What the lane added (:mod:`norax_core.stages.lane`: a standing instruction or
+            preference that matches the query lifted into a reserved place of the top k);
+            0 when it is off or the memory did not need lifting.
     """
 
     fused: float
@@ -99,6 +110,7 @@ class Explanation:
     supersede: float = 0.0
     turns: float = 0.0
     exchange: float = 0.0
+    lane: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
         """Every stage's contribution by name, in stage order, JSON-ready."""
@@ -111,6 +123,7 @@ class Explanation:
             "supersede": self.supersede,
             "turns": self.turns,
             "exchange": self.exchange,
+            "lane": self.lane,
         }
 
 
@@ -191,6 +204,7 @@ class SearchResult(Memory):
         return {
             **self.metadata,
             "kind": self.kind,
+            "inferred_kind": self.inferred_kind,
             "created_at": self.created_at.isoformat(),
             "namespace": self.namespace,
             "score": self.score,
@@ -207,6 +221,7 @@ class SearchResult(Memory):
             "score": self.score,
             "signals": dict(self.signals),
             "kind": self.kind,
+            "inferred_kind": self.inferred_kind,
             "created_at": self.created_at.isoformat(),
             "namespace": self.namespace,
             "metadata": dict(self.metadata),

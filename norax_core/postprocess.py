@@ -17,7 +17,6 @@ from datetime import date, datetime, time, timezone
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from norax_core import validation as check
 from norax_core.config import NoraxConfig
@@ -25,7 +24,7 @@ from norax_core.engine import NoraxMemory, WeightsLike, resolve_weights
 from norax_core.errors import InvalidInputError, NoraxError
 from norax_core.models import SIGNALS
 from norax_core.signals.base import Query
-from norax_core.signals.bm25 import okapi_scores
+from norax_core.signals.bm25 import lucene_idf, okapi_scores
 from norax_core.signals.dense import cosine_to_unit
 from norax_core.signals.graph import EntityGraph, GraphSignal
 from norax_core.signals.temporal import SECONDS_PER_DAY, decay
@@ -129,21 +128,9 @@ def _batch(
     )
 
 
-def lucene_idf(n_docs: int, doc_freq: npt.ArrayLike) -> np.ndarray:
-    """Lucene's BM25 idf, ``log(1 + (N - n + 0.5) / (n + 0.5))``: positive for every term.
-
-    References:
-        C. Kamphuis, A. P. de Vries, L. Boytsov and J. Lin, "Which BM25 Do You Mean? A
-        Large-Scale Reproducibility Study of Scoring Variants", ECIR 2020.
-    """
-    df = np.asarray(doc_freq, dtype=np.float64)
-    return np.log1p((n_docs - df + 0.5) / (df + 0.5))
-
-
 def _bm25(batch: _Batch) -> dict[str, float]:
     # Candidates were chosen for matching the query, so its terms are often in half of them
-    # or more; the store's Robertson idf (rank_bm25) makes such terms worth 0 or a floor.
-    # Lucene's idf keeps every shared term positive and rarer terms ahead.
+    # or more: Lucene's idf (the store's too) keeps every shared term positive.
     cfg = batch.config
     tokenizer = Tokenizer(stem=cfg.stem, stopwords=cfg.stopwords)
     docs = [Counter(tokenizer(t)) for t in batch.texts]
@@ -246,10 +233,8 @@ def score_candidate_set(
 
     * BM25 statistics (document count, average length, document frequencies) come from the
       candidates only, and scores are divided by the best candidate's: the best keyword match
-      of the set scores 1.0 however weak it is. The idf is Lucene's (:func:`lucene_idf`), not
-      the store's Robertson idf with rank_bm25's floor: candidates were picked for matching
-      the query, so a query term is often in half of them or more, which that idf would
-      score 0 (or a floor) while Lucene's keeps it positive.
+      of the set scores 1.0 however weak it is. The idf is Lucene's (:func:`lucene_idf`), as
+      in the store.
     * The entity graph spans only the candidates: entity IDF, co-occurrence edges and
       Louvain communities come from the candidates' entities, built afresh for each call,
       with none of the history a store accumulates from earlier memories.

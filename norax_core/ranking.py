@@ -30,7 +30,9 @@ The stages, in order (each one a plain array operation over the whole batch):
    user's own when the query asks what the user said, gain a share of their score;
 9. **exchange** (:mod:`norax_core.stages.exchange`): the reply to a user message among the
    best ``exchange_depth`` (or the user message a reply answers) joins right after it;
-10. **order**: best first, ties to the smaller id.
+10. **lane** (:mod:`norax_core.stages.lane`): up to ``lane_slots`` standing instructions
+   and preferences that match the query take reserved places at the end of the top k;
+11. **order**: best first, ties to the smaller id.
 
 New stages belong here too, as fields of :class:`Plan` and steps of :func:`rank`, so that
 search and the benchmarks cannot drift apart. Stages that did not win on held-out data were
@@ -48,7 +50,7 @@ import numpy as np
 
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
-from norax_core.stages import exchange, period, supersede, turns
+from norax_core.stages import exchange, lane, period, supersede, turns
 from norax_core.weights import FusionMethod, Weights, shares
 
 if TYPE_CHECKING:
@@ -85,6 +87,7 @@ STAGES = (
     "supersede",
     "turns",
     "exchange",
+    "lane",
 )
 """The stages after fusion, in the order :func:`rank` runs them (:meth:`Ranking.explain`)."""
 _B, _D, _T, _G = (SIGNALS.index(s) for s in ("bm25", "dense", "temporal", "graph"))
@@ -141,6 +144,8 @@ class Plan:
             joins the candidates).
         exchange_weight: Share of its anchor's score an exchange partner rises to (0: off).
         exchange_depth: How many of the best candidates bring their exchange partner.
+        lane_slots: Places of the top k reserved for matching standing memories (0: off).
+        lane_similarity: The least query cosine of a standing memory that matches.
     """
 
     weights: tuple[float, float, float, float]
@@ -173,6 +178,8 @@ class Plan:
     supersede_pull: bool = True
     exchange_weight: float = 0.0
     exchange_depth: int = 5
+    lane_slots: int = 0
+    lane_similarity: float = 0.35
 
     @classmethod
     def of(cls, weights: Weights, config: NoraxConfig, intent: Intent | str | None = None) -> Plan:
@@ -281,6 +288,8 @@ class Table:
         positions: The rows' positions in their sessions (the turns stage's openers).
         users: Which rows the user wrote (the turns stage's speaker boost).
         kinds: ``(q, n)`` each row's memory kind (``""`` for padding).
+        standing: ``(q, n)`` whether each row is a standing instruction or preference
+            (its inferred kind; the lane).
     """
 
     scores: np.ndarray
@@ -299,6 +308,7 @@ class Table:
     positions: Positions | None = None
     users: Users | None = None
     kinds: np.ndarray | None = None
+    standing: np.ndarray | None = None
 
 
 class Extend(Protocol):
@@ -429,6 +439,8 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     if plan.exchange_weight > 0:
         score = _exchange(table, plan, cand, score)
     after["exchange"] = score
+    if plan.lane_slots > 0:
+        cand, score = _lane(table, plan, kk, cand, score)
     return Ranking(table, kk, cand, fused, ctx, score, after)
 
 
@@ -686,3 +698,13 @@ def _exchange(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> 
     partner = exchange.partner_rows(slots, table.positions(plan.context_gap), table.users())
     top = _best(score, cand, table.tie, np.full(cand.shape[0], plan.exchange_depth))
     return exchange.exchange_arrays(score, cand, top, partner, plan.exchange_weight)
+
+
+def _lane(
+    table: Table, plan: Plan, kk: np.ndarray, cand: np.ndarray, score: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Lane stage: matching standing instructions and preferences take places in the top k."""
+    if table.standing is None:
+        raise ValueError("the lane needs the table's standing memories")
+    match = np.where(table.standing & table.valid, table.scores[_D], 0.0)
+    return lane.reserve(score, cand, table.tie, kk, match, plan.lane_similarity, plan.lane_slots)

@@ -130,7 +130,9 @@ def search_table(
     The caller holds the store's lock while :func:`~norax_core.ranking.rank` runs. With
     ``supersede``, the table also holds (as rows no signal proposed) the memories that
     supersede its rows (:mod:`norax_core.supersession`), among those the filter allows, so
-    the supersession stage can pull them in.
+    the supersession stage can pull them in; with the lane on (``cfg.lane_slots``), the
+    namespace's standing instructions and preferences the filter allows
+    (:meth:`DerivedIndexes.standing`), so the lane can lift them.
 
     Args:
         cands: The search's candidates (:func:`gather`).
@@ -147,6 +149,9 @@ def search_table(
     links = indexes.supersede
     state = {"signals": cands.signals}
     bridge = bridge_source(indexes, q) if cfg.bridges_on else None
+    standing = set(indexes.standing(q.namespace)) if cfg.lane_slots > 0 else set()
+    if q.allowed is not None:
+        standing &= q.allowed
 
     def newer_of(ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         # same namespace by construction; an excluded memory never joins
@@ -218,6 +223,7 @@ def search_table(
             users=users,
             newer=link_slots([rows], [newer_of(ids)], n),
             kinds=np.array([catalog.kinds(q.namespace, ids)], dtype=str).reshape(1, n),
+            standing=np.array([[m in standing for m in ids]], dtype=bool).reshape(1, n),
         )
 
     def extend(t: Table, wanted: np.ndarray, add: Sequence[Sequence[str]] = ()) -> Table:
@@ -239,6 +245,7 @@ def search_table(
         return table([*ids, *extra])  # existing rows keep their index
 
     first = joined(cands.ids)
+    first += sorted(standing - set(cands.ids) - set(first))
     if first:
         scored(first)
     return table(sorted([*cands.ids, *first])), extend

@@ -34,10 +34,10 @@ from typing import Protocol
 
 from norax_core import snapshot_table
 
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"
 """Bumped when the rows change meaning; a sidecar of another version is rebuilt from Chroma
-(2: ``seq``, the write sequence number; 3: the ``supersedes`` links; 4: links under the rule
-with value cues and the reply rule, so a store written by 3 re-derives them at open)."""
+(2: ``seq``; 3: the ``supersedes`` links; 4: links under the rule with value cues and the
+reply rule, so a store written by 3 re-derives them at open; 5: ``role``, ``inferred_kind``)."""
 
 Links = Mapping[str, tuple[str, tuple[str, ...]]]
 """Supersession links a write changes: ``{newer id: (namespace, older ids)}``; no older ids
@@ -50,7 +50,8 @@ class IndexRow:
 
     ``seq`` is its write sequence number (:func:`norax_core.batch.sequence_numbers`): the
     order among memories that share ``created_at``; 0 for memories written before Norax kept
-    one (they fall back to id order).
+    one (they fall back to id order). ``role`` is its metadata ``role`` (``""`` without
+    one) and ``inferred_kind`` its kind as :mod:`norax_core.kinds` read it at write time.
     """
 
     id: str
@@ -60,6 +61,8 @@ class IndexRow:
     tokens: tuple[str, ...]
     entities: tuple[str, ...]
     seq: int = 0
+    role: str = ""
+    inferred_kind: str = ""
 
 
 ROW_BYTES = 3_000
@@ -154,8 +157,9 @@ class Sidecar(snapshot_table.SnapshotTable):
                 " entities TEXT NOT NULL)"
             )
             columns = {r[1] for r in self._conn.execute("PRAGMA table_info(memories)")}
-            if "seq" not in columns:  # a version 1 sidecar: load() rebuilds its rows
-                self._conn.execute("ALTER TABLE memories ADD COLUMN seq INTEGER NOT NULL DEFAULT 0")
+            for column, spec in _LATER.items():  # load() rebuilds an older sidecar's rows
+                if column not in columns:
+                    self._conn.execute(f"ALTER TABLE memories ADD COLUMN {column} {spec}")
             self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
             )
@@ -234,21 +238,8 @@ class Sidecar(snapshot_table.SnapshotTable):
             )
             self._conn.executemany("DELETE FROM pending WHERE id = ?", [(i,) for i in cleared])
             self._conn.executemany(
-                "INSERT OR REPLACE INTO memories"
-                " (id, namespace, kind, created_at, tokens, entities, seq)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        r.id,
-                        r.namespace,
-                        r.kind,
-                        r.created_at,
-                        json.dumps(r.tokens, ensure_ascii=False),
-                        json.dumps(r.entities, ensure_ascii=False),
-                        r.seq,
-                    )
-                    for r in rows
-                ],
+                f"INSERT OR REPLACE INTO memories ({_ROW}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [_values(r) for r in rows],
             )
 
     def delete(self, ids: Iterable[str], links: Links | None = None) -> None:
@@ -332,6 +323,12 @@ class Sidecar(snapshot_table.SnapshotTable):
             ).fetchall()
         return [_row(r) for r in found]
 
+    def standing(self, namespace: str, kinds: Iterable[str]) -> set[str]:
+        """The ids of ``namespace`` whose inferred kind is one of ``kinds``."""
+        sql, wanted = "SELECT id, inferred_kind FROM memories WHERE namespace = ?", set(kinds)
+        with self._lock:
+            return {m for m, k in self._conn.execute(sql, (namespace,)) if k in wanted}
+
     def homes(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
         """``id -> (namespace, seq)`` for the ``ids`` the sidecar holds."""
         out: dict[str, tuple[str, int]] = {}
@@ -400,13 +397,25 @@ class Sidecar(snapshot_table.SnapshotTable):
             )
 
 
-_ROW = "id, namespace, kind, created_at, tokens, entities, seq"
+_ROW = "id, namespace, kind, created_at, tokens, entities, seq, role, inferred_kind"
 _IN_CHUNK = 500  # ids per ``IN (...)`` (SQLite allows 999 parameters in old builds)
 
 
-def _row(r: tuple[str, str, str, float, str, str, int]) -> IndexRow:
-    mid, ns, kind, ts, tok, ent, seq = r
-    return IndexRow(mid, ns, kind, ts, tuple(json.loads(tok)), tuple(json.loads(ent)), seq)
+_LATER = {"seq": "INTEGER NOT NULL DEFAULT 0", "role": "TEXT NOT NULL DEFAULT ''"}
+_LATER["inferred_kind"] = _LATER["role"]
+"""Columns later versions added to ``memories``, and their types."""
+
+
+def _values(r: IndexRow) -> tuple[object, ...]:
+    tok, ent = (json.dumps(x, ensure_ascii=False) for x in (r.tokens, r.entities))
+    return (r.id, r.namespace, r.kind, r.created_at, tok, ent, r.seq, r.role, r.inferred_kind)
+
+
+def _row(r: tuple[str, str, str, float, str, str, int, str, str]) -> IndexRow:
+    mid, ns, kind, ts, tok, ent, seq, role, inferred = r
+    return IndexRow(
+        mid, ns, kind, ts, tuple(json.loads(tok)), tuple(json.loads(ent)), seq, role, inferred
+    )
 
 
 class _Transaction:

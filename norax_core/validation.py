@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from norax_core.errors import DuplicateIdError, InvalidInputError
-from norax_core.models import DEFAULT_NAMESPACE, RESERVED_PREFIX, MetadataValue
+from norax_core.models import DEFAULT_NAMESPACE, INFERRED_KIND_KEY, RESERVED_PREFIX, MetadataValue
 
 T = TypeVar("T")
 logger = logging.getLogger("norax")
@@ -121,6 +121,11 @@ def name(value: Any, what: str, default: str | None = None) -> str:
     raise InvalidInputError(
         f"{what} must be a non-empty string of at most 256 characters without NUL, got {value!r}"
     )
+
+
+def kind(value: Any) -> str | None:
+    """A memory kind, or ``None`` when it is not given."""
+    return None if value is None else name(value, "kind")
 
 
 def namespace(value: Any) -> str:
@@ -249,7 +254,7 @@ def where(value: Any) -> dict[str, Any] | None:
     if not isinstance(value, Mapping):
         raise InvalidInputError(f"where must be a mapping (a Chroma filter), got {value!r}")
     for key in value:
-        if isinstance(key, str) and key.startswith(RESERVED_PREFIX):
+        if isinstance(key, str) and key.startswith(RESERVED_PREFIX) and key != INFERRED_KIND_KEY:
             raise InvalidInputError(f"where key {key!r}: use the namespace argument instead")
     return dict(value)
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from norax_core.config import NoraxConfig
 from norax_core.engine import NoraxMemory
+from norax_core.kinds import STANDING
 from norax_core.models import DEFAULT_NAMESPACE, SIGNALS
 from norax_core.query import QueryPlan, plan_query
 from norax_core.ranking import Plan, Table, rank, signal_ranks
@@ -94,6 +95,7 @@ class Pool:
         bridge: The bridge step's view of the namespace and query (``None``: no entity graph).
         newer: The memories superseding each candidate (:mod:`norax_core.supersession`).
         roles: Each candidate's ``role`` metadata (``None`` where it has none).
+        inferred: Each candidate's inferred kind (:mod:`norax_core.kinds`; the lane).
     """
 
     request: PoolRequest
@@ -108,6 +110,7 @@ class Pool:
     bridge: BridgeSource | None = field(default=None, repr=False)
     newer: Mapping[str, tuple[str, ...]] | None = field(default=None, repr=False)
     roles: Sequence[object] | None = field(default=None, repr=False)
+    inferred: Sequence[str] | None = field(default=None, repr=False)
     bm25_rows: dict[tuple[float, float], np.ndarray] = field(default_factory=dict, repr=False)
     """BM25 scores of the candidates under other ``(k1, b)`` (see :func:`add_bm25_variants`)."""
     _index: dict[str, int] = field(default_factory=dict, repr=False)
@@ -277,6 +280,13 @@ def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Tabl
         ),
         newer=link_slots([p.index_of for p in pools], [p.newer or {} for p in pools], n),
         kinds=kinds,
+        standing=np.array(
+            [
+                [k in STANDING for k in (p.inferred or ())] + [False] * (n - len(p.inferred or ()))
+                for p in pools
+            ],
+            dtype=bool,
+        ),
     )
 
 
@@ -411,7 +421,7 @@ def build_pools(
         progress: Called with 1 after each query.
     """
     every = Weights(1.0, 1.0, 1.0, 1.0, params={"recency_candidates": recency_depth}, name="all")
-    meta: dict[str, tuple[float, str, object]] = {}
+    meta: dict[str, tuple[float, str, object, str]] = {}
     shared: dict[tuple[str, ...], np.ndarray] = {}
     out: list[Pool] = []
     for req in requests:
@@ -428,7 +438,12 @@ def build_pools(
         missing = [m for m in ids if m not in meta]
         if missing:
             for m in memory.get(missing):
-                meta[m.id] = (m.created_at.timestamp(), m.kind, m.metadata.get("role"))
+                meta[m.id] = (
+                    m.created_at.timestamp(),
+                    m.kind,
+                    m.metadata.get("role"),
+                    m.inferred_kind,
+                )
         scores = np.array(
             [[cands.signals[s].get(m, 0.0) for m in ids] for s in SIGNALS], dtype=np.float64
         ).reshape(len(SIGNALS), len(ids))
@@ -451,6 +466,7 @@ def build_pools(
                 bridge=bridge_source(memory.store.indexes, cands.query),
                 newer=memory.store.superseding(cands.query.namespace, ids),
                 roles=[meta[m][2] for m in ids],
+                inferred=[meta[m][3] for m in ids],
             )
         out.append(pool)
         if progress:

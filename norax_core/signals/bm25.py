@@ -2,9 +2,10 @@
 
 Every namespace is its own corpus (its own N, average length and document frequencies), so
 nothing written to one namespace can move a score in another: namespaces are a security
-boundary. Scores reproduce ``rank_bm25.BM25Okapi`` over a namespace's live documents,
-including its idf floor, so the library can be swapped for this index without changing a
-single ranking.
+boundary. Scores are Okapi BM25 over a namespace's live documents with Lucene's idf
+(:func:`lucene_idf`, as Lucene and ``bm25s`` use), which stays positive for every term: the
+Robertson idf of ``rank_bm25`` is 0 for a term found in half of the documents, so in a
+two-memory namespace the only memory holding a keyword scored 0.
 """
 
 from __future__ import annotations
@@ -22,20 +23,27 @@ from norax_core.errors import DuplicateIdError, InvalidInputError
 from norax_core.signals.base import Query
 from norax_core.tokenize import Tokenizer
 
-__all__ = ["BM25Index", "BM25Scores", "BM25Signal", "okapi_scores", "robertson_idf"]
+__all__ = ["BM25Index", "BM25Scores", "BM25Signal", "lucene_idf", "okapi_scores"]
 
 _COMPACT_RATIO = 0.3
 """Rebuild a namespace once this share of its slots holds deleted documents."""
 
 
-def robertson_idf(n_docs: int, doc_freq: npt.ArrayLike) -> np.ndarray:
-    """Return the Robertson-Sparck Jones idf, ``log(N - n + 0.5) - log(n + 0.5)``.
+def lucene_idf(n_docs: int, doc_freq: npt.ArrayLike) -> np.ndarray:
+    """Return Lucene's BM25 idf, ``log(1 + (N - n + 0.5) / (n + 0.5))``: positive for every term.
 
-    Negative for a term found in more than half of the documents; see :func:`okapi_scores`
-    for the floor rank_bm25 applies.
+    Okapi's Robertson-Sparck Jones idf ``log((N - n + 0.5) / (n + 0.5))`` is 0 for a term
+    found in half of the documents and negative above, so a small store (two memories, one
+    holding the keyword) could not find an exact keyword; the ``1 +`` keeps the order of
+    terms by rarity and every shared term worth something.
+
+    References:
+        Kamphuis, de Vries, Boytsov and Lin, "Which BM25 Do You Mean? A Large-Scale
+        Reproducibility Study of Scoring Variants", ECIR 2020 (Lucene's variant); Lucene's
+        ``BM25Similarity.idf``; bm25s ``scoring._calculate_idf_lucene``.
     """
     df = np.asarray(doc_freq, dtype=np.float64)
-    return np.log(n_docs - df + 0.5) - np.log(df + 0.5)
+    return np.log1p((n_docs - df + 0.5) / (df + 0.5))
 
 
 def okapi_scores(
@@ -49,8 +57,7 @@ def okapi_scores(
         {tf + k_1 \left(1 - b + b \cdot \frac{|d|}{\mathrm{avgdl}}\right)}
 
     A document's score is the sum over the query's tokens, a repeated token counting once
-    per occurrence. The idf is :func:`robertson_idf`, except that, as in rank_bm25, a
-    negative value is replaced by ``epsilon`` times the mean idf of the whole vocabulary.
+    per occurrence. The idf is :func:`lucene_idf`.
 
     Parameters
     ----------
@@ -61,7 +68,7 @@ def okapi_scores(
     avgdl : float
         Mean document length of the corpus (positive).
     idf : float
-        The term's idf, floor already applied.
+        The term's idf.
     k1 : float
         Term frequency saturation (rank_bm25 default 1.5).
     b : float
@@ -81,7 +88,8 @@ def okapi_scores(
     ----------
     .. [1] S. Robertson and H. Zaragoza, "The Probabilistic Relevance Framework: BM25 and
        Beyond", Foundations and Trends in Information Retrieval 3(4), 2009.
-    .. [2] D. Brown, rank_bm25 0.2.2, ``BM25Okapi._calc_idf`` and ``get_scores``.
+    .. [2] C. Kamphuis, A. de Vries, L. Boytsov and J. Lin, "Which BM25 Do You Mean? A
+       Large-Scale Reproducibility Study of Scoring Variants", ECIR 2020.
     """  # noqa: D416 - NumPy sections on purpose: this is the formula docstring (STYLE.md)
     return idf * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * doc_len / avgdl)))
 
@@ -98,13 +106,11 @@ class _Partition:
         self.total_len = 0
         self.vocab: dict[str, int] = {}
         self.terms: list[str] = []
-        # An array, not numpy: per-term increments on the write path are 10x cheaper, and
-        # np.frombuffer still gives numpy a zero-copy view for the mean idf.
+        # An array, not numpy: per-term increments on the write path are 10x cheaper.
         self.df: array[int] = array("q")
         self.post_slots: list[array[int]] = []
         self.post_tfs: list[array[int]] = []
         self._post_np: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._avg_idf: float | None = None
 
     def __len__(self) -> int:
         return len(self.slot_of)
@@ -150,7 +156,6 @@ class _Partition:
         self.doc_len[slot] = length
         self.alive[slot] = True
         self.total_len += length
-        self._avg_idf = None
 
     def remove(self, doc_id: str) -> bool:
         # The postings keep the slot; `alive` masks it until the next compaction.
@@ -166,7 +171,6 @@ class _Partition:
         self.id_at[slot] = None
         self.alive[slot] = False
         self.total_len -= int(self.doc_len[slot])
-        self._avg_idf = None
         return True
 
     def compacted(self) -> _Partition:
@@ -190,13 +194,6 @@ class _Partition:
         self.df.append(0)
         return tid
 
-    def average_idf(self) -> float:
-        if self._avg_idf is None:
-            df = np.frombuffer(self.df, dtype=np.int64)
-            idf = robertson_idf(len(self.slot_of), df[df > 0])  # a copy: the view dies here
-            self._avg_idf = float(idf.mean()) if idf.size else 0.0
-        return self._avg_idf
-
     def postings(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
         cached = self._post_np.get(tid)
         if cached is None:
@@ -205,9 +202,7 @@ class _Partition:
             cached = self._post_np[tid] = (slots, tfs)
         return cached
 
-    def raw_scores(
-        self, query_tokens: Sequence[str], k1: float, b: float, epsilon: float
-    ) -> np.ndarray | None:
+    def raw_scores(self, query_tokens: Sequence[str], k1: float, b: float) -> np.ndarray | None:
         """Score every slot (dead slots score 0.0); None when no query term is indexed."""
         n_docs = len(self.slot_of)
         if n_docs == 0 or self.total_len == 0:
@@ -218,9 +213,7 @@ class _Partition:
             tid = self.vocab.get(term)
             if tid is None or self.df[tid] == 0:
                 continue  # rank_bm25: a term absent from the corpus adds 0
-            idf = float(robertson_idf(n_docs, self.df[tid]))
-            if idf < 0:
-                idf = epsilon * self.average_idf()
+            idf = float(lucene_idf(n_docs, self.df[tid]))
             slots, tfs = self.postings(tid)
             if scores is None:
                 scores = np.zeros(len(self.id_at), dtype=np.float64)
@@ -295,10 +288,10 @@ class BM25Scores:
 class BM25Index:
     """An in-memory BM25 Okapi index, updated one document at a time, one corpus per namespace.
 
-    Scores equal ``rank_bm25.BM25Okapi(docs, k1, b, epsilon).get_scores(query)`` over the
-    live documents of the queried namespace (up to float rounding), except that where
-    rank_bm25 would produce NaN (``b == 1`` with empty documents, ``k1 == 0``) a document
-    without the term scores 0.
+    Scores equal ``rank_bm25.BM25Okapi(docs, k1, b).get_scores(query)`` over the live
+    documents of the queried namespace (up to float rounding) with its idf replaced by
+    :func:`lucene_idf`, except that where rank_bm25 would produce NaN (``b == 1`` with empty
+    documents, ``k1 == 0``) a document without the term scores 0.
 
     Adding or removing a document costs time proportional to that document; deleted
     documents are tombstoned and a namespace is compacted once they exceed 30 % of its slots.
@@ -312,19 +305,15 @@ class BM25Index:
     Args:
         k1: Term frequency saturation.
         b: Length normalisation, in [0, 1].
-        epsilon: Floor for negative idf values, as a fraction of the mean idf.
     """
 
-    def __init__(self, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> None:
+    def __init__(self, k1: float = 1.5, b: float = 0.75) -> None:
         if not (isinstance(k1, (int, float)) and math.isfinite(k1) and k1 >= 0):
             raise ValueError(f"k1 must be a finite number >= 0, got {k1!r}")
         if not (isinstance(b, (int, float)) and 0 <= b <= 1):
             raise ValueError(f"b must be in [0, 1], got {b!r}")
-        if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon)):
-            raise ValueError(f"epsilon must be a finite number, got {epsilon!r}")
         self.k1 = float(k1)
         self.b = float(b)
-        self.epsilon = float(epsilon)
         self._parts: dict[str, _Partition] = {}
         self._home: dict[str, str] = {}  # doc id -> namespace
         self._version = 0
@@ -458,7 +447,7 @@ class BM25Index:
             return BM25Scores()
         k1 = self.k1 if k1 is None else k1
         b = self.b if b is None else b
-        raw = part.raw_scores(query_tokens, k1, b, self.epsilon)
+        raw = part.raw_scores(query_tokens, k1, b)
         return BM25Scores(raw, part, allowed)
 
     def scores(

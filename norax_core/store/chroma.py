@@ -16,7 +16,14 @@ import numpy as np
 from norax_core.batch import CREATED_KEY, ENTITIES_KEY, KIND_KEY, SEQ_KEY
 from norax_core.embedders import Embedder
 from norax_core.errors import DimensionMismatchError, InvalidInputError
-from norax_core.models import DEFAULT_NAMESPACE, RESERVED_PREFIX, Memory, utc_from_timestamp
+from norax_core.kinds import given_kind, infer_kind
+from norax_core.models import (
+    DEFAULT_NAMESPACE,
+    INFERRED_KIND_KEY,
+    RESERVED_PREFIX,
+    Memory,
+    utc_from_timestamp,
+)
 from norax_core.sidecar import IndexRow
 from norax_core.signals.dense import NAMESPACE_KEY
 from norax_core.signals.vectors import NamespaceMatrix
@@ -73,7 +80,21 @@ def memory_from_record(mid: str, doc: str | None, meta: dict[str, Any]) -> Memor
         namespace=str(meta.get(NAMESPACE_KEY, DEFAULT_NAMESPACE)),
         metadata={k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX)},
         entities=tuple(ents),
+        inferred_kind=inferred_of(doc or "", meta),
     )
+
+
+def inferred_of(doc: str, meta: dict[str, Any]) -> str:
+    """A record's inferred kind: the stored one, or derived for a record written without."""
+    got = meta.get(INFERRED_KIND_KEY)
+    return got if isinstance(got, str) and got else derive_kind(doc, meta)
+
+
+def derive_kind(doc: str, meta: dict[str, Any]) -> str:
+    """What :mod:`norax_core.kinds` makes of a record now (its kind, text and role)."""
+    kind = meta.get(KIND_KEY)
+    given = given_kind(kind if isinstance(kind, str) else None)
+    return given if given is not None else infer_kind(doc, meta.get("role"))
 
 
 def seq(value: Any) -> int:

@@ -3,7 +3,8 @@
 Chroma holds the truth; the sidecar rows and the in-memory BM25, temporal, graph and id
 catalog indexes are derived from it. :func:`check` compares them, namespace by namespace:
 the ids every source holds, and (``deep``) whether each sidecar row still matches what
-Chroma's record derives (namespace, kind, time, tokens, entities, write sequence number).
+Chroma's record derives (namespace, kind, time, tokens, entities, write sequence number,
+role, inferred kind).
 Supersession links must agree between the sidecar and memory and (``deep``) with the links
 Chroma's records derive; a memory whose links disagree is reported stale (``supersedes``).
 :func:`repair` re-derives what disagrees. ``NoraxMemory.check`` / ``repair``, ``norax check
@@ -305,7 +306,8 @@ def _chroma_rows(store: Store, deep: bool) -> Iterator[tuple[str, str, IndexRow 
 
 def _differences(a: IndexRow, b: IndexRow) -> tuple[str, ...]:
     """The fields in which two rows of one memory differ."""
-    out = [f for f in ("namespace", "kind") if getattr(a, f) != getattr(b, f)]
+    fields = ("namespace", "kind", "role", "inferred_kind")
+    out = [f for f in fields if getattr(a, f) != getattr(b, f)]
     # Chroma hands about one float metadata value in eight back one ulp off
     if not math.isclose(a.created_at, b.created_at, rel_tol=1e-15, abs_tol=1e-6):
         out.append("created_at")

@@ -44,6 +44,7 @@ from norax_core.store.chroma import (
     open_collection,
     seq,
 )
+from norax_core.store.kind_rule import rederive_kinds
 from norax_core.store.writes import WritePath
 from norax_core.sync import ChangeLog
 
@@ -163,6 +164,14 @@ class Store(WritePath):
         self.indexes.load()
         if reconcile:  # embedded: counts now, each namespace's ids as it loads; never a memory
             self.indexes.reconcile(self.collection, self.row_from_record, lazy=True)
+        if reconcile and self.indexes.source.complete:  # a client reads Chroma's kinds
+            sync = self.sync
+            rederive_kinds(
+                self.collection,
+                self.indexes,
+                self.row_from_record,
+                None if sync is None else lambda ids: sync.record("upsert", ids),
+            )
 
     # -- closing ------------------------------------------------------------------------
 
@@ -380,6 +389,7 @@ class Store(WritePath):
     def row_from_record(self, mid: str, doc: str, meta: dict[str, Any]) -> IndexRow:
         """What the derived indexes hold of a Chroma record."""
         mem = memory_from_record(mid, doc, meta)
+        role = meta.get("role")
         return IndexRow(
             mid,
             mem.namespace,
@@ -388,4 +398,6 @@ class Store(WritePath):
             tuple(self.indexes.tokenizer(doc)),
             mem.entities,
             seq(meta.get(SEQ_KEY)),
+            role if isinstance(role, str) else "",
+            mem.inferred_kind,
         )

@@ -366,7 +366,8 @@ def test_sidecar_missing_or_stale_is_rebuilt_from_chroma(tmp_path, embedder, ext
     con = sqlite3.connect(path / SIDECAR_FILE)
     con.execute("DELETE FROM memories WHERE id = 'm3'")
     con.execute(
-        "INSERT INTO memories VALUES ('ghost', 'team', 'episodic', 0, '[\"wallet\"]', '[]', 0)"
+        "INSERT INTO memories (id, namespace, kind, created_at, tokens, entities, seq)"
+        " VALUES ('ghost', 'team', 'episodic', 0, '[\"wallet\"]', '[]', 0)"
     )
     con.commit()
     con.close()

@@ -65,6 +65,7 @@ STAGE_KEYS = {
     "supersede",
     "turns",
     "exchange",
+    "lane",
 }
 
 
@@ -209,6 +210,7 @@ def test_cli_search_json_carries_plan_and_explanation(
             "score",
             "signals",
             "kind",
+            "inferred_kind",
             "created_at",
             "namespace",
             "metadata",

@@ -331,6 +331,7 @@ def test_result_to_document() -> None:
         "kind": "episodic",
         "created_at": "2026-01-02T00:00:00+00:00",
         "namespace": "team",
+        "inferred_kind": "",
         "signals": {"bm25": 0.1, "dense": 0.2, "temporal": 0.3, "graph": 0.4},
         "matched_entities": ["colby"],
         "query_plan": {
@@ -354,6 +355,7 @@ def test_result_to_document() -> None:
             "supersede": 0.0,
             "turns": 0.0,
             "exchange": 0.0,
+            "lane": 0.0,
         },
     }
 

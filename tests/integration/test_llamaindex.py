@@ -495,6 +495,7 @@ def test_result_to_node() -> None:
         "kind": "episodic",
         "created_at": "2026-01-02T00:00:00+00:00",
         "namespace": "team",
+        "inferred_kind": "",
         "score": 0.5,
         "signals": {"bm25": 0.1, "dense": 0.2, "temporal": 0.3, "graph": 0.4},
         "matched_entities": ["colby"],
@@ -513,9 +514,18 @@ def test_result_to_node() -> None:
             "supersede": 0.0,
             "turns": 0.0,
             "exchange": 0.0,
+            "lane": 0.0,
         },
     }
-    hidden = {"namespace", "score", "signals", "matched_entities", "query_plan", "explanation"}
+    hidden = {
+        "namespace",
+        "score",
+        "signals",
+        "matched_entities",
+        "query_plan",
+        "explanation",
+        "inferred_kind",
+    }
     assert set(got.node.excluded_llm_metadata_keys) == hidden
     assert set(got.node.excluded_embed_metadata_keys) == hidden
 
@@ -539,6 +549,7 @@ def test_reranked_copies_the_node() -> None:
             "supersede": 0.0,
             "turns": 0.0,
             "exchange": 0.0,
+            "lane": 0.0,
         },
     }
     assert got.node.excluded_llm_metadata_keys == [

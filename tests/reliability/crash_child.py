@@ -49,8 +49,12 @@ WORDS = [
 
 
 def text_for(tag: str, rng: random.Random) -> str:
-    """A memory with a unique BM25 token (zq<tag>x) and a unique entity (Proj<tag>Alpha)."""
-    return f"Note zq{tag}x about Proj{tag}Alpha: {rng.choice(WORDS)} and {rng.choice(WORDS)}."
+    """A memory with a unique BM25 token (zq<tag>x) and a unique entity (Proj<tag>Alpha).
+
+    One in three is a standing instruction (its inferred kind must survive the kills too).
+    """
+    lead = "Always mention" if rng.random() < 1 / 3 else "Note"
+    return f"{lead} zq{tag}x about Proj{tag}Alpha: {rng.choice(WORDS)} and {rng.choice(WORDS)}."
 
 
 def out(line: str) -> None:

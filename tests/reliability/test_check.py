@@ -84,8 +84,11 @@ def test_every_kind_of_damage_is_found_then_repaired(tmp_path):
     con.execute("DELETE FROM memories WHERE id = 'm1'")  # missing
     con.execute("UPDATE memories SET tokens = '[\"bogus\"]' WHERE id = 'm2'")  # stale
     con.execute("UPDATE memories SET namespace = 'b' WHERE id = 'm3'")  # wrong namespace
-    con.execute("INSERT INTO memories VALUES ('ghost', 'a', 'episodic', 0, '[\"colbi\"]', '[]', 0)")
+    con.execute(
+        "INSERT INTO memories VALUES ('ghost', 'a', 'episodic', 0, '[\"colbi\"]', '[]', 0, '', '')"
+    )
     con.execute("INSERT INTO pending VALUES ('m4')")  # an interrupted write
+    con.execute("UPDATE memories SET inferred_kind = 'instruction' WHERE id = 'm0'")  # stale
     con.commit()
     con.close()
 
@@ -97,14 +100,15 @@ def test_every_kind_of_damage_is_found_then_repaired(tmp_path):
         for src in SOURCES:
             assert "m1" in ns["a"].missing[src] and "m3" in ns["a"].missing[src]
             assert set(ns["a"].extra[src]) == {"ghost"} and ns["b"].extra[src] == ("m3",)
-        assert ns["b"].stale == {"m2": ("tokens",)}
+        assert ns["b"].stale == {"m0": ("inferred_kind",), "m2": ("tokens",)}
         text = report.format()
         assert "INCONSISTENT" in text and "'ghost'" in text and "interrupted" in text
         assert not check_store(mem, deep=False).namespaces[0].stale  # ids only
 
         fixed = repair_store(mem)
         assert fixed.after.ok and fixed.rebuilt
-        assert fixed.dropped == 1 and fixed.rederived == 4  # m1 m2 m3 m4; ghost dropped
+        assert fixed.dropped == 1 and fixed.rederived == 5  # m0 m1 m2 m3 m4; ghost dropped
+        assert mem.store.indexes.standing("b") == []  # m0 is no instruction again
         assert {ns: ranking(mem, ns) for ns in ("a", "b")} == expected
         assert repair_store(mem).before.ok  # idempotent
     with open_store(path) as mem:

@@ -37,6 +37,7 @@ from _support import assert_context_vectors, open_store
 from crash_child import NAMESPACES
 
 from norax_core import NoraxConfig
+from norax_core.kinds import infer_kind
 
 HERE = Path(__file__).resolve().parent
 SEED = int(os.environ.get("NORAX_CRASH_SEED", "20261129"))
@@ -137,6 +138,9 @@ def verify(mem, model: Model, extractor_on: bool, context: bool = False) -> int:
     for mid, (ns, text) in model.live.items():
         assert mid in got, f"acknowledged {mid} is lost"
         assert (got[mid].namespace, got[mid].text) == (ns, text), mid
+        assert got[mid].inferred_kind == infer_kind(text), f"{mid}'s inferred kind is stale"
+    standing = {m for ns in mem.namespaces() for m in mem.store.indexes.standing(ns)}
+    assert standing == {m for m, (_, t) in model.live.items() if infer_kind(t) == "instruction"}
     assert not mem.get(sorted(model.deleted)), "an acknowledged delete came back"
     for mid in sorted(model.fresh):
         ns, text = model.live[mid]
@@ -298,6 +302,34 @@ def test_a_crash_between_chroma_and_the_sidecar_is_repaired_at_open(tmp_path):
         assert mem.check().ok
         assert [r.id for r in mem.search("zqnewx", k=1, weights=ONLY)] == ["u1"]
         assert mem.search("zqoldx", k=1, weights=ONLY) == []
+
+
+CRASH_IN_KIND_CHANGE = """
+import os, sys
+sys.path.insert(0, sys.argv[2])
+from _support import open_store
+from norax_core.indexes import DerivedIndexes
+mem = open_store(sys.argv[1])
+mem.add(["Colby keeps notes zqoldx", "filler one", "filler two"], ids=["u1", "f1", "f2"])
+DerivedIndexes.apply = lambda self, rows: os._exit(0)  # dies after Chroma, before the sidecar
+mem.upsert("Always answer Colby in French zqnewx", ids="u1", metadata={"role": "user"})
+"""
+
+
+def test_a_crash_between_chroma_and_the_sidecar_keeps_inferred_kinds_consistent(tmp_path):
+    store = tmp_path / "s"
+    subprocess.run([sys.executable, "-c", CRASH_IN_KIND_CHANGE, str(store), str(HERE)], check=True)
+    with open_store(store, reconcile=False) as mem:  # as the crash left it
+        stale = mem.check().namespaces[0].stale["u1"]
+        assert "inferred_kind" in stale and "role" in stale
+        assert mem.store.indexes.standing("default") == []  # the sidecar still says fact
+    with open_store(store) as mem:  # an ordinary open re-derives u1 from Chroma
+        assert mem.check().ok
+        (u1,) = mem.get("u1")
+        assert u1.inferred_kind == "instruction"
+        assert mem.store.indexes.standing("default") == ["u1"]
+        found = mem.search("zqnewx", k=3, where={"norax_inferred_kind": "instruction"})
+        assert [r.id for r in found] == ["u1"]
 
 
 def test_an_interrupt_inside_a_write_leaves_a_consistent_store(tmp_path, monkeypatch):

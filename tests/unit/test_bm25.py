@@ -1,7 +1,8 @@
-"""BM25Index and BM25Signal, checked against rank_bm25.BM25Okapi as the reference."""
+"""BM25Index and BM25Signal, checked against rank_bm25.BM25Okapi with Lucene's idf."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import numpy as np
@@ -10,7 +11,7 @@ from rank_bm25 import BM25Okapi
 
 from norax_core.errors import DuplicateIdError, InvalidInputError
 from norax_core.signals.base import Query, Signal
-from norax_core.signals.bm25 import BM25Index, BM25Signal, okapi_scores, robertson_idf
+from norax_core.signals.bm25 import BM25Index, BM25Signal, lucene_idf, okapi_scores
 from norax_core.tokenize import Tokenizer
 
 TOKENIZER = Tokenizer()
@@ -63,11 +64,19 @@ QUERIES = [
 PARAMS = [(1.5, 0.75), (1.2, 0.0), (2.0, 1.0), (0.5, 0.3)]
 
 
+class LuceneOkapi(BM25Okapi):
+    """rank_bm25's Okapi scorer with Lucene's idf ``log(1 + (N - n + 0.5) / (n + 0.5))``."""
+
+    def _calc_idf(self, nd: dict[str, int]) -> None:
+        n = self.corpus_size
+        self.idf = {w: math.log(1 + (n - f + 0.5) / (f + 0.5)) for w, f in nd.items()}
+
+
 def reference(
     docs: dict[str, list[str]], query: list[str], k1: float, b: float
 ) -> dict[str, float]:
     ids = sorted(docs)
-    scores = BM25Okapi([docs[i] for i in ids], k1=k1, b=b, epsilon=0.25).get_scores(query)
+    scores = LuceneOkapi([docs[i] for i in ids], k1=k1, b=b).get_scores(query)
     return dict(zip(ids, scores.tolist(), strict=True))
 
 
@@ -143,7 +152,7 @@ def test_random_writes_keep_parity() -> None:
             assert_parity(index, "a", docs, [rng.choice(vocab + ["zz"]) for _ in range(4)])
 
 
-def test_term_in_more_than_half_the_docs_uses_the_epsilon_floor() -> None:
+def test_term_in_more_than_half_the_docs_still_scores() -> None:
     docs = {
         "1": ["meeting", "monday", "budget"],
         "2": ["meeting", "tuesday"],
@@ -151,21 +160,31 @@ def test_term_in_more_than_half_the_docs_uses_the_epsilon_floor() -> None:
         "4": ["dentist", "friday"],
     }
     index = build(docs)
-    idf = robertson_idf(4, np.array([3]))[0]
-    assert idf < 0  # the negative idf path is really taken
     assert_parity(index, "a", docs, ["meeting"])
     assert_parity(index, "a", docs, ["meeting", "budget"])
-    # The floor is epsilon times the mean idf over the whole vocabulary, which is positive
-    # here, so a doc that only shares the common term still scores above zero.
+    # Robertson's idf is negative here (log(1.5) - log(3.5)); Lucene's stays positive.
+    assert lucene_idf(4, np.array([3]))[0] > 0
     assert index.scores("a", ["meeting"], ["2"])["2"] > 0
+    assert index.scores("a", ["meeting"], ["4"])["4"] == 0
 
 
-def test_negative_mean_idf_floor_matches_and_top_drops_negative_scores() -> None:
-    docs = {"1": ["x", "y"], "2": ["x", "y"], "3": ["x"]}  # mean idf < 0
-    index = build(docs)
-    assert_parity(index, "a", docs, ["x"])
-    assert all(score < 0 for score in index.scores("a", ["x"], list(docs)).values())
-    assert index.top("a", ["x"], 10) == []
+def test_the_only_memory_holding_a_keyword_in_a_two_memory_store_scores() -> None:
+    # Okapi's idf log((N - n + 0.5) / (n + 0.5)) is log(1.5 / 1.5) = 0 here: "TypeORM" was
+    # worth nothing in an agent's first two memories.
+    tok = Tokenizer()
+    texts = {"m1": "We use TypeORM for the database layer", "m2": "Deploys go out on Fridays"}
+    index = BM25Index()
+    index.add_many("a", [(m, tok(t)) for m, t in texts.items()])
+    got = index.scores("a", tok("TypeORM migration"), list(texts))
+    assert got["m1"] > 0 and got["m2"] == 0
+    assert index.top("a", tok("TypeORM"), 5)[0][0] == "m1"
+
+
+def test_lucene_idf_formula() -> None:
+    n, df = 10, np.array([1, 5, 10])
+    expected = [math.log(1 + (n - f + 0.5) / (f + 0.5)) for f in df]
+    assert lucene_idf(n, df).tolist() == pytest.approx(expected, abs=1e-12)
+    assert np.all(np.diff(lucene_idf(n, np.arange(1, 11))) < 0)  # rarer terms first
 
 
 def test_empty_namespace_and_unknown_terms() -> None:

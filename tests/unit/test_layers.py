@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "norax_core.embedders",
             "norax_core.entities",
             "norax_core.errors",
+            "norax_core.kinds",
             "norax_core.latest",
             "norax_core.locking",
             "norax_core.models",
@@ -222,6 +223,8 @@ COHESIVE = {
     "for BM25, recency, the graph and the supersession links",
     "ranking.py": "the one ranking function: candidates, fusion and each stage's call (the "
     "stages' own math lives in norax_core/stages/)",
+    "sidecar.py": "the SQLite persistence of every derived index (rows, links, pending log, "
+    "communities, snapshots, standing ids): one schema in one place",
     "signals/bm25.py": "the incremental per-namespace BM25 index and its scorer",
     "signals/entity_graph.py": "per-namespace co-occurrence graphs, postings and communities",
     "signals/graph.py": "the graph signal's scoring formula",

@@ -119,14 +119,15 @@ def test_bm25_matches_reference(query: str, texts: list[str], k1: float, b: floa
 
 
 def test_a_term_in_half_the_candidates_still_counts() -> None:
-    # The store's Robertson idf (rank_bm25) scores a term found in exactly half of the
-    # documents 0: fine for a store, wrong for a reranked set where most candidates match.
+    # Robertson's idf scores a term found in exactly half of the documents 0; Lucene's,
+    # which the store and the candidate set both use, keeps it positive.
     texts = ["The standup is at nine.", "Standup moved to 10:30.", "Design review.", "Lunch."]
     tok = Tokenizer()
     index = BM25Index()
     index.add_many("ns", [(str(i), tok(t)) for i, t in enumerate(texts)])
     query = Query(text="standup", namespace="ns", now=0.0, tokens=tuple(tok("standup")))
-    assert BM25Signal(index, tok).score(query, ["0", "1"]) == {"0": 0.0, "1": 0.0}
+    store = BM25Signal(index, tok).score(query, ["0", "1"])
+    assert store["0"] > 0 and store["1"] > 0
 
     got = score("standup", texts, ids=["0", "1", "2", "3"])["bm25"]
     assert got["0"] > 0 and got["1"] > 0

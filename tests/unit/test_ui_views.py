@@ -95,6 +95,7 @@ def test_memory_json_carries_every_field() -> None:
         "namespace": "ns",
         "metadata": {"a": 1},
         "entities": ["x", "y"],
+        "inferred_kind": "",
     }
 
 
