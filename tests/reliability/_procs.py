@@ -2,8 +2,8 @@
 
 :class:`Proc` starts a real OS process that opens a collection of the server through
 ``chromadb.HttpClient`` with the reliability tests' store (:func:`_support.open_store`: hashed
-embedder, rules extractor) and answers one command a line on stdin. :func:`serving` yields
-``(open_proc, records)`` for a fresh collection and removes it after.
+embedder, rules extractor) and answers one command a line on stdin. :func:`serving` yields a
+:class:`Serving` on a fresh collection and removes it after.
 """
 
 from __future__ import annotations
@@ -107,34 +107,45 @@ OpenProc = Callable[..., Proc]
 Records = Callable[[], dict[str, tuple[str, str]]]
 
 
-@contextlib.contextmanager
-def serving(chroma_url: str, prefix: str) -> Iterator[tuple[OpenProc, Records]]:
-    """``open_proc(interval, cache_mb=64)`` starts a process on a fresh collection;
-    ``records()`` reads the collection's ``id -> (namespace, text)`` from Chroma itself."""
-    from urllib.parse import urlparse
+class Serving:
+    """A fresh collection of the server: processes on it, and what Chroma itself holds."""
 
-    import chromadb
+    def __init__(self, chroma_url: str, prefix: str) -> None:
+        from urllib.parse import urlparse
 
-    collection = f"{prefix}-{uuid.uuid4().hex[:10]}"
-    procs: list[Proc] = []
-    u = urlparse(chroma_url)
-    client = chromadb.HttpClient(host=u.hostname, port=u.port)
+        import chromadb
 
-    def open_proc(interval: float, cache_mb: float = 64.0) -> Proc:
-        procs.append(Proc(chroma_url, collection, interval, cache_mb))
-        return procs[-1]
+        self.url = chroma_url
+        self.collection = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        u = urlparse(chroma_url)
+        self.client = chromadb.HttpClient(host=u.hostname, port=u.port)
+        self.procs: list[Proc] = []
 
-    def records() -> dict[str, tuple[str, str]]:
-        got = client.get_collection(collection).get(include=["documents", "metadatas"])
+    def open(self, interval: float, cache_mb: float = 64.0) -> Proc:
+        """Start a process on the collection (``interval``: its sync interval)."""
+        self.procs.append(Proc(self.url, self.collection, interval, cache_mb))
+        return self.procs[-1]
+
+    def records(self) -> dict[str, tuple[str, str]]:
+        """``id -> (namespace, text)`` as the collection holds them."""
+        got = self.client.get_collection(self.collection).get(include=["documents", "metadatas"])
         return {
             m: (meta["norax_namespace"], doc)
             for m, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
         }
 
-    try:
-        yield open_proc, records
-    finally:
-        for p in procs:
+    def close(self) -> None:
+        for p in self.procs:
             p.close()
         with contextlib.suppress(Exception):
-            client.delete_collection(collection)
+            self.client.delete_collection(self.collection)
+
+
+@contextlib.contextmanager
+def serving(chroma_url: str, prefix: str) -> Iterator[Serving]:
+    """A :class:`Serving` on a fresh collection, its processes stopped and it removed after."""
+    srv = Serving(chroma_url, prefix)
+    try:
+        yield srv
+    finally:
+        srv.close()

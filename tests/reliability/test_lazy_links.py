@@ -108,8 +108,8 @@ def test_links_survive_eviction_and_reload(tmp_path: Path, reference: NoraxMemor
 
 @pytest.fixture
 def server(chroma_url: str) -> Iterator[tuple[OpenProc, Records]]:
-    with serving(chroma_url, "links") as got:
-        yield got
+    with serving(chroma_url, "links") as srv:
+        yield srv.open, srv.records
 
 
 def _ids(records: Records) -> dict[str, list[str]]:

@@ -29,8 +29,8 @@ FAST = 0.2
 @pytest.fixture
 def server(chroma_url: str) -> Iterator[tuple[OpenProc, Records]]:
     """``open_proc(interval)`` starts a process on a fresh collection; the collection's records."""
-    with serving(chroma_url, "ids") as got:
-        yield got
+    with serving(chroma_url, "ids") as srv:
+        yield srv.open, srv.records
 
 
 def test_a_stale_process_cannot_take_an_id_another_process_just_stored(server) -> None:  # type: ignore[no-untyped-def]
