@@ -160,8 +160,7 @@ KILLED_WRITER = textwrap.dedent(
     """
     import sys
     sys.path.insert(0, sys.argv[2])
-    from _procs import serving
-from _support import open_store
+    from _support import open_store
     from norax_core import NoraxConfig
     mem = open_store(sys.argv[1], config=NoraxConfig(index_cache_mb=0.0))
     mem.search("warm", k=1, namespace="other")  # only "other" is loaded
