@@ -51,6 +51,9 @@ from norax_core.bench.harness import store_id
 from norax_core.bench.metrics import mean, recall_at_k
 from norax_core.embedders import resolve_embedder
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peer_retrievers  # noqa: E402 (the peers' retrievers, shared with scale.py)
+
 SYSTEMS = ("chroma", "langchain_ensemble", "llamaindex_fusion")
 DATASETS = {
     "locomo": ("locomo/locomo10_dev.json", load_locomo),
@@ -70,13 +73,6 @@ def _docs(ds: BenchDataset) -> tuple[list[str], list[str], list[str]]:
             texts.append(m.text)
             namespaces.append(conv.name)
     return ids, texts, namespaces
-
-
-def _by_namespace(namespaces: Sequence[str]) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for i, ns in enumerate(namespaces):
-        out.setdefault(ns, []).append(i)
-    return out
 
 
 def build_chroma(ds: BenchDataset, emb: CachedEmbedder, folder: Path, k: int) -> Query:
@@ -102,38 +98,12 @@ def build_chroma(ds: BenchDataset, emb: CachedEmbedder, folder: Path, k: int) ->
 
 def build_langchain(ds: BenchDataset, emb: CachedEmbedder, folder: Path, k: int) -> Query:
     import chromadb
-    from langchain_chroma import Chroma
-    from langchain_classic.retrievers import EnsembleRetriever
-    from langchain_community.retrievers import BM25Retriever
-    from langchain_core.embeddings import Embeddings
-
-    class LCEmbeddings(Embeddings):
-        def embed_documents(self, texts: list[str]) -> list[list[float]]:
-            return emb.embed(texts).tolist()
-
-        def embed_query(self, text: str) -> list[float]:
-            return emb.embed([text])[0].tolist()
 
     ids, texts, namespaces = _docs(ds)
+    client = chromadb.PersistentClient(path=str(folder / "langchain"))
+    store = peer_retrievers.langchain_store(emb, client)
     metas = [{"namespace": ns} for ns in namespaces]
-    store = Chroma(
-        collection_name="langchain",
-        embedding_function=LCEmbeddings(),
-        client=chromadb.PersistentClient(path=str(folder / "langchain")),
-        collection_metadata={"hnsw:space": "cosine"},
-    )
-    for s in range(0, len(ids), 1000):
-        store.add_texts(texts[s : s + 1000], metadatas=metas[s : s + 1000], ids=ids[s : s + 1000])
-    ensembles = {}
-    for ns, rows in _by_namespace(namespaces).items():
-        bm25 = BM25Retriever.from_texts(
-            [texts[i] for i in rows],
-            metadatas=[metas[i] for i in rows],
-            ids=[ids[i] for i in rows],
-            k=k,
-        )
-        dense = store.as_retriever(search_kwargs={"k": k, "filter": {"namespace": ns}})
-        ensembles[ns] = EnsembleRetriever(retrievers=[bm25, dense], weights=[0.5, 0.5])
+    ensembles = peer_retrievers.langchain_ensembles(store, ids, texts, metas, k, 1000)
 
     def query(q: str, ns: str) -> list[str]:
         return [str(d.id) for d in ensembles[ns].invoke(q)][:k]
@@ -143,66 +113,12 @@ def build_langchain(ds: BenchDataset, emb: CachedEmbedder, folder: Path, k: int)
 
 def build_llamaindex(ds: BenchDataset, emb: CachedEmbedder, folder: Path, k: int) -> Query:
     import chromadb
-    from llama_index.core import StorageContext, VectorStoreIndex
-    from llama_index.core.base.embeddings.base import BaseEmbedding
-    from llama_index.core.llms.mock import MockLLM
-    from llama_index.core.retrievers import QueryFusionRetriever
-    from llama_index.core.retrievers.fusion_retriever import FUSION_MODES
-    from llama_index.core.schema import TextNode
-    from llama_index.core.vector_stores import MetadataFilter, MetadataFilters
-    from llama_index.retrievers.bm25 import BM25Retriever
-    from llama_index.vector_stores.chroma import ChromaVectorStore
-
-    class LIEmbedding(BaseEmbedding):
-        def _get_query_embedding(self, query: str) -> list[float]:
-            return emb.embed([query])[0].tolist()
-
-        async def _aget_query_embedding(self, query: str) -> list[float]:
-            return self._get_query_embedding(query)
-
-        def _get_text_embedding(self, text: str) -> list[float]:
-            return emb.embed([text])[0].tolist()
-
-        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-            return emb.embed(texts).tolist()
 
     ids, texts, namespaces = _docs(ds)
     client = chromadb.PersistentClient(path=str(folder / "llamaindex"))
     col = client.create_collection("llamaindex", configuration={"hnsw": {"space": "cosine"}})
-    storage = StorageContext.from_defaults(vector_store=ChromaVectorStore(chroma_collection=col))
-    keys = ["namespace"]  # metadata kept out of the embedded text: everyone embeds the same
-    nodes = [
-        TextNode(
-            id_=i,
-            text=t,
-            metadata={"namespace": ns},
-            excluded_embed_metadata_keys=keys,
-            excluded_llm_metadata_keys=keys,
-        )
-        for i, t, ns in zip(ids, texts, namespaces, strict=True)
-    ]
-    index = VectorStoreIndex(
-        nodes,
-        storage_context=storage,
-        embed_model=LIEmbedding(model_name=emb.name, embed_batch_size=64),
-        insert_batch_size=1000,
-    )
-    fusions = {}
-    for ns, rows in _by_namespace(namespaces).items():
-        ns_nodes = [nodes[i] for i in rows]
-        bm25 = BM25Retriever.from_defaults(nodes=ns_nodes, similarity_top_k=min(k, len(ns_nodes)))
-        dense = index.as_retriever(
-            similarity_top_k=k,
-            filters=MetadataFilters(filters=[MetadataFilter(key="namespace", value=ns)]),
-        )
-        fusions[ns] = QueryFusionRetriever(
-            [dense, bm25],
-            llm=MockLLM(),
-            mode=FUSION_MODES.RECIPROCAL_RANK,
-            similarity_top_k=k,
-            num_queries=1,
-            use_async=False,
-        )
+    nodes = peer_retrievers.llamaindex_nodes(ids, texts, [{"namespace": ns} for ns in namespaces])
+    fusions = peer_retrievers.llamaindex_fusions(emb, col, nodes, k, 1000)
 
     def query(q: str, ns: str) -> list[str]:
         return [n.node.node_id for n in fusions[ns].retrieve(q)][:k]

@@ -91,6 +91,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peer_retrievers  # noqa: E402 (the peers' retrievers, shared with peers.py)
 import scale_ingest  # noqa: E402 (the ingest rows, a module beside this one)
 import scale_store  # noqa: E402 (the scale-out rows, likewise)
 
@@ -461,117 +462,32 @@ def build_chroma(c: Corpus, emb: LookupEmbedder, folder: Path, server: str | Non
     return Built(ingest, query, None if server else folder, close)
 
 
-def _by_namespace(c: Corpus) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for i, ns in enumerate(c.namespaces):
-        out.setdefault(ns, []).append(i)
-    return out
-
-
 def build_langchain(c: Corpus, emb: LookupEmbedder, folder: Path, server: str | None) -> Built:
     import chromadb
-    from langchain_chroma import Chroma
-    from langchain_classic.retrievers import EnsembleRetriever
-    from langchain_community.retrievers import BM25Retriever
-    from langchain_core.embeddings import Embeddings
 
-    class LCEmbeddings(Embeddings):
-        def embed_documents(self, texts: list[str]) -> list[list[float]]:
-            return emb.embed(texts).tolist()
-
-        def embed_query(self, text: str) -> list[float]:
-            return emb.embed([text])[0].tolist()
-
-    client = chromadb.PersistentClient(path=str(folder))
-    store = Chroma(
-        collection_name="langchain",
-        embedding_function=LCEmbeddings(),
-        client=client,
-        collection_metadata={"hnsw:space": "cosine"},
-    )
+    store = peer_retrievers.langchain_store(emb, chromadb.PersistentClient(path=str(folder)))
     metas = [
         {"namespace": ns, "kind": k, "created_at": t}
         for ns, k, t in zip(c.namespaces, c.kinds, c.times, strict=True)
     ]
     t0 = time.perf_counter()
-    for s, e in _batches(len(c.ids)):
-        store.add_texts(c.texts[s:e], metadatas=metas[s:e], ids=c.ids[s:e])
-    ensembles = {}
-    for ns, rows in _by_namespace(c).items():
-        bm25 = BM25Retriever.from_texts(
-            [c.texts[i] for i in rows],
-            metadatas=[metas[i] for i in rows],
-            ids=[c.ids[i] for i in rows],
-            k=K,
-        )
-        dense = store.as_retriever(search_kwargs={"k": K, "filter": {"namespace": ns}})
-        ensembles[ns] = EnsembleRetriever(retrievers=[bm25, dense], weights=[0.5, 0.5])
+    ensembles = peer_retrievers.langchain_ensembles(store, c.ids, c.texts, metas, K, BATCH)
     ingest = time.perf_counter() - t0
     return Built(ingest, lambda q, ns: ensembles[ns].invoke(q), folder)
 
 
 def build_llamaindex(c: Corpus, emb: LookupEmbedder, folder: Path, server: str | None) -> Built:
     import chromadb
-    from llama_index.core import StorageContext, VectorStoreIndex
-    from llama_index.core.base.embeddings.base import BaseEmbedding
-    from llama_index.core.llms.mock import MockLLM
-    from llama_index.core.retrievers import QueryFusionRetriever
-    from llama_index.core.retrievers.fusion_retriever import FUSION_MODES
-    from llama_index.core.schema import TextNode
-    from llama_index.core.vector_stores import MetadataFilter, MetadataFilters
-    from llama_index.retrievers.bm25 import BM25Retriever
-    from llama_index.vector_stores.chroma import ChromaVectorStore
 
-    class LIEmbedding(BaseEmbedding):
-        def _get_query_embedding(self, query: str) -> list[float]:
-            return emb.embed([query])[0].tolist()
-
-        async def _aget_query_embedding(self, query: str) -> list[float]:
-            return self._get_query_embedding(query)
-
-        def _get_text_embedding(self, text: str) -> list[float]:
-            return emb.embed([text])[0].tolist()
-
-        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-            return emb.embed(texts).tolist()
-
-    embed_model = LIEmbedding(model_name=emb.name, embed_batch_size=64)
     client = chromadb.PersistentClient(path=str(folder))
     col = client.create_collection("llamaindex", configuration={"hnsw": {"space": "cosine"}})
-    storage = StorageContext.from_defaults(vector_store=ChromaVectorStore(chroma_collection=col))
-    # Metadata stays out of the embedded text (LlamaIndex prepends it by default), so that
-    # every system embeds exactly the same strings.
-    keys = ["namespace", "kind", "created_at"]
-    nodes = [
-        TextNode(
-            id_=i,
-            text=t,
-            metadata={"namespace": ns, "kind": k, "created_at": ts},
-            excluded_embed_metadata_keys=keys,
-            excluded_llm_metadata_keys=keys,
-        )
-        for i, t, ns, k, ts in zip(c.ids, c.texts, c.namespaces, c.kinds, c.times, strict=True)
+    metas = [
+        {"namespace": ns, "kind": k, "created_at": ts}
+        for ns, k, ts in zip(c.namespaces, c.kinds, c.times, strict=True)
     ]
+    nodes = peer_retrievers.llamaindex_nodes(c.ids, c.texts, metas)
     t0 = time.perf_counter()
-    index = VectorStoreIndex(
-        nodes, storage_context=storage, embed_model=embed_model, insert_batch_size=BATCH
-    )
-    fusions = {}
-    for ns, rows in _by_namespace(c).items():
-        ns_nodes = [nodes[i] for i in rows]
-        bm25 = BM25Retriever.from_defaults(nodes=ns_nodes, similarity_top_k=min(K, len(ns_nodes)))
-        dense = index.as_retriever(
-            similarity_top_k=K,
-            filters=MetadataFilters(filters=[MetadataFilter(key="namespace", value=ns)]),
-        )
-        fusions[ns] = QueryFusionRetriever(
-            [dense, bm25],
-            llm=MockLLM(),
-            mode=FUSION_MODES.RECIPROCAL_RANK,
-            similarity_top_k=K,
-            num_queries=1,
-            use_async=False,
-        )
+    fusions = peer_retrievers.llamaindex_fusions(emb, col, nodes, K, BATCH)
     ingest = time.perf_counter() - t0
     return Built(ingest, lambda q, ns: fusions[ns].retrieve(q), folder)
 
@@ -894,7 +810,7 @@ def main() -> None:
         np.save(work / "qemb.npy", qvectors)
         log(
             f"N={n}: {len(set(c.namespaces))} namespaces,"
-            f" largest {max(len(v) for v in _by_namespace(c).values())}"
+            f" largest {max(len(v) for v in peer_retrievers.by_namespace(c.namespaces).values())}"
         )
         rows: dict[str, Any] = {}
         build: dict[str, Any] = {}

@@ -172,15 +172,7 @@ class NoraxMemory:
                 written.
             DuplicateIdError: An id repeats within the batch or is already stored.
         """
-        prepared = self._prepare(texts, ids, kind, created_at, namespace, metadata)
-        with self._store.lock:
-            self._store.maybe_sync()
-            self._store.refuse_stored(prepared.ids)
-            prepared = self._store.settle(prepared)
-            followers = self._store.followers(prepared)
-            self._store.write(prepared, upsert=False)
-            self._store.restate(followers)
-        return prepared.ids
+        return self._write(self._prepare(texts, ids, kind, created_at, namespace, metadata))
 
     def upsert(
         self,
@@ -209,18 +201,25 @@ class NoraxMemory:
         if ids is None:
             raise InvalidInputError("upsert needs ids")
         prepared = self._prepare(texts, ids, kind, created_at, namespace, metadata)
-        with self._store.lock:
-            self._store.maybe_sync()
-            self._store.refuse_moves(prepared.rows)
-            prepared = self._store.settle(prepared)
-            followers = self._store.followers(prepared)
-            self._store.write(prepared, upsert=True)
-            self._store.restate(followers)
-        return prepared.ids
+        return self._write(prepared, upsert=True)
 
     async def aadd(self, texts: str | Sequence[str], **kwargs: Any) -> list[str]:
         """Async :meth:`add`; the work runs in a thread, the event loop stays free."""
         return await asyncio.to_thread(self.add, texts, **kwargs)
+
+    def _write(self, prepared: Prepared, *, upsert: bool = False) -> list[str]:
+        """Check the ids against the store (add: none stored; upsert: no move), then write."""
+        with self._store.lock:
+            self._store.maybe_sync()
+            if upsert:
+                self._store.refuse_moves(prepared.rows)
+            else:
+                self._store.refuse_stored(prepared.ids)
+            prepared = self._store.settle(prepared)
+            followers = self._store.followers(prepared)
+            self._store.write(prepared, upsert=upsert)
+            self._store.restate(followers)
+        return prepared.ids
 
     def _prepare(
         self, texts: Any, ids: Any, kind: Any, created_at: Any, namespace: Any, metadata: Any

@@ -138,6 +138,9 @@ class DerivedIndexes:
             self._empty.add(namespace)
         self._index(rows)
         self._link(namespace, rows)
+        if not self.source.complete:  # its links too: check() compares them with memory
+            links = self.supersede.links(namespace)
+            self.sidecar.relink(namespace, {m: (namespace, o) for m, o in links.items()})
         saved = self.sidecar.graph_state(namespace)
         if saved is not None:
             try:

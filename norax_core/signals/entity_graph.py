@@ -25,7 +25,9 @@ the copy like new ones. A query thus never waits for Louvain, nor for the lock: 
 takes none that a query holds. Staleness is bounded: the communities a query uses come from a
 run started when the namespace last passed ``refresh_fraction`` of changes, at most one run
 (seconds) old, plus the placement of every entity seen since. Smaller namespaces (milliseconds)
-are recomputed inline, so their scores never depend on thread timing. :meth:`EntityGraph.refresh`
+are recomputed inline, so their scores never depend on thread timing. A namespace dropped
+(evicted) while its run is in flight takes the run's communities at its next read if its graph
+is unchanged, and is otherwise still stale and runs again. :meth:`EntityGraph.refresh`
 and :meth:`EntityGraph.communities` are synchronous; :meth:`EntityGraph.close` stops the worker.
 A rebuilt graph thus runs Louvain once, after its first query, unless
 :meth:`EntityGraph.load_state_dict` supplied communities saved for the identical graph (same
@@ -680,6 +682,30 @@ class _Snapshot:
         return comm, _place(left, live, comm, len(ordered))
 
 
+def _state_of(space: NamespaceGraph) -> dict[str, Any]:
+    """A namespace's communities with the fingerprint of their graph and its changes since."""
+    space.place()
+    groups: dict[int, list[str]] = {}
+    for e in space.post:
+        groups.setdefault(int(space.comm[e]), []).append(space.names[e])
+    return {
+        "fingerprint": f"{space.fingerprint:016x}",
+        "changes": space.changes,
+        "communities": [sorted(g) for _, g in sorted(groups.items())],
+    }
+
+
+def _take(space: NamespaceGraph, saved: Mapping[str, Any] | None) -> None:
+    """Adopt saved communities (:func:`_state_of`) if they belong to this very graph."""
+    if saved is None or saved.get("fingerprint") != f"{space.fingerprint:016x}":
+        return
+    try:
+        space.set_communities(saved["communities"])
+        space.changes = int(saved.get("changes", 0))
+    except (TypeError, ValueError):
+        space.changes = len(space.slot) + 1  # unreadable: recompute
+
+
 def _items(d: dict[int, int]) -> list[tuple[int, int]]:
     """A copy of a live dict's items; retried if a writer resized it mid-copy (rare)."""
     while True:
@@ -731,6 +757,7 @@ class EntityGraph:
         self._pending: dict[str, dict[str, Any]] = {}
         self._running: dict[str, NamespaceGraph] = {}  # namespace -> the space being recomputed
         self._done: dict[str, tuple[_Snapshot, tuple[np.ndarray, int] | None]] = {}
+        self._landed: dict[str, dict[str, Any]] = {}  # runs of dropped namespaces: see _adopt
         self._handoff = threading.Condition()  # guards _done only; held for a dict operation
         self._jobs: queue.SimpleQueue[tuple[str, _Snapshot] | None] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
@@ -873,14 +900,12 @@ class EntityGraph:
         space = self._spaces.get(namespace)
         if space is None:
             return None
+        self._reap()
         self._adopt(namespace, space)
-        saved = self._pending.pop(namespace, None)
-        if saved is not None and saved.get("fingerprint") == f"{space.fingerprint:016x}":
-            try:
-                space.set_communities(saved["communities"])
-                space.changes = int(saved.get("changes", 0))
-            except (TypeError, ValueError):
-                space.changes = len(space.slot) + 1  # unreadable: recompute
+        _take(space, self._pending.pop(namespace, None))
+        landed = self._landed.pop(namespace, None)
+        if landed is not None and space.changes > landed["changes"]:  # nothing fresher since
+            _take(space, landed)
         if space.changes > self.refresh_fraction * len(space.slot):
             if wait or self._closed or space.edges < self.background_min_edges:
                 space.louvain(self.seed, self.louvain_max_edges, self.community_fn)
@@ -899,8 +924,8 @@ class EntityGraph:
             finished = self._handoff.wait_for(
                 lambda: self._closed or set(self._done) >= set(self._running), timeout
             )
-        for namespace, owner in list(self._running.items()):
-            self._adopt(namespace, self._spaces.get(namespace) or owner)
+        for namespace in list(self._running):
+            self._adopt(namespace, self._spaces.get(namespace))
         return finished
 
     def pending(self) -> list[str]:
@@ -918,6 +943,7 @@ class EntityGraph:
             if worker.is_alive():
                 logger.warning("norax: a community run outlived close(); it will be dropped")
         self._running.clear()
+        self._landed.clear()
         with self._handoff:
             self._done.clear()
             self._handoff.notify_all()
@@ -949,7 +975,15 @@ class EntityGraph:
                 self._done[namespace] = (snap, found)
                 self._handoff.notify_all()
 
-    def _adopt(self, namespace: str, space: NamespaceGraph) -> None:
+    def _adopt(self, namespace: str, space: NamespaceGraph | None) -> None:
+        """Take a finished run of ``namespace`` into ``space`` (its live structure, if any).
+
+        A namespace dropped (evicted) while its run was in flight is another object when it
+        is reloaded: the run then lands in the structure it was taken from, whose communities
+        wait in :attr:`_landed` (a few names, not the graph) for the namespace's next read.
+        They are adopted there only if its graph is still the one the run saw (same
+        fingerprint); otherwise the reloaded namespace is stale and simply runs again.
+        """
         if namespace not in self._running:
             return
         with self._handoff:
@@ -958,8 +992,17 @@ class EntityGraph:
             return
         snap, found = done
         owner = self._running.pop(namespace)
-        if found is not None and owner is space:
-            space.adopt(snap, found)
+        if found is None:
+            return
+        owner.adopt(snap, found)
+        if owner is not space:
+            self._landed[namespace] = _state_of(owner)
+
+    def _reap(self) -> None:
+        """Land the finished runs of namespaces dropped meanwhile (see :meth:`_adopt`)."""
+        for namespace, owner in list(self._running.items()):
+            if self._spaces.get(namespace) is not owner:
+                self._adopt(namespace, self._spaces.get(namespace))
 
     # -- persistence ----------------------------------------------------------------------
 
@@ -978,25 +1021,18 @@ class EntityGraph:
         if space is None:
             return None
         self._adopt(namespace, space)
-        space.place()
-        groups: dict[int, list[str]] = {}
-        for e in space.post:
-            groups.setdefault(int(space.comm[e]), []).append(space.names[e])
-        return {
-            "fingerprint": f"{space.fingerprint:016x}",
-            "changes": space.changes,
-            "communities": [sorted(g) for _, g in sorted(groups.items())],
-        }
+        return _state_of(space)
 
     def drop(self, namespace: str) -> dict[str, Any] | None:
         """Forget a whole namespace; returns its state (:meth:`namespace_state`) to save.
 
-        A background run of it still in flight is dropped when it finishes (a reloaded
-        namespace is another object, see :meth:`_adopt`).
+        A background run of it still in flight lands when it finishes and is adopted at the
+        namespace's next read if its graph is unchanged (see :meth:`_adopt`).
         """
         state = self.namespace_state(namespace)
         self._spaces.pop(namespace, None)
         self._pending.pop(namespace, None)
+        self._reap()
         return state
 
     def export(self, namespace: str) -> tuple[NamespaceGraph, dict[str, Any] | None] | None:

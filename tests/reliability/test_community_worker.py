@@ -206,3 +206,38 @@ def test_a_crash_during_a_recompute_leaves_nothing_broken(tmp_path: Path) -> Non
         again.store.indexes.graph.communities(NS)
         ref.store.indexes.graph.communities(NS)
         assert answers(again) == answers(ref)
+
+
+@pytest.mark.parametrize("reload", ["while it runs", "after it ends"])
+@pytest.mark.parametrize("on_disk", [False, True], ids=["in memory", "on disk"])
+def test_a_run_lands_when_its_namespace_is_evicted_meanwhile(
+    tmp_path: Path, blocking: Blocking, reload: str, on_disk: bool
+) -> None:
+    """Issue 24.3: a namespace evicted while its community run is in flight gets the run's
+    communities when it is read again; the run is neither lost nor run a second time (under
+    a tight memory budget every read reloads the namespace, so a lost run was lost forever)."""
+    with open_store(tmp_path / "s" if on_disk else None) as mem:
+        fill(mem)
+        graph, indexes = mem.store.indexes.graph, mem.store.indexes
+        mem.search(QUERIES[0], namespace=NS, now=NOW)  # stale: submits the run
+        assert blocking.started.wait(WAIT)
+        with mem.store.lock:
+            indexes.evict(NS)
+        assert NS not in indexes.loaded() and graph.pending() == [NS]
+        if reload == "while it runs":
+            mem.search(QUERIES[0], namespace=NS, now=NOW)  # reloaded with the old communities
+            assert graph.pending() == [NS]  # the run in flight is not submitted twice
+        blocking.release.set()
+        with mem.store.lock:
+            assert graph.settle(WAIT)
+        before = indexes.loads
+        after = answers(mem)
+        assert reload == "while it runs" or indexes.loads == before + 1  # reloaded here
+        with mem.store.lock:
+            assert graph.space(NS) is not None
+            assert graph.pending() == []
+        assert len(blocking.threads) == 1  # it landed: no second run
+    with inline_reference() as ref:
+        fill(ref)
+        ref.search(QUERIES[0], namespace=NS, now=NOW)  # Louvain runs here, synchronously
+        assert answers(ref) == after

@@ -12,8 +12,9 @@ the query names, the turns stage's session openers, bridges). All four signals h
 positive weights; the embedder is a fast hashed bag of words and entities come from the
 rules extractor, so a case costs milliseconds.
 
-The two stores live for the whole test (each case uses fresh namespaces), so they also hold
-every earlier case's namespaces: isolation from many tenants, not only from B.
+The cases are drawn first and both stores then hold all of them (each case has its own
+namespaces; one module-scoped pair of stores per property), so every query runs beside every
+other case's namespaces: isolation from many tenants, not only from B.
 
 A second property test does the same with namespaces of 257 to 600 memories, above the size
 (256) up to which the dense signal used to search exactly: beyond it, it went through
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -120,7 +122,13 @@ large_case = st.fixed_dictionaries(
 )
 
 
-def bulk(rng: random.Random, n: int) -> list[tuple[str, str, int, str]]:
+Memory = tuple[str, str, int, str]
+"""``(text, kind, age in days, topic)``."""
+Item = tuple[str, str, Memory]
+"""``(id, namespace, memory)``."""
+
+
+def bulk(rng: random.Random, n: int) -> list[Memory]:
     """``n`` memories like the strategy's, drawn from ``rng`` (cheap to generate by hundreds)."""
     return [
         (
@@ -163,11 +171,19 @@ def answer(mem, ns: str, query: str, k: int, filtered: bool):
     )
 
 
-def check_isolation(strategy, cases: int, members, label: str) -> None:
-    """Run the property: ``members(case) -> (A's memories, B's memories)``."""
-    stats: Counter[str] = Counter()
-    alone = open_store(weights=WEIGHTS)  # A only (and earlier cases' namespaces)
-    mixed = open_store(weights=WEIGHTS)  # A and B
+Case = tuple[list[Memory], list[Memory], list[bool], int, list[tuple[str, int, bool]]]
+"""A's memories, B's, how they interleave (True: A's next), how many of B's are deleted
+again, the queries."""
+
+
+def generate(strategy, cases: int, members) -> list[Case]:
+    """The property's cases, drawn by hypothesis (derandomized: the same ones every run).
+
+    ``members(drawn) -> (A's memories, B's memories)``. Drawn first and written after, all
+    at once: a Chroma write costs about the same for a few memories as for thousands, and
+    one per case (three per case, with B's deletes) was most of the test's time.
+    """
+    out: list[Case] = []
 
     @settings(
         max_examples=cases,
@@ -177,37 +193,71 @@ def check_isolation(strategy, cases: int, members, label: str) -> None:
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
     @given(c=strategy)
-    def run(c) -> None:
-        n = stats["cases"]
-        stats["cases"] += 1
-        ns_a, ns_b = f"{label}-a-{n}", f"{label}-b-{n}"
+    def draw(c) -> None:
         mem_a, mem_b = members(c)
-        a = [(f"a{n}-{i:04d}", ns_a, m) for i, m in enumerate(mem_a)]
-        b = [(f"b{n}-{i:04d}", ns_b, m) for i, m in enumerate(mem_b)]
-        write(alone, a)
-        slots = [True] * len(a) + [False] * len(b)  # A keeps its order; B goes in between
+        slots = [True] * len(mem_a) + [False] * len(mem_b)  # A keeps its order; B in between
         c["order"].shuffle(slots)
-        ia, ib = iter(a), iter(b)
-        write(mixed, [next(ia) if is_a else next(ib) for is_a in slots])
-        if c["b_deleted"]:
-            mixed.delete([i for i, _, _ in b[: c["b_deleted"]]])
-        stats["b_memories"] += len(b)
-        stats["largest_a"] = max(stats["largest_a"], len(a))
-        for query, k, filtered in c["queries"]:
-            stats["queries"] += 1
-            want = answer(alone, ns_a, query, k, filtered)
-            got = answer(mixed, ns_a, query, k, filtered)
-            if got != want:
-                stats["leaks"] += 1
-            assert got == want, f"namespace {ns_b} changed {ns_a}'s answer to {query!r}"
-            stats["results"] += len(want[4])
-            stats["period"] += sum(e.period != 0 for _, _, e in want[5])
-            stats["turns"] += sum(e.turns != 0 for _, _, e in want[5])
-            stats["bridges"] += sum(e.bridges != 0 for _, _, e in want[5])
-            stats["candidates"] += len(want[1])
+        out.append((mem_a, mem_b, slots, c["b_deleted"], c["queries"]))
 
+    draw()
+    return out
+
+
+class Stores:
+    """The two stores of a property, holding every case: A's memories alone (``alone``),
+    A's with B's written in between and some of B's deleted again (``mixed``)."""
+
+    def __init__(self, cases: list[Case], label: str, batch: int = 3000) -> None:
+        self.cases, self.label = cases, label
+        self.alone = open_store(weights=WEIGHTS)
+        self.mixed = open_store(weights=WEIGHTS)
+        alone: list[Item] = []
+        mixed: list[Item] = []
+        deleted: list[str] = []
+        for n, (mem_a, mem_b, slots, b_deleted, _) in enumerate(cases):
+            a = [(f"a{n}-{i:04d}", self.ns(n, "a"), m) for i, m in enumerate(mem_a)]
+            b = [(f"b{n}-{i:04d}", self.ns(n, "b"), m) for i, m in enumerate(mem_b)]
+            alone += a
+            ia, ib = iter(a), iter(b)
+            mixed += [next(ia) if is_a else next(ib) for is_a in slots]
+            deleted += [i for i, _, _ in b[:b_deleted]]
+        for s in range(0, len(alone), batch):
+            write(self.alone, alone[s : s + batch])
+        for s in range(0, len(mixed), batch):
+            write(self.mixed, mixed[s : s + batch])
+        if deleted:
+            self.mixed.delete(deleted)
+
+    def ns(self, n: int, tenant: str) -> str:
+        return f"{self.label}-{tenant}-{n}"
+
+    def close(self) -> None:
+        self.alone.close()
+        self.mixed.close()
+
+
+def check_isolation(stores: Stores, cases: int) -> None:
+    """Every query of every case gives A the same answer in both stores."""
+    stats: Counter[str] = Counter()
+    alone, mixed, label = stores.alone, stores.mixed, stores.label
     try:
-        run()
+        for n, (mem_a, mem_b, _, _, queries) in enumerate(stores.cases):
+            stats["cases"] += 1
+            ns_a, ns_b = stores.ns(n, "a"), stores.ns(n, "b")
+            stats["b_memories"] += len(mem_b)
+            stats["largest_a"] = max(stats["largest_a"], len(mem_a))
+            for query, k, filtered in queries:
+                stats["queries"] += 1
+                want = answer(alone, ns_a, query, k, filtered)
+                got = answer(mixed, ns_a, query, k, filtered)
+                if got != want:
+                    stats["leaks"] += 1
+                assert got == want, f"namespace {ns_b} changed {ns_a}'s answer to {query!r}"
+                stats["results"] += len(want[4])
+                stats["period"] += sum(e.period != 0 for _, _, e in want[5])
+                stats["turns"] += sum(e.turns != 0 for _, _, e in want[5])
+                stats["bridges"] += sum(e.bridges != 0 for _, _, e in want[5])
+                stats["candidates"] += len(want[1])
     finally:
         print(
             f"\nisolation ({label}): {stats['cases']} generated cases (namespaces of up to "
@@ -218,24 +268,35 @@ def check_isolation(strategy, cases: int, members, label: str) -> None:
             f"{mixed.count()} memories; staged results moved by the period boost "
             f"{stats['period']}, by the openers {stats['turns']}, by bridges {stats['bridges']}"
         )
-        alone.close()
-        mixed.close()
     assert stats["cases"] >= cases and stats["leaks"] == 0
     assert stats["period"] > 0 and stats["turns"] > 0 and stats["bridges"] > 0  # they acted
 
 
-def test_other_namespaces_never_change_a_namespaces_answers():
-    check_isolation(case, CASES, lambda c: (c["a"], c["b"]), "small")
+@pytest.fixture(scope="module")
+def small() -> Iterator[Stores]:
+    stores = Stores(generate(case, CASES, lambda c: (c["a"], c["b"])), "small")
+    yield stores
+    stores.close()
 
 
-def test_other_namespaces_never_change_a_large_namespaces_answers():
-    """Namespaces of 257 to 600 memories (B as large), drawn from the same words."""
-
+@pytest.fixture(scope="module")
+def large() -> Iterator[Stores]:
     def members(c):
         rng = c["bulk"]
         return bulk(rng, c["a"]) + c["extra_a"], bulk(rng, c["b"]) + c["extra_b"]
 
-    check_isolation(large_case, LARGE_CASES, members, "large")
+    stores = Stores(generate(large_case, LARGE_CASES, members), "large")
+    yield stores
+    stores.close()
+
+
+def test_other_namespaces_never_change_a_namespaces_answers(small: Stores) -> None:
+    check_isolation(small, CASES)
+
+
+def test_other_namespaces_never_change_a_large_namespaces_answers(large: Stores) -> None:
+    """Namespaces of 257 to 600 memories (B as large), drawn from the same words."""
+    check_isolation(large, LARGE_CASES)
 
 
 def test_a_dense_score_does_not_depend_on_how_it_was_computed():

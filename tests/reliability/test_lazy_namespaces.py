@@ -8,17 +8,16 @@ hashed embedder, and one a real ``chroma run`` server with two processes.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
-import uuid
 from pathlib import Path
 
 import pytest
+from _procs import serving
 from _support import open_store
 
 from norax_core import NoraxConfig, NoraxMemory
@@ -209,71 +208,31 @@ def test_sigkill_during_writes_into_an_unloaded_namespace_recovers(tmp_path: Pat
         assert {h.id for h in hits} >= set(acked)
 
 
-TWO_PROCESS_CHILD = textwrap.dedent(
-    """
-    import json, sys
-    from urllib.parse import urlparse
-    import chromadb
-    from norax_core import NoraxMemory
-    u = urlparse(sys.argv[1])
-    mem = NoraxMemory(client=chromadb.HttpClient(host=u.hostname, port=u.port),
-                      collection=sys.argv[2], extractor="rules", sync_interval=0.2)
-    for line in sys.stdin:
-        cmd = json.loads(line)
-        mem.add(cmd["text"], ids=cmd["id"], namespace=cmd["ns"])
-        print(json.dumps({"done": True}), flush=True)
-    mem.close()
-    """
-)
-
-
 @pytest.mark.server
 def test_a_process_writes_into_a_namespace_another_has_evicted(chroma_url: str) -> None:
-    from urllib.parse import urlparse
-
-    import chromadb
-
-    u = urlparse(chroma_url)
-    collection = f"lazy-{uuid.uuid4().hex[:10]}"
-    mem = NoraxMemory(
-        client=chromadb.HttpClient(host=u.hostname, port=u.port),
-        collection=collection,
-        extractor="rules",
-        config=TINY,
-        sync_interval=0.2,
-    )
-    child = subprocess.Popen(
-        [sys.executable, "-c", TWO_PROCESS_CHILD, chroma_url, collection],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert child.stdin is not None and child.stdout is not None
-
-    def write(mid: str, text: str, ns: str) -> None:
-        child.stdin.write(json.dumps({"id": mid, "text": text, "ns": ns}) + "\n")  # type: ignore[union-attr]
-        child.stdin.flush()  # type: ignore[union-attr]
-        assert json.loads(child.stdout.readline())["done"]  # type: ignore[union-attr]
-
-    try:
-        mem.add("a note about the lighthouse keeper", ids="x1", namespace="x")
-        mem.add("a note about the forest ranger", ids="y1", namespace="y")
-        assert [h.id for h in mem.search("lighthouse", k=1, namespace="x")] == ["x1"]
-        assert [h.id for h in mem.search("forest", k=1, namespace="y")] == ["y1"]
-        assert mem.store.indexes.loaded() == ["y"]  # x was evicted
-        write("x2", "the lighthouse keeper repaired the lamp", "x")  # into the evicted one
-        write("y2", "the forest ranger counted owls", "y")  # into the loaded one
-        assert {h.id for h in mem.search("lighthouse lamp", k=5, namespace="x")} == {"x1", "x2"}
-        deadline = time.time() + 10
-        while mem.count("y") < 2 and time.time() < deadline:  # y: through the change log
-            time.sleep(0.1)
-        assert {h.id for h in mem.search("forest owls", k=5, namespace="y")} == {"y1", "y2"}
-        assert mem.count() == 4 and mem.namespaces() == ["x", "y"]
-    finally:
-        child.stdin.close()
-        child.wait(timeout=60)
-        mem.store.client.delete_collection(collection)
-        mem.close()
+    with serving(chroma_url, "lazy") as srv:
+        child = srv.open(0.2)
+        mem = open_store(
+            client=srv.client, collection=srv.collection, config=TINY, sync_interval=0.2
+        )
+        try:
+            mem.add("a note about the lighthouse keeper", ids="x1", namespace="x")
+            mem.add("a note about the forest ranger", ids="y1", namespace="y")
+            assert [h.id for h in mem.search("lighthouse", k=1, namespace="x")] == ["x1"]
+            assert [h.id for h in mem.search("forest", k=1, namespace="y")] == ["y1"]
+            assert mem.store.indexes.loaded() == ["y"]  # x was evicted
+            # into the evicted one, then into the loaded one
+            child.ok("add", text="the lighthouse keeper repaired the lamp", id="x2", ns="x")
+            child.ok("add", text="the forest ranger counted owls", id="y2", ns="y")
+            hits = mem.search("lighthouse lamp", k=5, namespace="x")
+            assert {h.id for h in hits} == {"x1", "x2"}
+            deadline = time.time() + 10
+            while mem.count("y") < 2 and time.time() < deadline:  # y: through the change log
+                time.sleep(0.1)
+            assert {h.id for h in mem.search("forest owls", k=5, namespace="y")} == {"y1", "y2"}
+            assert mem.count() == 4 and mem.namespaces() == ["x", "y"]
+        finally:
+            mem.close()
 
 
 def test_searching_empty_namespaces_keeps_no_entry_for_them() -> None:

@@ -10,17 +10,13 @@ pull, and a stale process must not delete or overwrite it in its new namespace.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import subprocess
-import sys
-import textwrap
 import time
-import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _procs import OpenProc, Records, serving
 
 from norax_core import InvalidInputError
 
@@ -29,112 +25,12 @@ pytestmark = pytest.mark.server
 STALE = 3600.0  # a sync interval no test outlasts: the process never pulls by itself
 FAST = 0.2
 
-CHILD = textwrap.dedent(
-    """
-    import json, sys
-    from urllib.parse import urlparse
-    sys.path.insert(0, sys.argv[4])
-    import chromadb
-    from _support import open_store
-
-    u = urlparse(sys.argv[1])
-    mem = open_store(client=chromadb.HttpClient(host=u.hostname, port=u.port),
-                     collection=sys.argv[2], sync_interval=float(sys.argv[3]))
-    print(json.dumps({"ready": True}), flush=True)
-    for line in sys.stdin:
-        cmd = json.loads(line)
-        op, args = cmd.pop("op"), cmd
-        try:
-            if op == "add":
-                out = mem.add(args["text"], ids=args["id"], namespace=args["ns"])
-            elif op == "upsert":
-                out = mem.upsert(args["text"], ids=args["id"], namespace=args["ns"])
-            elif op == "delete":
-                out = mem.delete(args["id"], namespace=args.get("ns"))
-            elif op == "count":
-                out = mem.count(args["ns"])
-            elif op == "search":
-                out = [h.id for h in mem.search(args["text"], k=5, namespace=args["ns"])]
-            elif op == "indexed":  # what the derived indexes hold for a namespace
-                mem.count(args["ns"])
-                out = sorted(mem.store.indexes.temporal.ids(args["ns"]))
-            elif op == "check":
-                out = mem.check().problems()
-            else:
-                break
-            reply = {"ok": out}
-        except Exception as exc:  # the error's type is what the test asserts
-            reply = {"error": type(exc).__name__, "message": str(exc)}
-        print(json.dumps(reply), flush=True)
-    mem.close()
-    """
-)
-
-
-class Proc:
-    """One Norax process over the server, driven by commands."""
-
-    def __init__(self, url: str, collection: str, interval: float) -> None:
-        here = str(Path(__file__).parent)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", CHILD, url, collection, str(interval), here],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self._read()["ready"]
-
-    def _read(self) -> dict[str, Any]:
-        line = self.proc.stdout.readline()  # type: ignore[union-attr]
-        if not line:
-            raise RuntimeError(f"child exited with {self.proc.wait(timeout=30)}")
-        return json.loads(line)
-
-    def ask(self, op: str, **args: Any) -> dict[str, Any]:
-        self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")  # type: ignore[union-attr]
-        self.proc.stdin.flush()  # type: ignore[union-attr]
-        return self._read()
-
-    def ok(self, op: str, **args: Any) -> Any:
-        reply = self.ask(op, **args)
-        assert "error" not in reply, reply
-        return reply["ok"]
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(RuntimeError, BrokenPipeError, ValueError):
-                self.ask("quit")
-            self.proc.wait(timeout=60)
-
 
 @pytest.fixture
-def server(chroma_url: str):  # type: ignore[no-untyped-def]
-    """``open(interval)`` starts a process on a fresh collection; the collection's records."""
-    from urllib.parse import urlparse
-
-    import chromadb
-
-    collection = f"ids-{uuid.uuid4().hex[:10]}"
-    procs: list[Proc] = []
-    u = urlparse(chroma_url)
-    client = chromadb.HttpClient(host=u.hostname, port=u.port)
-
-    def open_proc(interval: float) -> Proc:
-        procs.append(Proc(chroma_url, collection, interval))
-        return procs[-1]
-
-    def records() -> dict[str, tuple[str, str]]:
-        got = client.get_collection(collection).get(include=["documents", "metadatas"])
-        return {
-            m: (meta["norax_namespace"], doc)
-            for m, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
-        }
-
-    yield open_proc, records
-    for p in procs:
-        p.close()
-    with contextlib.suppress(Exception):
-        client.delete_collection(collection)
+def server(chroma_url: str) -> Iterator[tuple[OpenProc, Records]]:
+    """``open_proc(interval)`` starts a process on a fresh collection; the collection's records."""
+    with serving(chroma_url, "ids") as srv:
+        yield srv.open, srv.records
 
 
 def test_a_stale_process_cannot_take_an_id_another_process_just_stored(server) -> None:  # type: ignore[no-untyped-def]
