@@ -329,6 +329,19 @@ class Sidecar(snapshot_table.SnapshotTable):
         with self._lock:
             return {m for m, k in self._conn.execute(sql, (namespace,)) if k in wanted}
 
+    def roles(self, namespace: str, ids: Sequence[str]) -> dict[str, str]:
+        """``id -> role`` (:attr:`IndexRow.role`) of the ``ids`` held in ``namespace``."""
+        out: dict[str, str] = {}
+        with self._lock:
+            for s in range(0, len(ids), _IN_CHUNK):
+                chunk = list(ids[s : s + _IN_CHUNK])
+                marks = ",".join("?" * len(chunk))
+                got = self._conn.execute(  # by primary key, not the namespace index
+                    f"SELECT id, namespace, role FROM memories WHERE id IN ({marks})", chunk
+                )
+                out.update((mid, role) for mid, ns, role in got if ns == namespace)
+        return out
+
     def homes(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
         """``id -> (namespace, seq)`` for the ``ids`` the sidecar holds."""
         out: dict[str, tuple[str, int]] = {}
