@@ -23,11 +23,25 @@ Worth trying where memories that restate each other are rarer than in a single-p
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["latest_wins", "pair_cosines"]
+__all__ = [
+    "CUE_LEVELS",
+    "Statements",
+    "latest_wins",
+    "pair_cosines",
+    "same_attribute",
+    "state_wins",
+]
+
+CUE_LEVELS = ("update", "change")
+"""Which cue words make a newer memory an update in the attribute rule (:func:`state_wins`):
+``update``, any update cue (:data:`~norax_core.link_rule.CUE_WORDS`: "recently improved to",
+"has grown to", "moved", "rescheduled"); ``change``, only the outright change cues
+(:data:`~norax_core.link_rule.CHANGE_CUE_WORDS`: "moved", "switched", "no longer")."""
 
 
 def pair_cosines(vectors: np.ndarray) -> np.ndarray:
@@ -89,4 +103,106 @@ def latest_wins(
         ]
         best = max(older, default=-np.inf)
         out[m] = score[j] + weight * max(0.0, best - score[j])
+    return out
+
+
+@dataclass(frozen=True)
+class Statements:
+    """What the attribute rule reads of a table's rows (:class:`~norax_core.ranking.Table`).
+
+    Attributes:
+        query: Per query, the words of its text (the store's tokenizer).
+        words: ``(query, rows) -> `` each row's words (its tokens, as the store indexed them).
+        replies: ``() -> (q, n)`` whether each row is an assistant's reply (``role``
+            metadata ``"assistant"``): a reply restates what it answers, it updates nothing.
+        cues: The update cues, tokenised (:data:`~norax_core.link_rule.CUE_WORDS`).
+        change: The outright change cues among them (:data:`~norax_core.link_rule.
+            CHANGE_CUE_WORDS`).
+    """
+
+    query: Sequence[frozenset[str]]
+    words: Callable[[int, Sequence[int]], list[frozenset[str]]]
+    replies: Callable[[], np.ndarray]
+    cues: frozenset[str]
+    change: frozenset[str]
+
+    def cue_set(self, level: str) -> frozenset[str]:
+        """The cues of a :data:`CUE_LEVELS` level."""
+        return self.change if level == "change" else self.cues
+
+
+def same_attribute(
+    query: frozenset[str], older: frozenset[str], newer: frozenset[str], shared: int
+) -> bool:
+    """Whether two memories state what the query asks about: the same subject and attribute.
+
+    Both hold at least ``shared`` of the query's words (all of them when it has fewer): "How
+    many commits have been merged into the main branch?" asks about ``commit`` and ``merg``,
+    which "150 commits and 12 branches merged" and "commits merged into the main branch has
+    now reached 165" both state, though their embeddings are far apart (cosine 0.28).
+
+    Examples:
+        >>> q = frozenset({"weekli", "sync"})
+        >>> old, new = frozenset({"weekli", "sync", "monday"}), frozenset({"weekli", "sync"})
+        >>> same_attribute(q, old, new, 3)
+        True
+        >>> same_attribute(q, frozenset({"weekli", "monday"}), new, 3)
+        False
+    """
+    need = min(shared, len(query))
+    return need > 0 and len(query & older & newer) >= need
+
+
+def state_wins(
+    score: Sequence[float],
+    times: Sequence[float],
+    words: Sequence[frozenset[str]],
+    replies: Sequence[bool],
+    query: frozenset[str],
+    cues: frozenset[str],
+    shared: int,
+    weight: float,
+) -> list[float]:
+    r"""The attribute rule of latest wins: the newer statement of what the query asks passes.
+
+    .. math::
+
+        s'(j) = \max\Bigl(s(j),\ \max_{o} s(o) + (\lambda - 1)\, s(j)\Bigr)
+
+    over the older memories ``o`` of the same list that state the same attribute of the same
+    subject as ``j`` (:func:`same_attribute`), where ``j`` carries an update cue (a word of
+    ``cues``) and neither is a reply. With ``weight`` above 1 the newer memory passes the
+    older one, and several newer ones keep their own order among themselves.
+
+    Args:
+        score: Scores of the best candidates (the only ones compared and moved).
+        times: Their creation times.
+        words: Their words.
+        replies: Whether each is an assistant's reply.
+        query: The query's words.
+        cues: The cue words that make a memory an update.
+        shared: Query words both memories must hold (:func:`same_attribute`).
+        weight: ``lambda``; at most 1 returns the scores unchanged.
+
+    Returns:
+        The new scores, in the same order.
+    """
+    out = [float(x) for x in score]
+    if weight <= 1:
+        return out
+    for j in range(len(out)):
+        if replies[j] or not (words[j] & cues):
+            continue
+        best = max(
+            (
+                score[o]
+                for o in range(len(out))
+                if o != j
+                and times[o] < times[j]
+                and not replies[o]
+                and same_attribute(query, words[o], words[j], shared)
+            ),
+            default=-np.inf,
+        )
+        out[j] = max(out[j], float(best + (weight - 1) * score[j]))
     return out
