@@ -25,7 +25,7 @@ def build_store(path: Path | None, embedder: Any, extractor: Any) -> NoraxMemory
     mem.upsert(
         [r["text"] for r in records],
         ids=[r["id"] for r in records],
-        kind=[r["kind"] for r in records],
+        kind=[r.get("kind") for r in records],
         created_at=[r["created_at"] for r in records],
         namespace="demo",
         metadata=[r["metadata"] for r in records],

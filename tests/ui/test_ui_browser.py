@@ -146,12 +146,12 @@ def rows(page: Any) -> list[str]:
 def test_browse_shows_the_namespace_newest_first_and_filters(page: Any) -> None:
     want = [r["id"] for r in sorted(demo_records(), key=lambda r: r["created_at"], reverse=True)]
     assert rows(page) == want
-    assert page.inner_text("#count").startswith("24 memories")
-    assert page.inner_text("#page-info") == "1–24 of 24"
+    assert page.inner_text("#count").startswith("25 memories")
+    assert page.inner_text("#page-info") == "1–25 of 25"
     page.fill("#f-kind", "procedural")
     page.click("#filters button")
     page.wait_for_function(
-        "() => document.querySelectorAll('#memories-table tbody tr').length < 24"
+        "() => document.querySelectorAll('#memories-table tbody tr').length < 25"
     )
     procedural = [r["id"] for r in demo_records() if r["kind"] == "procedural"]
     assert sorted(rows(page)) == sorted(procedural)
