@@ -155,7 +155,13 @@ STAGES: list[StageGrid] = [
     ),
     StageGrid(
         "latest_wins",
-        grid("latest_wins_weight", 1.05, latest_wins_depth=15, latest_wins_shared=3),
+        grid(
+            "latest_wins_weight",
+            1.05,
+            latest_wins_depth=15,
+            latest_wins_shared=3,
+            latest_wins_subject=True,
+        ),
         intents=("current_state",),
         objective="latest_wins",
     ),

@@ -86,6 +86,10 @@ class NoraxConfig:
             exceed 1 to do anything.
         latest_wins_cues: The attribute rule's cues: ``"update"`` (any update cue) or
             ``"change"`` (only the outright ones: moved, switched, rescheduled, ...).
+        latest_wins_subject: In the attribute rule, whether a newer memory with an outright
+            change cue that shares only the subject with the older one (a query word both
+            hold, the older holding ``latest_wins_shared`` of them) passes it too: "Kenji
+            moved to Sapporo" after "Kenji lives in Osaka".
         bridge_weight: Bridges (:mod:`norax_core.stages.bridges`): every candidate gains this
             much times its normalised walk mass in a personalised PageRank over the
             namespace's memories and entities, seeded by the best ``bridge_seeds`` first-pass
@@ -177,6 +181,7 @@ class NoraxConfig:
     latest_wins_depth: int = 10
     latest_wins_shared: int = 0
     latest_wins_cues: str = "update"
+    latest_wins_subject: bool = False
     bridge_weight: float = 0.0
     bridge_seeds: int = 5
     bridge_candidates: int = 10
@@ -240,6 +245,10 @@ class NoraxConfig:
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2:
             raise InvalidInputError(f"latest_wins_depth must be an int >= 2, got {depth!r}")
         _count("latest_wins_shared", self.latest_wins_shared, 0)
+        if not isinstance(self.latest_wins_subject, bool):
+            raise InvalidInputError(
+                f"latest_wins_subject must be True or False, got {self.latest_wins_subject!r}"
+            )
         if self.latest_wins_cues not in ("update", "change"):
             raise InvalidInputError(
                 f"latest_wins_cues must be 'update' or 'change', got {self.latest_wins_cues!r}"

@@ -17,6 +17,8 @@ REASONS = {
 
 def reasons(result: SearchResult) -> list[str]:
     """Why a result ranks where it does, in words: the stages that lifted it."""
+    if result.explanation is None:
+        return []
     moved = result.explanation.to_dict()
     kind = result.inferred_kind or result.kind
     return [text.format(kind=kind) for stage, text in REASONS.items() if moved[stage] > 0]

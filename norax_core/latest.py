@@ -132,7 +132,11 @@ class Statements:
 
 
 def same_attribute(
-    query: frozenset[str], older: frozenset[str], newer: frozenset[str], shared: int
+    query: frozenset[str],
+    older: frozenset[str],
+    newer: frozenset[str],
+    shared: int,
+    change: frozenset[str] | None = None,
 ) -> bool:
     """Whether two memories state what the query asks about: the same subject and attribute.
 
@@ -150,7 +154,15 @@ def same_attribute(
         False
     """
     need = min(shared, len(query))
-    return need > 0 and len(query & older & newer) >= need
+    if need == 0:
+        return False
+    both = query & older & newer
+    if len(both) >= need:
+        return True
+    # an outright change of a subject the query names ("Kenji moved to Sapporo" after "Kenji
+    # lives in Osaka", asked "Where does Kenji live?"): the older states the attribute with
+    # the query's words, the newer shares its subject and says it changed
+    return change is not None and bool(both) and bool(newer & change) and len(query & older) >= need
 
 
 def state_wins(
@@ -162,6 +174,7 @@ def state_wins(
     cues: frozenset[str],
     shared: int,
     weight: float,
+    change: frozenset[str] | None = None,
 ) -> list[float]:
     r"""The attribute rule of latest wins: the newer statement of what the query asks passes.
 
@@ -183,6 +196,8 @@ def state_wins(
         cues: The cue words that make a memory an update.
         shared: Query words both memories must hold (:func:`same_attribute`).
         weight: ``lambda``; at most 1 returns the scores unchanged.
+        change: The outright change cues: with them, a newer memory that says its subject
+            changed outright needs to share only that subject (:func:`same_attribute`).
 
     Returns:
         The new scores, in the same order.
@@ -200,7 +215,7 @@ def state_wins(
                 if o != j
                 and times[o] < times[j]
                 and not replies[o]
-                and same_attribute(query, words[o], words[j], shared)
+                and same_attribute(query, words[o], words[j], shared, change)
             ),
             default=-np.inf,
         )

@@ -130,6 +130,8 @@ class Plan:
             query's words, the newer one an update cue) instead of the cosine rule.
         latest_cues: Which cues the attribute rule reads (:data:`norax_core.latest.
             CUE_LEVELS`).
+        latest_subject: Whether, in the attribute rule, an outright change of a subject the
+            query names is enough (:func:`norax_core.latest.same_attribute`).
         bridge_weight: What the bridge step's walk mass adds to a candidate (0: off).
         bridge_seeds: First-pass candidates that seed the bridge step.
         bridge_candidates: Memories the bridge step reaches most that join the candidates.
@@ -168,6 +170,7 @@ class Plan:
     latest_depth: int = 10
     latest_shared: int = 0
     latest_cues: str = "update"
+    latest_subject: bool = False
     bridge_weight: float = 0.0
     bridge_seeds: int = 5
     bridge_candidates: int = 10
@@ -259,6 +262,7 @@ _CONFIG_NAME = {
     "latest_depth": "latest_wins_depth",
     "latest_shared": "latest_wins_shared",
     "latest_cues": "latest_wins_cues",
+    "latest_subject": "latest_wins_subject",
 }
 """Plan fields whose :class:`NoraxConfig` field has another name."""
 _FROM_CONFIG = tuple(
@@ -695,6 +699,7 @@ def _state(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.
             cues,
             plan.latest_shared,
             plan.latest_weight,
+            st.change if plan.latest_subject else None,
         )
     return out
 

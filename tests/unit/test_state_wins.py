@@ -123,3 +123,17 @@ def test_the_config_checks_the_rule_parameters() -> None:
         NoraxConfig(latest_wins_shared=-1)
     with pytest.raises(InvalidInputError, match="latest_wins_cues"):
         NoraxConfig(latest_wins_cues="any")
+
+
+def test_an_outright_change_of_the_subject_is_enough_only_when_asked() -> None:
+    query = _w("Where does Kenji live now?")
+    old = _w("Kenji lives in Osaka and works at a robotics startup.")
+    moved = _w("Kenji moved to Sapporo last spring.")
+    likes = _w("Kenji likes hiking.")
+    assert not same_attribute(query, old, moved, 3)
+    assert same_attribute(query, old, moved, 3, CHANGE)
+    assert not same_attribute(query, old, likes, 3, CHANGE)  # no change cue
+    assert not same_attribute(query, likes, moved, 3, CHANGE)  # the older lacks the attribute
+    args = ([0.9, 0.5], [1.0, 2.0], [old, moved], [False, False], query, CUES, 3, 1.05)
+    assert state_wins(*args) == [0.9, 0.5]
+    assert state_wins(*args, CHANGE)[1] == pytest.approx(0.9 + 0.05 * 0.5)
