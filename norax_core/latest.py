@@ -1,24 +1,33 @@
 """Latest wins: a newer memory that restates an older one ranks above it.
 
 Agent memories go stale: "the API answers in 250 ms" replaces "the API answers in 400 ms",
-"10 project cards" replaces "8 cards". Relevance alone often prefers the older wording (it
-was the fuller statement), so a question about the current value gets the stale one first.
-After fusion, among the best ``depth`` candidates, a memory that is similar in meaning to an
-OLDER, better-scored candidate closes a share of the gap to it (past it, with a share above
-1). Only the best ``depth`` candidates move and only upwards, so they stay the best ``depth``:
-recall at ``depth`` and beyond is unchanged; the order within them changes.
+"Kenji moved to Sapporo" replaces "Kenji lives in Osaka". Relevance alone often prefers the
+older wording (it was the fuller statement), so a question about the current value gets the
+stale one first. After fusion, among the best ``depth`` candidates, a newer memory that
+restates an OLDER, better-scored candidate passes it (or closes a share of the gap). Only the
+best ``depth`` candidates move and only upwards, so they stay the best ``depth``.
 
-Both functions are pure. :func:`norax_core.ranking.rank` (what search, the benchmarks and the
-fitter call) applies the same rule to arrays of many queries at once; :func:`latest_wins` is
-its plain reference (``tests/unit/test_ranking.py`` checks them equal).
+Two rules say what "restates" means:
 
-Off by default, because on BEAM 100K it does not pay: an update is no more like its original
-(cosine 0.28-0.78, median 0.57) than the other newer/older pairs of the top 10 are, and an
-assistant's reply restates the message it answers. With the ``project`` weights and depth 10,
-latest-wins rises from 0.35 to 0.75 (threshold 0.5) or 0.85 (0.2) while recall@1 falls from
-0.238 to 0.022 / 0.007 and recall@5 from 0.485 to 0.312 / 0.230 (recall@10 is unchanged by
-construction); at 0.7 latest-wins stays 0.35 and recall@1 / @5 still fall (0.093 / 0.449).
-Worth trying where memories that restate each other are rarer than in a single-project chat.
+- **The attribute rule** (:func:`state_wins`, shipped in ``default`` for ``current_state``
+  and ``temporal`` questions): the two state the same attribute of the same subject, read
+  from the question (both hold its words, :func:`same_attribute`), and the newer one says
+  that something changed (an update cue); an assistant's reply never counts. On BEAM 100K
+  it lifts latest wins from 0.55 to 0.90 (the ceiling: 2 of 20 questions name one message
+  as both original and update) with recall@10 0.636 -> 0.640 and LoCoMo unchanged
+  (``docs/ranking.md``).
+- **The cosine rule** (:func:`latest_wins`, off in every preset): the two memories' stored
+  embeddings are at least ``threshold`` alike. On BEAM 100K it does not pay: an update is no
+  more like its original (cosine 0.28-0.78, median 0.57) than the other newer/older pairs of
+  the top 10 are, and an assistant's reply restates the message it answers. With the
+  ``project`` weights and depth 10, latest-wins rises from 0.35 to 0.75 (threshold 0.5) or
+  0.85 (0.2) while recall@1 falls from 0.238 to 0.022 / 0.007 and recall@5 from 0.485 to
+  0.312 / 0.230.
+
+The functions are pure. :func:`norax_core.ranking.rank` (what search, the benchmarks and the
+fitter call) applies the cosine rule to arrays of many queries at once; :func:`latest_wins`
+is its plain reference (``tests/unit/test_ranking.py`` checks them equal), and it calls
+:func:`state_wins` per query for the attribute rule.
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ The stages, in order (each one a plain array operation over the whole batch):
 5. **period** (:mod:`norax_core.stages.period`): when the query names a period, candidates
    created inside it (or just outside) gain a share of their score;
 6. **latest wins** (:mod:`norax_core.latest`): among the best ``latest_wins_depth``, a newer
-   memory similar to an older, better one closes part of the gap;
+   memory that states the same attribute of the same subject as an older, better one passes
+   it (or, under the cosine rule, one similar to it closes part of the gap);
 7. **supersession** (:mod:`norax_core.stages.supersede`): memories linked at write time as
    superseding one of the best ``supersede_depth`` candidates pass it (and join them);
 8. **turns** (:mod:`norax_core.stages.turns`): memories that open their session, and the
