@@ -81,7 +81,9 @@ def test_browse_filters(client: TestClient, store: NoraxMemory) -> None:
         assert body["total"] == len(body["memories"])
         return [m["id"] for m in body["memories"]]
 
-    assert ids(kind="procedural") == newest_first([r for r in records if r["kind"] == "procedural"])
+    assert ids(kind="procedural") == newest_first(
+        [r for r in records if r.get("kind") == "procedural"]
+    )
     october = [r for r in records if "2026-10-01" <= r["created_at"] < "2026-11-01"]
     assert ids(since="2026-10-01", until="2026-11-01") == newest_first(october)
     colby = [r for r in records if r["metadata"].get("speaker") == "colby"]
@@ -214,7 +216,7 @@ def test_delete_removes_one_memory_of_its_namespace(
     assert mem.count("demo") == 25
     r = client.delete("/api/memories/demo-01", params={"namespace": "demo"})
     assert r.status_code == 200 and r.json() == {"deleted": "demo-01"}
-    assert mem.get("demo-01") == [] and mem.count("demo") == 23
+    assert mem.get("demo-01") == [] and mem.count("demo") == 24
     assert client.get("/api/memories/demo-01", params={"namespace": "demo"}).status_code == 404
     hits = client.get("/api/search", params={"q": QUERY, "namespace": "demo", "now": DEMO_NOW})
     assert "demo-01" not in [x["id"] for x in hits.json()["results"]]
