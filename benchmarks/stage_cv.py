@@ -154,6 +154,29 @@ STAGES: list[StageGrid] = [
         objective="latest_wins",
     ),
     StageGrid(
+        "latest_wins",
+        grid(
+            "latest_wins_weight",
+            1.05,
+            latest_wins_depth=15,
+            latest_wins_shared=3,
+            latest_wins_subject=True,
+        ),
+        intents=("current_state",),
+        objective="latest_wins",
+    ),
+    StageGrid(
+        "temporal_latest_wins",
+        grid(
+            "latest_wins_weight",
+            1.05,
+            latest_wins_depth=10,
+            latest_wins_shared=3,
+            latest_wins_cues="change",
+        ),
+        intents=("temporal",),
+    ),
+    StageGrid(
         "turns",
         grid("opener_boost", 0.5, 1.0, opener_span=10.0, speaker_boost=1.0),
         intents=("coverage",),

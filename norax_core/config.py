@@ -78,6 +78,18 @@ class NoraxConfig:
             newer one counts as restating the older one.
         latest_wins_depth: How many of the best candidates latest wins compares and reorders
             (it never changes which memories are the best ``latest_wins_depth``).
+        latest_wins_shared: Above 0, latest wins follows the attribute rule
+            (:func:`norax_core.latest.state_wins`) instead of the cosine rule: a newer memory
+            with an update cue passes an older one when both hold this many of the query's
+            words (the same attribute of the same subject; all of them when the query has
+            fewer), neither being an assistant's reply. ``latest_wins_weight`` must then
+            exceed 1 to do anything.
+        latest_wins_cues: The attribute rule's cues: ``"update"`` (any update cue) or
+            ``"change"`` (only the outright ones: moved, switched, rescheduled, ...).
+        latest_wins_subject: In the attribute rule, whether a newer memory with an outright
+            change cue that shares only the subject with the older one (a query word both
+            hold, the older holding ``latest_wins_shared`` of them) passes it too: "Kenji
+            moved to Sapporo" after "Kenji lives in Osaka".
         bridge_weight: Bridges (:mod:`norax_core.stages.bridges`): every candidate gains this
             much times its normalised walk mass in a personalised PageRank over the
             namespace's memories and entities, seeded by the best ``bridge_seeds`` first-pass
@@ -167,6 +179,9 @@ class NoraxConfig:
     latest_wins_weight: float = 0.0
     latest_wins_similarity: float = 0.5
     latest_wins_depth: int = 10
+    latest_wins_shared: int = 0
+    latest_wins_cues: str = "update"
+    latest_wins_subject: bool = False
     bridge_weight: float = 0.0
     bridge_seeds: int = 5
     bridge_candidates: int = 10
@@ -229,6 +244,15 @@ class NoraxConfig:
         depth = self.latest_wins_depth
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2:
             raise InvalidInputError(f"latest_wins_depth must be an int >= 2, got {depth!r}")
+        _count("latest_wins_shared", self.latest_wins_shared, 0)
+        if not isinstance(self.latest_wins_subject, bool):
+            raise InvalidInputError(
+                f"latest_wins_subject must be True or False, got {self.latest_wins_subject!r}"
+            )
+        if self.latest_wins_cues not in ("update", "change"):
+            raise InvalidInputError(
+                f"latest_wins_cues must be 'update' or 'change', got {self.latest_wins_cues!r}"
+            )
         bw = self.bridge_weight
         if isinstance(bw, bool) or not (
             isinstance(bw, (int, float)) and math.isfinite(bw) and bw >= 0

@@ -18,6 +18,7 @@ DEMO_QUERIES = (
     "How do I run the TypeORM migrations?",
     "When is the weekly sync?",
     "What was I debugging in the tests?",
+    "Add a last_login column to the user_profiles table with a migration.",
 )
 
 
@@ -33,7 +34,7 @@ def load_demo(mem: NoraxMemory, namespace: str = "demo") -> int:
     mem.upsert(
         [r["text"] for r in records],
         ids=[r["id"] for r in records],
-        kind=[r["kind"] for r in records],
+        kind=[r.get("kind") for r in records],  # none given: the store infers it
         created_at=[r["created_at"] for r in records],
         namespace=namespace,
         metadata=[r["metadata"] for r in records],

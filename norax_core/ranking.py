@@ -23,7 +23,8 @@ The stages, in order (each one a plain array operation over the whole batch):
 5. **period** (:mod:`norax_core.stages.period`): when the query names a period, candidates
    created inside it (or just outside) gain a share of their score;
 6. **latest wins** (:mod:`norax_core.latest`): among the best ``latest_wins_depth``, a newer
-   memory similar to an older, better one closes part of the gap;
+   memory that states the same attribute of the same subject as an older, better one passes
+   it (or, under the cosine rule, one similar to it closes part of the gap);
 7. **supersession** (:mod:`norax_core.stages.supersede`): memories linked at write time as
    superseding one of the best ``supersede_depth`` candidates pass it (and join them);
 8. **turns** (:mod:`norax_core.stages.turns`): memories that open their session, and the
@@ -54,6 +55,7 @@ from norax_core.stages import exchange, lane, period, supersede, turns
 from norax_core.weights import FusionMethod, Weights, shares
 
 if TYPE_CHECKING:
+    from norax_core.latest import Statements
     from norax_core.query import Intent, QueryPlan
     from norax_core.stages.bridges import BridgeInput
 
@@ -124,6 +126,13 @@ class Plan:
         latest_weight: Latest wins' share of the gap (0: off).
         latest_similarity: Cosine from which a newer memory restates an older one.
         latest_depth: How many of the best candidates latest wins compares.
+        latest_shared: With a value above 0, latest wins follows the attribute rule
+            (:func:`norax_core.latest.state_wins`: the two memories hold this many of the
+            query's words, the newer one an update cue) instead of the cosine rule.
+        latest_cues: Which cues the attribute rule reads (:data:`norax_core.latest.
+            CUE_LEVELS`).
+        latest_subject: Whether, in the attribute rule, an outright change of a subject the
+            query names is enough (:func:`norax_core.latest.same_attribute`).
         bridge_weight: What the bridge step's walk mass adds to a candidate (0: off).
         bridge_seeds: First-pass candidates that seed the bridge step.
         bridge_candidates: Memories the bridge step reaches most that join the candidates.
@@ -160,6 +169,9 @@ class Plan:
     latest_weight: float = 0.0
     latest_similarity: float = 0.5
     latest_depth: int = 10
+    latest_shared: int = 0
+    latest_cues: str = "update"
+    latest_subject: bool = False
     bridge_weight: float = 0.0
     bridge_seeds: int = 5
     bridge_candidates: int = 10
@@ -249,6 +261,9 @@ _CONFIG_NAME = {
     "latest_weight": "latest_wins_weight",
     "latest_similarity": "latest_wins_similarity",
     "latest_depth": "latest_wins_depth",
+    "latest_shared": "latest_wins_shared",
+    "latest_cues": "latest_wins_cues",
+    "latest_subject": "latest_wins_subject",
 }
 """Plan fields whose :class:`NoraxConfig` field has another name."""
 _FROM_CONFIG = tuple(
@@ -290,6 +305,8 @@ class Table:
         kinds: ``(q, n)`` each row's memory kind (``""`` for padding).
         standing: ``(q, n)`` whether each row is a standing instruction or preference
             (its inferred kind; the lane).
+        statements: The rows' and queries' words and which rows are replies (latest wins'
+            attribute rule, :class:`norax_core.latest.Statements`).
     """
 
     scores: np.ndarray
@@ -309,6 +326,7 @@ class Table:
     users: Users | None = None
     kinds: np.ndarray | None = None
     standing: np.ndarray | None = None
+    statements: Statements | None = None
 
 
 class Extend(Protocol):
@@ -425,7 +443,9 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
         table, cand, fused, ctx, bridged = _bridges(table, plan, cand, fused, ctx, extend)
     after = {"context": ctx, "bridges": bridged}
     score = after["period"] = _period(table, plan, bridged) if plan.period_boost > 0 else bridged
-    if plan.latest_weight > 0:
+    if plan.latest_weight > 0 and plan.latest_shared > 0:
+        score = _state(table, plan, cand, score)
+    elif plan.latest_weight > 0:
         score = _latest(table, plan, cand, score)
     after["latest_wins"] = score
     if plan.supersede_weight > 0:
@@ -651,6 +671,37 @@ def _latest(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np
         lifted[b] = np.where(ok_row, s[b] + lam * np.maximum(0.0, best - s[b]), s[b])
     out = score.copy()
     np.put_along_axis(out, top, lifted, axis=1)
+    return out
+
+
+def _state(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Latest wins' attribute rule over each query's best ``latest_depth`` candidates."""
+    st = table.statements
+    if st is None or table.created is None:
+        raise ValueError("latest wins' attribute rule needs the table's statements and times")
+    from norax_core.latest import state_wins
+
+    m = min(plan.latest_depth, score.shape[1])
+    top = _order(score, cand, table.tie)[:, :m]
+    replies = st.replies()
+    cues = st.cue_set(plan.latest_cues)
+    out = score.copy()
+    for i in range(score.shape[0]):
+        rows = top[i][cand[i, top[i]] & ~np.isnan(table.created[i, top[i]])]
+        query = st.query[i] - st.cues  # "the latest", "currently": not what is asked about
+        if rows.size < 2 or not query:
+            continue
+        out[i, rows] = state_wins(
+            score[i, rows].tolist(),
+            table.created[i, rows].tolist(),
+            st.words(i, rows.tolist()),
+            replies[i, rows].tolist(),
+            query,
+            cues,
+            plan.latest_shared,
+            plan.latest_weight,
+            st.change if plan.latest_subject else None,
+        )
     return out
 
 

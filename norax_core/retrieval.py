@@ -18,6 +18,7 @@ import numpy as np
 from norax_core.batch import in_background
 from norax_core.config import NoraxConfig
 from norax_core.indexes import DerivedIndexes
+from norax_core.latest import Statements
 from norax_core.models import SIGNALS, Explanation, Memory, SearchResult
 from norax_core.ranking import NEVER, Extend, Ranking, Table
 from norax_core.signals.base import Query, Signal
@@ -153,6 +154,7 @@ def search_table(
     state = {"signals": cands.signals}
     bridge = bridge_source(indexes, q) if cfg.bridges_on else None
     standing = set(indexes.standing(q.namespace)) if cfg.lane_slots > 0 else set()
+    query_words = frozenset(indexes.tokenizer(q.text))
     if q.allowed is not None:
         standing &= q.allowed
 
@@ -205,9 +207,12 @@ def search_table(
             got = catalog.session_positions(q.namespace, ids, gap, allowed=q.allowed)
             return np.array([got], dtype=np.int64)
 
-        def users() -> np.ndarray:
+        def users(role: str = "user") -> np.ndarray:
             found = roles(ids) if roles is not None else {}
-            return np.array([[found.get(m) == "user" for m in ids]], dtype=bool)
+            return np.array([[found.get(m) == role for m in ids]], dtype=bool)
+
+        def words(_: int, at: Sequence[int]) -> list[frozenset[str]]:
+            return links.words(q.namespace, [ids[r] for r in at])
 
         return Table(
             scores=scores.reshape(len(SIGNALS), 1, n),
@@ -227,6 +232,13 @@ def search_table(
             newer=link_slots([rows], [newer_of(ids)], n),
             kinds=np.array([catalog.kinds(q.namespace, ids)], dtype=str).reshape(1, n),
             standing=np.array([[m in standing for m in ids]], dtype=bool).reshape(1, n),
+            statements=Statements(
+                query=[query_words],
+                words=words,
+                replies=lambda: users("assistant"),
+                cues=links.cues,
+                change=links.outright,
+            ),
         )
 
     def extend(t: Table, wanted: np.ndarray, add: Sequence[Sequence[str]] = ()) -> Table:

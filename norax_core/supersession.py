@@ -144,6 +144,12 @@ class SupersessionIndex:
         space = self._spaces.get(namespace)
         return space.older.get(mid, ()) if space else ()
 
+    def words(self, namespace: str, ids: Iterable[str]) -> list[frozenset[str]]:
+        """Each memory's tokens, as the store indexed them (empty for an unknown id)."""
+        space = self._spaces.get(namespace)
+        rows = space.rows if space else {}
+        return [r.tokens if (r := rows.get(m)) is not None else frozenset() for m in ids]
+
     def newer(
         self, namespace: str, ids: Iterable[str], allowed: frozenset[str] | None = None
     ) -> dict[str, tuple[str, ...]]:

@@ -20,6 +20,7 @@ import numpy as np
 from norax_core.config import NoraxConfig
 from norax_core.engine import NoraxMemory
 from norax_core.kinds import STANDING
+from norax_core.latest import Statements
 from norax_core.models import DEFAULT_NAMESPACE, SIGNALS
 from norax_core.query import QueryPlan, plan_query
 from norax_core.ranking import Plan, Table, rank, signal_ranks
@@ -37,6 +38,7 @@ __all__ = [
     "check_store_params",
     "Pool",
     "PoolRequest",
+    "PoolWords",
     "add_bm25_variants",
     "build_pools",
     "pool_bm25",
@@ -75,6 +77,16 @@ class PoolRequest:
     updated: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class PoolWords:
+    """A pool's words (see :class:`Pool`); pools of one namespace share ``rows``."""
+
+    query: frozenset[str]
+    rows: Sequence[frozenset[str]]
+    cues: frozenset[str]
+    change: frozenset[str]
+
+
 @dataclass
 class Pool:
     """One query's candidates and their signal scores.
@@ -96,6 +108,8 @@ class Pool:
         newer: The memories superseding each candidate (:mod:`norax_core.supersession`).
         roles: Each candidate's ``role`` metadata (``None`` where it has none).
         inferred: Each candidate's inferred kind (:mod:`norax_core.kinds`; the lane).
+        words: Each candidate's tokens and the query's, with the store's update cues
+            (latest wins' attribute rule, :class:`~norax_core.latest.Statements`).
     """
 
     request: PoolRequest
@@ -111,6 +125,7 @@ class Pool:
     newer: Mapping[str, tuple[str, ...]] | None = field(default=None, repr=False)
     roles: Sequence[object] | None = field(default=None, repr=False)
     inferred: Sequence[str] | None = field(default=None, repr=False)
+    words: PoolWords | None = field(default=None, repr=False)
     bm25_rows: dict[tuple[float, float], np.ndarray] = field(default_factory=dict, repr=False)
     """BM25 scores of the candidates under other ``(k1, b)`` (see :func:`add_bm25_variants`)."""
     _index: dict[str, int] = field(default_factory=dict, repr=False)
@@ -280,6 +295,7 @@ def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Tabl
         ),
         newer=link_slots([p.index_of for p in pools], [p.newer or {} for p in pools], n),
         kinds=kinds,
+        statements=_statements(pools, n),
         standing=np.array(
             [
                 [k in STANDING for k in (p.inferred or ())] + [False] * (n - len(p.inferred or ()))
@@ -287,6 +303,28 @@ def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Tabl
             ],
             dtype=bool,
         ),
+    )
+
+
+def _statements(pools: Sequence[Pool], n: int) -> Statements | None:
+    """The pools' words as a table's statements (``None`` if a pool lacks them)."""
+    got = [p.words for p in pools]
+    if any(w is None for w in got):
+        return None
+    words = [w for w in got if w is not None]
+
+    def replies() -> np.ndarray:
+        out = np.zeros((len(pools), n), dtype=bool)
+        for i, p in enumerate(pools):
+            out[i, : len(p.ids)] = [r == "assistant" for r in (p.roles or [None] * len(p.ids))]
+        return out
+
+    return Statements(
+        query=[w.query for w in words],
+        words=lambda i, rows: [words[i].rows[r] for r in rows],
+        replies=replies,
+        cues=words[0].cues,
+        change=words[0].change,
     )
 
 
@@ -423,6 +461,8 @@ def build_pools(
     every = Weights(1.0, 1.0, 1.0, 1.0, params={"recency_candidates": recency_depth}, name="all")
     meta: dict[str, tuple[float, str, object, str]] = {}
     shared: dict[tuple[str, ...], np.ndarray] = {}
+    tokens: dict[tuple[str, ...], list[frozenset[str]]] = {}
+    links = memory.store.indexes.supersede
     out: list[Pool] = []
     for req in requests:
         size = memory.count(req.namespace)
@@ -453,6 +493,14 @@ def build_pools(
             got = memory.embeddings(ids)
             shared[key] = np.stack([got[m] for m in ids]) if ids else np.zeros((0, 0), np.float32)
         with memory.store.lock:  # the bridge view reads the store's entity graph
+            if key not in tokens:
+                tokens[key] = links.words(cands.query.namespace, ids)
+            words = PoolWords(
+                frozenset(memory.store.indexes.tokenizer(req.query)),
+                tokens[key],
+                links.cues,
+                links.outright,
+            )
             pool = Pool(
                 request=req,
                 ids=ids,
@@ -467,6 +515,7 @@ def build_pools(
                 newer=memory.store.superseding(cands.query.namespace, ids),
                 roles=[meta[m][2] for m in ids],
                 inferred=[meta[m][3] for m in ids],
+                words=words,
             )
         out.append(pool)
         if progress:

@@ -54,7 +54,7 @@ def newest_first(records: list[dict[str, Any]]) -> list[str]:
 
 def test_info_names_the_store_its_namespaces_and_the_mode(client: TestClient) -> None:
     info = client.get("/api/info").json()
-    assert info["namespaces"] == [{"name": "demo", "count": 24}, {"name": "other", "count": 2}]
+    assert info["namespaces"] == [{"name": "demo", "count": 25}, {"name": "other", "count": 2}]
     assert info["allow_writes"] is False
     assert info["store"].endswith(".norax")
     assert info["signals"] == ["bm25", "dense", "temporal", "graph"]
@@ -68,7 +68,7 @@ def test_browse_pages_newest_first(client: TestClient) -> None:
             "/api/memories", params={"namespace": "demo", "limit": 10, "offset": offset}
         )
         assert page.status_code == 200
-        assert page.json()["total"] == 24
+        assert page.json()["total"] == 25
         got += [m["id"] for m in page.json()["memories"]]
     assert got == want
 
@@ -81,7 +81,9 @@ def test_browse_filters(client: TestClient, store: NoraxMemory) -> None:
         assert body["total"] == len(body["memories"])
         return [m["id"] for m in body["memories"]]
 
-    assert ids(kind="procedural") == newest_first([r for r in records if r["kind"] == "procedural"])
+    assert ids(kind="procedural") == newest_first(
+        [r for r in records if r.get("kind") == "procedural"]
+    )
     october = [r for r in records if "2026-10-01" <= r["created_at"] < "2026-11-01"]
     assert ids(since="2026-10-01", until="2026-11-01") == newest_first(october)
     colby = [r for r in records if r["metadata"].get("speaker") == "colby"]
@@ -211,10 +213,10 @@ def test_delete_removes_one_memory_of_its_namespace(
 ) -> None:
     mem, client = writable
     assert client.delete("/api/memories/demo-01", params={"namespace": "other"}).status_code == 404
-    assert mem.count("demo") == 24
+    assert mem.count("demo") == 25
     r = client.delete("/api/memories/demo-01", params={"namespace": "demo"})
     assert r.status_code == 200 and r.json() == {"deleted": "demo-01"}
-    assert mem.get("demo-01") == [] and mem.count("demo") == 23
+    assert mem.get("demo-01") == [] and mem.count("demo") == 24
     assert client.get("/api/memories/demo-01", params={"namespace": "demo"}).status_code == 404
     hits = client.get("/api/search", params={"q": QUERY, "namespace": "demo", "now": DEMO_NOW})
     assert "demo-01" not in [x["id"] for x in hits.json()["results"]]
@@ -229,7 +231,7 @@ def test_other_hosts_and_origins_are_refused(writable: tuple[NoraxMemory, TestCl
         params={"namespace": "demo"},
         headers={"origin": "http://evil.example"},
     )
-    assert r.status_code == 403 and mem.count("demo") == 24
+    assert r.status_code == 403 and mem.count("demo") == 25
     same = client.delete(
         "/api/memories/demo-02",
         params={"namespace": "demo"},

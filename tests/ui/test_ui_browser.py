@@ -146,14 +146,14 @@ def rows(page: Any) -> list[str]:
 def test_browse_shows_the_namespace_newest_first_and_filters(page: Any) -> None:
     want = [r["id"] for r in sorted(demo_records(), key=lambda r: r["created_at"], reverse=True)]
     assert rows(page) == want
-    assert page.inner_text("#count").startswith("24 memories")
-    assert page.inner_text("#page-info") == "1–24 of 24"
+    assert page.inner_text("#count").startswith("25 memories")
+    assert page.inner_text("#page-info") == "1–25 of 25"
     page.fill("#f-kind", "procedural")
     page.click("#filters button")
     page.wait_for_function(
-        "() => document.querySelectorAll('#memories-table tbody tr').length < 24"
+        "() => document.querySelectorAll('#memories-table tbody tr').length < 25"
     )
-    procedural = [r["id"] for r in demo_records() if r["kind"] == "procedural"]
+    procedural = [r["id"] for r in demo_records() if r.get("kind") == "procedural"]
     assert sorted(rows(page)) == sorted(procedural)
 
 
@@ -233,12 +233,12 @@ def test_edit_and_delete_through_the_page(browser: Any, built: Any) -> None:
         page.wait_for_function("() => document.querySelector('#d-id').textContent === 'demo-23'")
         page.click("#delete-btn")  # the confirm dialog is accepted
         page.wait_for_function("() => !document.querySelector(\"tr[data-id='demo-23']\")")
-        assert page.inner_text("#count").startswith("23 memories")
+        assert page.inner_text("#count").startswith("24 memories")
         assert errors == []
         page.close()
     with NoraxMemory(store) as mem:  # the server has let go of the store
         assert mem.get("demo-23") == []
-        assert mem.count("demo") == 23
+        assert mem.count("demo") == 24
         assert mem.get("demo-02")[0].text == "Base fees went up to a few dollars."
 
 
