@@ -16,6 +16,8 @@ namespace, through:
   ``benchmarks/peers.py`` (same MiniLM vectors, each library's defaults; no notion of time).
 
 Scores hit@1 and hit@3 (for ``current`` the target must also rank above the stale fact).
+The peers need ``pip install -e '.[scale]'``, as ``benchmarks/peers.py`` does; without it,
+run ``--systems default,no_lane``.
 """
 
 from __future__ import annotations
