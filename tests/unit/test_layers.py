@@ -214,6 +214,7 @@ def test_engine_is_short() -> None:
 LIMIT = 420
 COHESIVE = {
     "bench/scenario_templates.py": "the seed-promise scenarios' template sentences (data)",
+    "bench/agent_templates.py": "the agent-turn scenarios' template sentences (data)",
     "bench/fit.py": "the coordinate-ascent fitter of weights and parameters",
     "bench/pools.py": "the benchmark's pools and each stage's view of them (neighbours, vectors, "
     "sessions, bridges, supersession links) for the one ranking function",
