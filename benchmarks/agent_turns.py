@@ -11,7 +11,8 @@ namespace, through:
 * ``default``: Norax's shipped default (embedded store, real ONNX MiniLM and spaCy), with the
   scenario's pinned ``now``;
 * ``no_lane``: the same with ``lane_slots`` 0 (what the lane adds); ``lane@X``: the default
-  with ``lane_similarity`` X (not shipped; to see where the lane's threshold bites);
+  with ``lane_similarity`` X, ``lane@X/M`` also with ``lane_margin`` M (variants, to see
+  where the lane's rules bite);
 * ``chroma``, ``langchain_ensemble``, ``llamaindex_fusion``: the builders of
   ``benchmarks/peers.py`` (same MiniLM vectors, each library's defaults; no notion of time).
 
@@ -63,7 +64,7 @@ Ranked = dict[str, list[int]]
 
 
 def norax_weights(systems: list[str]) -> dict[str, Weights]:
-    """``default``, ``no_lane`` (lane_slots 0) and ``lane@X`` (lane_similarity X) as asked."""
+    """``default``, ``no_lane`` (lane_slots 0), ``lane@X[/M]`` (lane_similarity X, margin M)."""
     default = get_preset("default")
     out = {}
     for name in systems:
@@ -72,8 +73,11 @@ def norax_weights(systems: list[str]) -> dict[str, Weights]:
         elif name == "no_lane":
             out[name] = replace(default, params={**default.params, "lane_slots": 0})
         elif name.startswith("lane@"):
-            sim = float(name.removeprefix("lane@"))
-            out[name] = replace(default, params={**default.params, "lane_similarity": sim})
+            sim, _, margin = name.removeprefix("lane@").partition("/")
+            params = {**default.params, "lane_similarity": float(sim)}
+            if margin:
+                params["lane_margin"] = float(margin)
+            out[name] = replace(default, params=params)
     return out
 
 

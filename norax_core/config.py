@@ -144,6 +144,12 @@ class NoraxConfig:
             the top k. 0 turns it off.
         lane_similarity: The least cosine between the query and a standing memory for it
             to match (unrelated rules stay out).
+        lane_margin: A standing memory below ``lane_similarity`` also matches when its
+            cosine with the query exceeds the next best standing memory's (the one just
+            past the lane's slots) by this much and reaches ``lane_floor``: a rule that
+            clearly applies better than the namespace's others. In [0, 2]; 0 turns this
+            relative rule off.
+        lane_floor: The least cosine of a standing memory the relative rule accepts.
         dense_exact_limit: A namespace of at most this many memories is ranked by the dense
             signal exactly, over its own vectors held in process (one float32 matrix, loaded
             from Chroma on first use); a larger one through Chroma's HNSW index, which is
@@ -202,6 +208,8 @@ class NoraxConfig:
     exchange_depth: int = 5
     lane_slots: int = 0
     lane_similarity: float = 0.35
+    lane_margin: float = 0.0
+    lane_floor: float = 0.1
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
     index_cache_mb: float = 1024.0
@@ -298,6 +306,12 @@ class NoraxConfig:
         ls = self.lane_similarity
         if isinstance(ls, bool) or not (isinstance(ls, (int, float)) and -1 <= ls <= 1):
             raise InvalidInputError(f"lane_similarity must be a number in [-1, 1], got {ls!r}")
+        lm = self.lane_margin
+        if isinstance(lm, bool) or not (isinstance(lm, (int, float)) and 0 <= lm <= 2):
+            raise InvalidInputError(f"lane_margin must be a number in [0, 2], got {lm!r}")
+        lf = self.lane_floor
+        if isinstance(lf, bool) or not (isinstance(lf, (int, float)) and -1 <= lf <= 1):
+            raise InvalidInputError(f"lane_floor must be a number in [-1, 1], got {lf!r}")
         limit = self.dense_exact_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")

@@ -32,7 +32,8 @@ The stages, in order (each one a plain array operation over the whole batch):
 9. **exchange** (:mod:`norax_core.stages.exchange`): the reply to a user message among the
    best ``exchange_depth`` (or the user message a reply answers) joins right after it;
 10. **lane** (:mod:`norax_core.stages.lane`): up to ``lane_slots`` standing instructions
-   and preferences that match the query take reserved places at the end of the top k;
+   and preferences that match the query (above ``lane_similarity``, or leading the other
+   standing memories by ``lane_margin``) take reserved places at the end of the top k;
 11. **order**: best first, ties to the smaller id.
 
 New stages belong here too, as fields of :class:`Plan` and steps of :func:`rank`, so that
@@ -155,6 +156,9 @@ class Plan:
         exchange_depth: How many of the best candidates bring their exchange partner.
         lane_slots: Places of the top k reserved for matching standing memories (0: off).
         lane_similarity: The least query cosine of a standing memory that matches.
+        lane_margin: The lead over the next best standing memory's cosine with which one
+            below ``lane_similarity`` still matches (0: only the absolute bar).
+        lane_floor: The least cosine that lead counts from.
     """
 
     weights: tuple[float, float, float, float]
@@ -192,6 +196,8 @@ class Plan:
     exchange_depth: int = 5
     lane_slots: int = 0
     lane_similarity: float = 0.35
+    lane_margin: float = 0.0
+    lane_floor: float = 0.1
 
     @classmethod
     def of(cls, weights: Weights, config: NoraxConfig, intent: Intent | str | None = None) -> Plan:
@@ -758,4 +764,14 @@ def _lane(
     if table.standing is None:
         raise ValueError("the lane needs the table's standing memories")
     match = np.where(table.standing & table.valid, table.scores[_D], 0.0)
-    return lane.reserve(score, cand, table.tie, kk, match, plan.lane_similarity, plan.lane_slots)
+    return lane.reserve(
+        score,
+        cand,
+        table.tie,
+        kk,
+        match,
+        plan.lane_similarity,
+        plan.lane_slots,
+        plan.lane_margin,
+        plan.lane_floor,
+    )

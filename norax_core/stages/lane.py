@@ -9,13 +9,14 @@ buries them. Yet they are few (about 5 % of a chat's user messages) and marked a
 (:mod:`norax_core.kinds`), so the ranking can afford to look at each of them.
 
 For each query, the standing memories whose match with the query (the dense signal: clipped
-cosine with the query) reaches ``threshold`` are the lane's; the best ``slots`` of them by
-that match that are not already in the top ``k`` are lifted to just above the first result
-they push out, i.e. into the last places of the top ``k``. Nothing else moves: results the
-lane does not displace keep their order and score, a standing memory already in the top ``k``
-keeps its place, a query that matches none is untouched, and a search for ``k <= slots``
-results is left alone (the lane would take every place: at ``k = 1`` it cost LoCoMo's
-recall@1 0.333 -> 0.216).
+cosine with the query) reaches ``threshold``, or clearly beats the namespace's other
+standing memories' (a lead of ``margin`` over the runner-up, above a low ``floor``), are the
+lane's; the best ``slots`` of them by that match that are not already in the top ``k`` are
+lifted to just above the first result they push out, i.e. into the last places of the top
+``k``. Nothing else moves: results the lane does not displace keep their order and score, a
+standing memory already in the top ``k`` keeps its place, a query that matches none is
+untouched, and a search for ``k <= slots`` results is left alone (the lane would take every
+place: at ``k = 1`` it cost LoCoMo's recall@1 0.333 -> 0.216).
 
 References:
     Reserved slots for a class of results, the way blended search reserves places for a
@@ -30,20 +31,41 @@ import numpy as np
 __all__ = ["lane_picks", "reserve"]
 
 
-def lane_picks(match: np.ndarray, threshold: float, slots: int) -> np.ndarray:
-    """``(q, n)`` the lane's memories: per query the best ``slots`` with ``match >= threshold``.
+def lane_picks(
+    match: np.ndarray, threshold: float, slots: int, margin: float = 0.0, floor: float = 0.0
+) -> np.ndarray:
+    """``(q, n)`` the lane's memories: per query the best ``slots`` that apply.
+
+    A standing memory applies when its match reaches the absolute bar ``threshold``, or
+    (with ``margin > 0``) when it reaches ``floor`` and leads, by at least ``margin``, the
+    best standing memory past the ``slots`` (the runner-up, with one slot; 0 when there is
+    none). The second way is the relative rule: a request resembles the rule that applies
+    to it only a little ("Write me a Python function..." vs "Always add type hints...":
+    cosine 0.12), yet that rule is usually the namespace's best-matching standing memory,
+    and clearly so, while a request no rule applies to matches several about equally.
 
     Args:
         match: ``(q, n)`` each row's match with the query; 0 for a row that is not a
             standing memory.
-        threshold: The least match that counts (a zero match never does).
+        threshold: The absolute bar (a zero match never counts).
         slots: At most this many per query.
+        margin: The least lead over the runner-up of the relative rule (0: off).
+        floor: The least match the relative rule accepts.
 
     Examples:
         >>> lane_picks(np.array([[0.0, 0.5, 0.2, 0.6]]), 0.3, 1).tolist()
         [[False, False, False, True]]
+        >>> lane_picks(np.array([[0.0, 0.25, 0.05, 0.1]]), 0.4, 1, 0.1, 0.1).tolist()
+        [[False, True, False, False]]
+        >>> lane_picks(np.array([[0.0, 0.25, 0.2, 0.1]]), 0.4, 1, 0.1, 0.1).tolist()
+        [[False, False, False, False]]
     """
     ok = (match > 0) & (match >= threshold)
+    if margin > 0:
+        # the best standing memory past the slots (the runner-up): 0 when there is none
+        ranked = -np.sort(-np.maximum(match, 0.0), axis=1)
+        runner = ranked[:, slots] if match.shape[1] > slots else np.zeros(match.shape[0])
+        ok |= (match > 0) & (match >= floor) & (match - runner[:, None] >= margin)
     if slots <= 0 or not ok.any():
         return np.zeros(match.shape, dtype=bool)
     keyed = np.where(ok, match, -np.inf)
@@ -61,6 +83,8 @@ def reserve(
     match: np.ndarray,
     threshold: float,
     slots: int,
+    margin: float = 0.0,
+    floor: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lift the lane's memories into the last places of each query's top ``k``.
 
@@ -72,12 +96,14 @@ def reserve(
         match: ``(q, n)`` see :func:`lane_picks`.
         threshold: See :func:`lane_picks`.
         slots: See :func:`lane_picks`.
+        margin: See :func:`lane_picks`.
+        floor: See :func:`lane_picks`.
 
     Returns:
         ``(candidates, scores)``: new arrays; a lifted memory's score is the score of the
         result it displaces, plus the smallest step that ranks it above that one.
     """
-    picks = lane_picks(match, threshold, slots)
+    picks = lane_picks(match, threshold, slots, margin, floor)
     out, joined = score.copy(), cand | picks
     for q in np.flatnonzero(picks.any(axis=1)).tolist():
         kq = int(k[q])

@@ -84,6 +84,42 @@ def test_lane_picks_the_best_matches_above_the_threshold() -> None:
     assert not lane_picks(np.zeros((1, 3)), 0.0, 2).any()  # a zero match never counts
 
 
+def test_lane_picks_a_clear_leader_below_the_bar_by_its_lead() -> None:
+    # rows: a clear leader (0.25 vs 0.05), a close call (0.25 vs 0.2), a lone rule (0.15),
+    # a leader under the floor (0.08), and two slots (0.3, 0.28 lead the third, 0.1)
+    match = np.array(
+        [
+            [0.0, 0.25, 0.05, 0.0],
+            [0.0, 0.25, 0.2, 0.0],
+            [0.15, 0.0, 0.0, 0.0],
+            [0.08, 0.0, 0.0, 0.0],
+        ]
+    )
+    got = lane_picks(match, 0.4, 1, margin=0.1, floor=0.1)
+    assert got.tolist() == [
+        [False, True, False, False],
+        [False] * 4,  # the runner-up is too close: no rule clearly applies
+        [True, False, False, False],  # no runner-up: the lead is the match itself
+        [False] * 4,  # below the floor
+    ]
+    assert not lane_picks(match, 0.4, 1).any()  # without a margin only the bar counts
+    # the absolute bar still admits a close call
+    assert lane_picks(np.array([[0.5, 0.45]]), 0.4, 1, 0.1, 0.1).tolist() == [[True, False]]
+    # with two slots the lead is over the third best
+    two = lane_picks(np.array([[0.3, 0.28, 0.1]]), 0.4, 2, 0.1, 0.1)
+    assert two.tolist() == [[True, True, False]]
+
+
+def test_reserve_lifts_a_clear_leader_only_with_a_margin() -> None:
+    score = np.array([[0.9, 0.8, 0.7, 0.1]])
+    cand = np.ones((1, 4), dtype=bool)
+    match = np.array([[0.0, 0.0, 0.0, 0.2]])  # below the bar 0.4, alone in the namespace
+    _, out = reserve(score, cand, None, np.array([2]), match, 0.4, 1)
+    assert (out == score).all()
+    _, out = reserve(score, cand, None, np.array([2]), match, 0.4, 1, 0.1, 0.1)
+    assert out[0, 3] > out[0, 1] == 0.8  # lifted into the second place
+
+
 def test_reserve_lifts_into_the_last_places_and_moves_nothing_else() -> None:
     score = np.array([[0.9, 0.8, 0.7, 0.6, 0.1, 0.05]])
     cand = np.array([[True, True, True, True, True, False]])
