@@ -20,7 +20,7 @@ from norax_core.entities import load_extractor
 from norax_core.errors import InvalidInputError
 from norax_core.models import SIGNALS, Memory, MetadataValue, SearchResult
 from norax_core.presets import WeightsLike, resolve_weights
-from norax_core.query import plan_query
+from norax_core.query import intents, plan_query
 from norax_core.ranking import Plan, proposal_sizes, rank
 from norax_core.retrieval import Candidates, gather, search_results, search_table
 from norax_core.signals.base import Query
@@ -110,8 +110,8 @@ class NoraxMemory:
         )
         self.collection_name = self._store.name
         try:
-            # Recorded weights apply when ``weights`` is None, recorded embedding settings to
-            # every add once it holds memories; an empty store records its own (store_settings).
+            intents.load_intent_model()  # read once per process at open, not in a first search
+            # Recorded weights (``weights`` None) and embedding settings apply (store_settings).
             self.weights, self._embed = settle(
                 self._store.collection,
                 self.collection_name,
@@ -486,9 +486,9 @@ class NoraxMemory:
         """The stored embedding of each of ``ids`` that exists (float32, unit norm)."""
         return self._store.embeddings(check.id_list(ids))
 
-    def _roles(self, ids: Sequence[str], namespace: str) -> dict[str, object]:
-        """The ``role`` metadata of each of ``ids`` (the turns stage's speaker boost)."""
-        return {m.id: m.metadata.get("role") for m in self.get(list(ids), namespace=namespace)}
+    def _roles(self, ids: Sequence[str], namespace: str) -> dict[str, str]:
+        """Each of ``ids``'s ``role`` (the turns stage's speaker boost), from the sidecar."""
+        return self._store.roles(namespace, ids)
 
     async def asearch(self, query: str, k: int = 10, **kwargs: Any) -> list[SearchResult]:
         """Async :meth:`search`; the work runs in a thread, the event loop stays free."""

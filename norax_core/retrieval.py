@@ -94,8 +94,11 @@ def gather(
     """
     signals = signal_set(indexes, dense, cfg)
     tops: dict[str, Future[dict[str, float]] | dict[str, float]] = {}
-    if "dense" in wanted:  # Chroma works while the local signals do
-        tops["dense"] = in_background(dense.top, q, wanted["dense"])
+    if "dense" in wanted:  # Chroma works while the local signals do; a matrix is local
+        if dense.exact(q.namespace):
+            tops["dense"] = dense.top(q, wanted["dense"])
+        else:
+            tops["dense"] = in_background(dense.top, q, wanted["dense"])
     if entities is not None:
         q = dataclasses.replace(q, entities=tuple(entities.result()))
     for name, sig in signals.items():

@@ -329,6 +329,21 @@ class Sidecar(snapshot_table.SnapshotTable):
         with self._lock:
             return {m for m, k in self._conn.execute(sql, (namespace,)) if k in wanted}
 
+    def roles(self, namespace: str, ids: Sequence[str]) -> dict[str, str]:
+        """``id -> role`` (:attr:`IndexRow.role`) of the ``ids`` held in ``namespace``."""
+        out: dict[str, str] = {}
+        with self._lock:
+            for s in range(0, len(ids), _IN_CHUNK):
+                chunk = list(ids[s : s + _IN_CHUNK])
+                marks = ",".join("?" * len(chunk))
+                out.update(
+                    self._conn.execute(
+                        f"SELECT id, role FROM memories WHERE namespace = ? AND id IN ({marks})",
+                        [namespace, *chunk],
+                    ).fetchall()
+                )
+        return out
+
     def homes(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
         """``id -> (namespace, seq)`` for the ``ids`` the sidecar holds."""
         out: dict[str, tuple[str, int]] = {}

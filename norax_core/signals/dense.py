@@ -170,6 +170,10 @@ class DenseSignal:
             return None
         return cache() if size(namespace) <= self.exact_limit else None
 
+    def exact(self, namespace: str) -> bool:
+        """Whether ``namespace`` is searched from its matrix (in this thread, no hand-off)."""
+        return self._exact(namespace) is not None
+
     def _block(self, cache: VectorCache, namespace: str) -> NamespaceMatrix:
         """The namespace's matrix, up to date (the caller holds ``cache.lock``)."""
         home, members = self._namespace_of, self._members

@@ -24,6 +24,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.ma  # noqa: F401 - np.unique imports it at first use (~25 ms in a first search)
 
 if TYPE_CHECKING:
     from norax_core.signals.entity_graph import NamespaceGraph

@@ -269,6 +269,10 @@ class Store(WritePath):
             for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
         }
 
+    def roles(self, namespace: str, ids: Sequence[str]) -> dict[str, str]:
+        """The ``role`` of each of ``ids`` in the loaded ``namespace`` (its sidecar rows)."""
+        return self.indexes.sidecar.roles(namespace, ids)
+
     def texts(self, ids: list[str]) -> dict[str, str]:
         """The stored text of each of ``ids`` that exists."""
         return {mid: m.text for mid, m in self.records(ids).items()}
