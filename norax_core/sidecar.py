@@ -336,12 +336,10 @@ class Sidecar(snapshot_table.SnapshotTable):
             for s in range(0, len(ids), _IN_CHUNK):
                 chunk = list(ids[s : s + _IN_CHUNK])
                 marks = ",".join("?" * len(chunk))
-                out.update(
-                    self._conn.execute(
-                        f"SELECT id, role FROM memories WHERE namespace = ? AND id IN ({marks})",
-                        [namespace, *chunk],
-                    ).fetchall()
+                got = self._conn.execute(  # by primary key, not the namespace index
+                    f"SELECT id, namespace, role FROM memories WHERE id IN ({marks})", chunk
                 )
+                out.update((mid, role) for mid, ns, role in got if ns == namespace)
         return out
 
     def homes(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
