@@ -154,9 +154,28 @@ def search_table(
     state = {"signals": cands.signals}
     bridge = bridge_source(indexes, q) if cfg.bridges_on else None
     standing = set(indexes.standing(q.namespace)) if cfg.lane_slots > 0 else set()
-    query_words = frozenset(indexes.tokenizer(q.text))
+    query_words = frozenset(q.tokens)  # the tokens BM25 reads (engine: the same tokenizer)
     if q.allowed is not None:
         standing &= q.allowed
+
+    # What a table's stages ask of the catalog and the sidecar depends on each id alone, so
+    # it is read once per id for the whole search, however often the table grows.
+    near_of: dict[tuple[int, float], dict[str, tuple[str, ...]]] = {}
+    role_of: dict[str, object] = {}
+
+    def near(ids: Sequence[str], window: int, gap: float) -> dict[str, tuple[str, ...]]:
+        known = near_of.setdefault((window, gap), {})
+        todo = [m for m in dict.fromkeys(ids) if m not in known]
+        if todo:
+            known.update(catalog.neighbours(q.namespace, todo, window, gap, allowed=q.allowed))
+        return known
+
+    def roles_of(ids: list[str]) -> Mapping[str, object]:
+        todo = [m for m in ids if m not in role_of]
+        if todo and roles is not None:
+            found = roles(todo)
+            role_of.update((m, found.get(m)) for m in todo)
+        return role_of
 
     def newer_of(ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         # same namespace by construction; an excluded memory never joins
@@ -185,9 +204,13 @@ def search_table(
         tie = np.empty(n, dtype=np.int64)
         tie[sorted(range(n), key=ids.__getitem__)] = np.arange(n)
 
+        slots: dict[tuple[int, float], list[np.ndarray]] = {}
+
         def neighbours(window: int, gap: float) -> list[np.ndarray]:
-            near = catalog.neighbours(q.namespace, ids, window, gap, allowed=q.allowed)
-            return neighbour_slots(rows, near, ids, window, n)
+            if (window, gap) not in slots:
+                found = near(ids, window, gap)
+                slots[window, gap] = neighbour_slots(rows, found, ids, window, n)
+            return [a.copy() for a in slots[window, gap]]
 
         def vecs(qs: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             want = [ids[r] for r in at[0].tolist()]
@@ -208,7 +231,7 @@ def search_table(
             return np.array([got], dtype=np.int64)
 
         def users(role: str = "user") -> np.ndarray:
-            found = roles(ids) if roles is not None else {}
+            found = roles_of(ids)
             return np.array([[found.get(m) == role for m in ids]], dtype=bool)
 
         def words(_: int, at: Sequence[int]) -> list[frozenset[str]]:
@@ -245,11 +268,9 @@ def search_table(
         ids = t.ids[0] if t.ids is not None else []
         seeds = [ids[r] for r in np.flatnonzero(wanted[0]).tolist()]
         # neighbours among the memories the filter allows: an excluded one never takes a slot
-        near = catalog.neighbours(
-            q.namespace, seeds, cfg.context_window, cfg.context_gap_seconds, allowed=q.allowed
-        )
+        found = near(seeds, cfg.context_window, cfg.context_gap_seconds)
         known = set(ids)
-        joining = [x for s in seeds for x in near.get(s, ())]
+        joining = [x for s in seeds for x in found.get(s, ())]
         if add:  # the bridge step's memories: the namespace's graph, so only check the filter
             joining += [m for m in add[0] if q.allowed is None or m in q.allowed]
         extra = [m for m in dict.fromkeys(joining) if m not in known]

@@ -47,6 +47,8 @@ class _Namespace:
         self.alive = np.empty(0, dtype=bool)
         self.n = 0
         self.timeline: tuple[list[str], list[float], dict[str, int], list[int]] | None = None
+        self.splits: dict[float, tuple[list[int], list[int]]] = {}
+        """Session numbers and positions of the timeline, by gap (dropped with any change)."""
 
     def _grow(self) -> None:
         cap = max(16, 2 * len(self.ts))
@@ -75,6 +77,7 @@ class _Namespace:
         Appending to a conversation is the usual write; any other write drops the order, to
         be sorted again when next asked (an O(n log n) sort of the namespace).
         """
+        self.splits = {}
         line = self.timeline
         if line is None:
             return
@@ -91,7 +94,7 @@ class _Namespace:
         i = self.slot.pop(mid, None)
         if i is None:
             return False
-        self.timeline = None
+        self.timeline, self.splits = None, {}
         self.alive[i] = False
         if len(self.slot) * 2 < self.n and self.n > 64:
             self._compact()
@@ -105,6 +108,14 @@ class _Namespace:
         self.alive = np.ones(len(keep), dtype=bool)
         self.n = len(keep)
         self.slot = {mid: i for i, mid in enumerate(self.ids)}
+
+    def split(self, gap: float) -> tuple[list[int], list[int]]:
+        """Each timeline memory's session number and position in it, at ``gap``; kept."""
+        got = self.splits.get(gap)
+        if got is None:
+            times = self.ordered()[1]
+            got = self.splits[gap] = (session_numbers(times, gap), session_positions(times, gap))
+        return got
 
     def ordered(self) -> tuple[list[str], list[float], dict[str, int], list[int]]:
         """The live ids in conversation order (see :meth:`TemporalSignal.timeline`)."""
@@ -262,8 +273,12 @@ class TemporalSignal:
         filter) the timeline holds those memories only, as for :meth:`neighbours`. An id not
         in it gets a session of its own (a negative number).
         """
-        ordered, times, pos = self.filtered_timeline(namespace, allowed)
-        number = session_numbers(times, gap)
+        ns = self._ns.get(namespace)
+        if allowed is None and ns is not None:
+            pos, number = ns.ordered()[2], ns.split(gap)[0]
+        else:
+            _, times, pos = self.filtered_timeline(namespace, allowed)
+            number = session_numbers(times, gap)
         return [number[pos[m]] if m in pos else -1 - i for i, m in enumerate(ids)]
 
     def session_positions(
@@ -277,8 +292,12 @@ class TemporalSignal:
 
         With ``allowed`` the timeline holds those memories only; an id not in it gets -1.
         """
-        ordered, times, pos = self.filtered_timeline(namespace, allowed)
-        at = session_positions(times, gap)
+        ns = self._ns.get(namespace)
+        if allowed is None and ns is not None:
+            pos, at = ns.ordered()[2], ns.split(gap)[1]
+        else:
+            _, times, pos = self.filtered_timeline(namespace, allowed)
+            at = session_positions(times, gap)
         return [at[pos[m]] if m in pos else -1 for m in ids]
 
     def filtered_timeline(
