@@ -83,6 +83,7 @@ class DerivedIndexes:
         self.graph_signal = GraphSignal(self.graph)
         self.namespace_of: dict[str, str] = {}
         self._standing: dict[str, set[str]] = {}  # namespace -> instruction/preference ids
+        self._roles: dict[str, dict[str, str]] = {}  # namespace -> {id: role}, roles only
         self.vectors = VectorCache(int(config.dense_cache_mb * 2**20))
         self.budget = int(config.index_cache_mb * 2**20)
         self._loaded: OrderedDict[str, int] = OrderedDict()  # namespace -> est. bytes, LRU first
@@ -125,7 +126,9 @@ class DerivedIndexes:
         if self._verify is not None:
             self._check_namespace(namespace, *self._verify)
         if self.source.complete and self._restore(namespace):
-            self._standing[namespace] = self.sidecar.standing(namespace, STANDING)
+            self._standing[namespace], self._roles[namespace] = self.sidecar.labels(
+                namespace, STANDING
+            )
             self.loads += 1
             self._trim(keep=namespace)
             return
@@ -320,6 +323,7 @@ class DerivedIndexes:
         for mid in self.temporal.ids(namespace):
             self.namespace_of.pop(mid, None)
         self._standing.pop(namespace, None)
+        self._roles.pop(namespace, None)
         self.bm25.drop(namespace)
         self.temporal.drop(namespace)
         self.vectors.evict(namespace)
@@ -364,6 +368,15 @@ class DerivedIndexes:
         has loaded the namespace (:meth:`ensure`).
         """
         return sorted(self._standing.get(namespace, ()))
+
+    def roles(self, namespace: str, ids: Iterable[str]) -> dict[str, str]:
+        """``id -> role`` of the ``ids`` held in ``namespace`` (``""`` for none).
+
+        :attr:`IndexRow.role`, kept in memory for the loaded namespaces; the caller has
+        loaded ``namespace`` (:meth:`ensure`).
+        """
+        roles = self._roles.get(namespace, {})
+        return {m: roles.get(m, "") for m in ids if self.namespace_of.get(m) == namespace}
 
     def count(self, namespace: str | None = None) -> int:
         """Memories in ``namespace`` (loaded first) or, ``None``, in all."""
@@ -465,6 +478,11 @@ class DerivedIndexes:
                 standing.add(r.id)
             else:  # an upsert may change what a memory is
                 standing.discard(r.id)
+            roles = self._roles.setdefault(r.namespace, {})
+            if r.role:
+                roles[r.id] = r.role
+            else:
+                roles.pop(r.id, None)
             groups.setdefault(r.namespace, []).append(r)
         for ns, group in groups.items():  # one call per index and namespace: a load is bulk
             self.bm25.add_many(ns, [(r.id, r.tokens) for r in group])
@@ -511,6 +529,7 @@ class DerivedIndexes:
         if ns in self._loaded and n:
             self._loaded[ns] -= self._loaded[ns] // n
         self._standing.get(ns, set()).discard(mid)
+        self._roles.get(ns, {}).pop(mid, None)
         self.bm25.remove(ns, mid)
         self.temporal.remove(ns, mid)
         self.graph.remove(ns, mid)

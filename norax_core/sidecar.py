@@ -323,24 +323,21 @@ class Sidecar(snapshot_table.SnapshotTable):
             ).fetchall()
         return [_row(r) for r in found]
 
-    def standing(self, namespace: str, kinds: Iterable[str]) -> set[str]:
-        """The ids of ``namespace`` whose inferred kind is one of ``kinds``."""
-        sql, wanted = "SELECT id, inferred_kind FROM memories WHERE namespace = ?", set(kinds)
-        with self._lock:
-            return {m for m, k in self._conn.execute(sql, (namespace,)) if k in wanted}
+    def labels(self, namespace: str, kinds: Iterable[str]) -> tuple[set[str], dict[str, str]]:
+        """Standing ids and roles of ``namespace``, in one read.
 
-    def roles(self, namespace: str, ids: Sequence[str]) -> dict[str, str]:
-        """``id -> role`` (:attr:`IndexRow.role`) of the ``ids`` held in ``namespace``."""
-        out: dict[str, str] = {}
+        The ids whose inferred kind is one of ``kinds``, and ``id -> role`` of the memories
+        that have a role.
+        """
+        sql = "SELECT id, inferred_kind, role FROM memories WHERE namespace = ?"
+        wanted, standing, roles = set(kinds), set(), {}
         with self._lock:
-            for s in range(0, len(ids), _IN_CHUNK):
-                chunk = list(ids[s : s + _IN_CHUNK])
-                marks = ",".join("?" * len(chunk))
-                got = self._conn.execute(  # by primary key, not the namespace index
-                    f"SELECT id, namespace, role FROM memories WHERE id IN ({marks})", chunk
-                )
-                out.update((mid, role) for mid, ns, role in got if ns == namespace)
-        return out
+            for m, k, role in self._conn.execute(sql, (namespace,)):
+                if k in wanted:
+                    standing.add(m)
+                if role:
+                    roles[m] = role
+        return standing, roles
 
     def homes(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
         """``id -> (namespace, seq)`` for the ``ids`` the sidecar holds."""

@@ -259,8 +259,8 @@ class Store(WritePath):
         }
 
     def roles(self, namespace: str, ids: Sequence[str]) -> dict[str, str]:
-        """The ``role`` of each of ``ids`` in the loaded ``namespace`` (its sidecar rows)."""
-        return self.indexes.sidecar.roles(namespace, ids)
+        """The ``role`` of each of ``ids`` in the loaded ``namespace`` (held in memory)."""
+        return self.indexes.roles(namespace, ids)
 
     def texts(self, ids: list[str]) -> dict[str, str]:
         """The stored text of each of ``ids`` that exists."""
