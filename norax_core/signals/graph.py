@@ -402,21 +402,18 @@ class GraphSignal:
             return _Tables(ents, direct, np.zeros(m), np.zeros(m), hub, index, s)
         pos = np.full(len(dfs), -1, np.int64)
         pos[ents] = np.arange(m)
-        src, dst, wts = [], [], []
-        for k, u in enumerate(ents.tolist()):
-            nb, w = space.neighbours(u)
-            j = pos[nb]
-            inside = j >= 0
-            src.append(np.full(int(inside.sum()), k))
-            dst.append(j[inside])
-            wts.append(w[inside])
+        adj = [space.neighbours(u) for u in ents.tolist()]  # the edges inside L, in one pass
+        j = pos[np.concatenate([nb for nb, _ in adj])]
+        inside = j >= 0
+        src = np.repeat(np.arange(m), [len(nb) for nb, _ in adj])[inside]
+        wts = np.concatenate([w for _, w in adj])[inside]
         restart = np.zeros(m)
         restart[:s] = idf[:s] / idf[:s].sum()
         pi = personalized_pagerank(
             m,
-            np.concatenate(src),
-            np.concatenate(dst),
-            np.concatenate(wts),
+            src,
+            j[inside],
+            wts,
             restart,
             damping=cfg.damping,
             max_iter=cfg.max_iter,
