@@ -355,7 +355,9 @@ class NoraxMemory:
                 with one query embedding (default: embedded here).
         """
         w = self.weights if weights is None else resolve_weights(weights)
-        cands = self.candidates(query, k, namespace, where, now, w, query_embedding=query_embedding)
+        cands = self.candidates(
+            query, k, namespace, where, now, w, query_embedding=query_embedding, explain=False
+        )
         if not cands.k:
             return []
         chosen = cands.weights or w  # the query's intent selected them (Weights.for_intent)
@@ -369,11 +371,13 @@ class NoraxMemory:
                 chosen.applied(self.config),
                 self.embeddings,
                 supersede=plan.supersede_weight > 0,
-                roles=lambda ids: self._roles(ids, cands.query.namespace),
+                roles=lambda ids: self._store.roles(cands.query.namespace, ids),
             )
             ranking = rank(table, plan, cands.k, extend)
-        found = self.get(ranking.ids(), namespace=cands.query.namespace)
-        return search_results(ranking, cands, {m.id: m for m in found}, w)
+            shown = set(cands.ids).intersection(ranking.ids())  # proposed: the breakdown
+            matched = self._store.indexes.graph_signal.explain(cands.query, sorted(shown))
+        found = {m.id: m for m in self.get(ranking.ids(), namespace=cands.query.namespace)}
+        return search_results(ranking, dataclasses.replace(cands, matched=matched), found, w)
 
     def candidates(
         self,
@@ -386,6 +390,7 @@ class NoraxMemory:
         pool: int | None = None,
         ids: Sequence[str] | None = None,
         query_embedding: Any = None,
+        explain: bool = True,
     ) -> Candidates:
         """The candidate pool of a search with every signal's score, before fusion.
 
@@ -403,6 +408,7 @@ class NoraxMemory:
         The query's intent (:func:`~norax_core.plan_query`) selects the weights first
         (:meth:`Weights.for_intent`: a per-intent override where the weights have one), so
         proposal sizes and signal parameters follow them; ``Candidates.weights`` holds them.
+        ``explain=False`` leaves ``matched`` empty (:meth:`search` fills its results').
         """
         text = check.query(query)
         k = check.k(k)
@@ -473,6 +479,7 @@ class NoraxMemory:
                 forced=[
                     m for m in dict.fromkeys(check.memory_id(i) for i in ids or ()) if m in known
                 ],
+                explain=explain,
             )
 
     def embed_query(self, query: str) -> np.ndarray:
@@ -482,10 +489,6 @@ class NoraxMemory:
     def embeddings(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored embedding of each of ``ids`` that exists (float32, unit norm)."""
         return self._store.embeddings(check.id_list(ids))
-
-    def _roles(self, ids: Sequence[str], namespace: str) -> dict[str, str]:
-        """Each of ``ids``'s ``role`` (the turns stage's speaker boost), from the sidecar."""
-        return self._store.roles(namespace, ids)
 
     async def asearch(self, query: str, k: int = 10, **kwargs: Any) -> list[SearchResult]:
         """Async :meth:`search`; the work runs in a thread, the event loop stays free."""

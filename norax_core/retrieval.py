@@ -77,6 +77,7 @@ def gather(
     size: int,
     weights: Weights | None = None,
     forced: Sequence[str] = (),
+    explain: bool = True,
 ) -> Candidates:
     """Each weighted signal proposes its top ``pool``; every candidate gets all four scores.
 
@@ -92,6 +93,7 @@ def gather(
         size: How many memories the namespace (and filter) holds.
         weights: The weights chosen for the query (recorded on the candidates).
         forced: Ids that are candidates whatever the signals propose.
+        explain: Whether ``matched`` holds every candidate's shared entities (else empty).
     """
     signals = signal_set(indexes, dense, cfg)
     tops: dict[str, Future[dict[str, float]] | dict[str, float]] = {}
@@ -115,7 +117,7 @@ def gather(
             union.update(dict.fromkeys(proposed[name]))
     cand = list(union)
     scores = {name: sig.score(q, cand) for name, sig in signals.items()}
-    matched = indexes.graph_signal.explain(q, cand)
+    matched = indexes.graph_signal.explain(q, cand) if explain else {}
     return Candidates(q, k, cand, scores, matched, proposed, size, weights)
 
 
