@@ -47,8 +47,6 @@ class _Namespace:
         self.alive = np.empty(0, dtype=bool)
         self.n = 0
         self.timeline: tuple[list[str], list[float], dict[str, int], list[int]] | None = None
-        self.splits: dict[float, tuple[list[int], list[int]]] = {}
-        """Session numbers and positions of the timeline, by gap (dropped with any change)."""
 
     def _grow(self) -> None:
         cap = max(16, 2 * len(self.ts))
@@ -77,7 +75,6 @@ class _Namespace:
         Appending to a conversation is the usual write; any other write drops the order, to
         be sorted again when next asked (an O(n log n) sort of the namespace).
         """
-        self.splits = {}
         line = self.timeline
         if line is None:
             return
@@ -94,7 +91,7 @@ class _Namespace:
         i = self.slot.pop(mid, None)
         if i is None:
             return False
-        self.timeline, self.splits = None, {}
+        self.timeline = None
         self.alive[i] = False
         if len(self.slot) * 2 < self.n and self.n > 64:
             self._compact()
@@ -108,14 +105,6 @@ class _Namespace:
         self.alive = np.ones(len(keep), dtype=bool)
         self.n = len(keep)
         self.slot = {mid: i for i, mid in enumerate(self.ids)}
-
-    def split(self, gap: float) -> tuple[list[int], list[int]]:
-        """Each timeline memory's session number and position in it, at ``gap``; kept."""
-        got = self.splits.get(gap)
-        if got is None:
-            times = self.ordered()[1]
-            got = self.splits[gap] = (session_numbers(times, gap), session_positions(times, gap))
-        return got
 
     def ordered(self) -> tuple[list[str], list[float], dict[str, int], list[int]]:
         """The live ids in conversation order (see :meth:`TemporalSignal.timeline`)."""
@@ -152,6 +141,8 @@ class TemporalSignal:
         self._tau_for = tau_for
         self._ns: dict[str, _Namespace] = {}
         self._kinds: dict[str, int] = {}
+        # namespace -> (its timeline, its length then, {gap: (session numbers, positions)})
+        self._splits: dict[str, tuple[object, int, dict[float, tuple[list[int], list[int]]]]] = {}
         self.last_seq = 0
         """The highest write sequence number recorded (the engine numbers writes after it)."""
         self.writes = 0
@@ -161,7 +152,7 @@ class TemporalSignal:
     def with_decay(self, tau_for: Callable[[str], float]) -> TemporalSignal:
         """A view of the same catalog that scores with other decay constants."""
         view = TemporalSignal(tau_for)
-        view._ns, view._kinds = self._ns, self._kinds
+        view._ns, view._kinds, view._splits = self._ns, self._kinds, self._splits
         return view
 
     def add(
@@ -186,6 +177,7 @@ class TemporalSignal:
     def drop(self, namespace: str) -> None:
         """Forget a whole namespace (its owner reloads it when it is next used)."""
         self._ns.pop(namespace, None)
+        self._splits.pop(namespace, None)
 
     def export(self, namespace: str) -> tuple[object, list[str]] | None:
         """The namespace's catalog and the kind of each code, for :meth:`restore`."""
@@ -273,9 +265,8 @@ class TemporalSignal:
         filter) the timeline holds those memories only, as for :meth:`neighbours`. An id not
         in it gets a session of its own (a negative number).
         """
-        ns = self._ns.get(namespace)
-        if allowed is None and ns is not None:
-            pos, number = ns.ordered()[2], ns.split(gap)[0]
+        if allowed is None and namespace in self._ns:
+            pos, number = self.timeline(namespace)[2], self._split(namespace, gap)[0]
         else:
             _, times, pos = self.filtered_timeline(namespace, allowed)
             number = session_numbers(times, gap)
@@ -292,13 +283,27 @@ class TemporalSignal:
 
         With ``allowed`` the timeline holds those memories only; an id not in it gets -1.
         """
-        ns = self._ns.get(namespace)
-        if allowed is None and ns is not None:
-            pos, at = ns.ordered()[2], ns.split(gap)[1]
+        if allowed is None and namespace in self._ns:
+            pos, at = self.timeline(namespace)[2], self._split(namespace, gap)[1]
         else:
             _, times, pos = self.filtered_timeline(namespace, allowed)
             at = session_positions(times, gap)
         return [at[pos[m]] if m in pos else -1 for m in ids]
+
+    def _split(self, namespace: str, gap: float) -> tuple[list[int], list[int]]:
+        """The namespace's session numbers and positions at ``gap``.
+
+        Kept while its timeline is unchanged: the same object, as long (a write appends to
+        it or replaces it).
+        """
+        line = self._ns[namespace].ordered()
+        kept = self._splits.get(namespace)
+        if kept is None or kept[0] is not line or kept[1] != len(line[0]):
+            kept = self._splits[namespace] = (line, len(line[0]), {})
+        got = kept[2].get(gap)
+        if got is None:
+            got = kept[2][gap] = (session_numbers(line[1], gap), session_positions(line[1], gap))
+        return got
 
     def filtered_timeline(
         self, namespace: str, allowed: Collection[str] | None
