@@ -67,6 +67,10 @@ class GraphConfig:
             raise ValueError(f"GraphConfig.damping must be in [0, 1), got {self.damping}")
 
 
+def _new_dict(_: object) -> dict[Any, Any]:
+    return {}
+
+
 def personalized_pagerank(
     n: int,
     src: np.ndarray,
@@ -369,10 +373,17 @@ class GraphSignal:
         s = len(seeds)
         hub_df = max(cfg.hub_fraction * n, cfg.min_hub_df)
         dfs = space.df
+        # an entity's best neighbours depend on the graph alone: kept until it changes
+        known: dict[tuple[int, int], list[int]] = space.memo(f"graph-best:{hub_df!r}", _new_dict)
 
         def best(e: int, k: int) -> list[int]:
             if k <= 0 or dfs[e] > hub_df:
                 return []
+            if (e, k) not in known:
+                known[e, k] = _best(e, k)
+            return known[e, k]
+
+        def _best(e: int, k: int) -> list[int]:
             nb, w = space.neighbours(e)
             ok = dfs[nb] <= hub_df
             nb, w = nb[ok], w[ok]
