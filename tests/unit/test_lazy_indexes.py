@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 from norax_core import NoraxConfig
@@ -87,3 +90,25 @@ def test_communities_survive_an_eviction(louvain_edges: int) -> None:
     assert space is not None and space.changes == 0  # adopted, no rerun pending
     assert idx.graph.communities("a") == before
     idx.graph.close()
+
+
+def test_roles_held_in_memory_follow_snapshots_and_writes(tmp_path: Path) -> None:
+    """The roles the turns and exchange stages read agree with the sidecar's rows."""
+    side = Sidecar(tmp_path / "sidecar.sqlite3")
+    side.upsert([replace(r, role="user" if i % 2 else "") for i, r in enumerate(_rows("a", 6))])
+    side.upsert(_rows("b", 6))
+    idx = DerivedIndexes(side, NoraxConfig(index_cache_mb=0))  # one namespace at a time
+    ids = [f"a-{i}" for i in range(6)] + ["b-1", "zz"]
+    want = {f"a-{i}": "user" if i % 2 else "" for i in range(6)}
+    idx.ensure("a")  # from its rows
+    assert idx.roles("a", ids) == want  # b-1 is in another namespace, zz nowhere
+    idx.ensure("b")  # a is evicted and snapshotted
+    assert idx.roles("b", ids) == {"b-1": ""} and idx.roles("a", ids) == {}
+    idx.ensure("a")  # from its snapshot
+    assert idx.restored == 1 and idx.roles("a", ids) == want
+    idx.apply([replace(_rows("a", 6)[1], role="assistant"), replace(_rows("a", 6)[2], role="user")])
+    idx.remove(["a-3"])
+    want.update({"a-1": "assistant", "a-2": "user"})
+    del want["a-3"]
+    idx.ensure("a")  # as a search does before reading them
+    assert idx.roles("a", ids) == want
