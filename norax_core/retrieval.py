@@ -160,7 +160,7 @@ def search_table(
     if q.allowed is not None:
         standing &= q.allowed
 
-    # What a table's stages ask of the catalog and the sidecar depends on each id alone, so
+    # What a table's stages ask of the catalog and the roles depends on each id alone, so
     # it is read once per id for the whole search, however often the table grows.
     near_of: dict[tuple[int, float], dict[str, tuple[str, ...]]] = {}
     role_of: dict[str, object] = {}
