@@ -8,6 +8,8 @@ loaded namespace must still pull, and see another process's writes.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -41,3 +43,20 @@ def test_a_cold_namespace_query_skips_the_pull_and_a_warm_one_still_pulls(
         assert sync.stats.pulls == before + 1
         assert cold[0].text == "Omar owns the Harbor audit"
         assert mem.check().ok
+
+
+def test_igraph_is_imported_with_norax_not_by_a_first_community_run() -> None:
+    """igraph's import loaded matplotlib.pyplot (~0.4 s of CPU); when a namespace's first
+    community run imported it (in the worker thread), that time came out of the next cold
+    namespace's first query. Norax imports it up front, without pyplot (~0.03 s), and leaves
+    matplotlib importable."""
+    code = (
+        "import sys, norax_core\n"
+        "print('igraph' in sys.modules, 'matplotlib.pyplot' in sys.modules)\n"
+        "import matplotlib\n"
+        "from norax_core.signals.entity_graph import louvain_communities\n"
+        "import networkx as nx\n"
+        "print(len(louvain_communities(nx.karate_club_graph(), 0)) > 1)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False", "True"]
