@@ -443,7 +443,7 @@ class NoraxMemory:
             else check.query_embedding(query_embedding, self.embedder.dim)
         )
         with self._store.lock:
-            self._store.maybe_sync()
+            self._store.maybe_sync(ns)
             self._store.indexes.ensure(ns)
             if extractor and extracting is None:
                 extracting = resolved(self._store.indexes.graph.match_query(ns, head))
@@ -458,7 +458,7 @@ class NoraxMemory:
                 where=flt,
                 plan=reading,
             )
-            size = self.count(ns) if allowed is None else len(allowed)
+            size = self._store.indexes.count(ns) if allowed is None else len(allowed)
             k = min(k, size)
             if k == 0:
                 return Candidates(q, 0, [], {s: {} for s in SIGNALS}, {}, {}, size, w)

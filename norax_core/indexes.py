@@ -112,6 +112,10 @@ class DerivedIndexes:
         """The loaded namespaces, least recently used first."""
         return list(self._loaded)
 
+    def holds(self, namespace: str) -> bool:
+        """Whether ``namespace`` is loaded."""
+        return namespace in self._loaded
+
     @property
     def nbytes(self) -> int:
         """Estimated bytes held by the loaded namespaces (:func:`row_bytes`)."""

@@ -114,6 +114,8 @@ def quantities(
         >>> dict(quantities(["zotero", "52", "sourc"]))
         {'a:zotero': frozenset({'52'}), 'u:sourc': frozenset({'52'})}
     """
+    if numbers.isdisjoint(tokens) and not any(map(str.isdigit, tokens)):
+        return {}  # most memories give no number: no pass over their tokens
     out: dict[str, set[str]] = {}
     num = [t.isdigit() or t in numbers for t in tokens]
     for i in range(len(tokens) - 1):

@@ -36,7 +36,7 @@ from norax_core.signals.temporal import TemporalSignal, _Namespace
 from norax_core.signals.vectors import NamespaceMatrix
 from norax_core.supersession import SupersessionIndex, _Space
 
-FORMAT = "1"
+FORMAT = "2"
 """Bumped when what a snapshot holds changes in a way the attribute names do not show."""
 
 

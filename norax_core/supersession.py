@@ -74,7 +74,7 @@ class _Row:
     entities: frozenset[str]
     cue: bool  # some update cue
     outright: bool  # a cue that says the change without a value
-    values: Quantities
+    words: tuple[str, ...]  # its tokens in text order (its quantities are read on demand)
 
 
 class _Space:
@@ -87,6 +87,7 @@ class _Space:
         self.newer: dict[str, set[str]] = {}  # older -> newer ids
         self.last: Order | None = None  # at least the newest row's order
         self.keys: dict[str, list[Key]] = {}  # newer -> its links' keys, best first
+        self.values: dict[str, Quantities] = {}  # the quantities read so far (see _values)
 
     def sharing(self, row: _Row) -> set[str]:
         """Ids of the memories that share an entity with ``row``."""
@@ -173,12 +174,22 @@ class SupersessionIndex:
 
     def _row(self, r: IndexRow) -> _Row:
         tokens = frozenset(r.tokens)
-        cue = bool(tokens & self.cues)
-        outright = bool(tokens & self.outright)
-        values = quantities(r.tokens, self.cues, self.numbers)
+        cue = not tokens.isdisjoint(self.cues)
+        outright = cue and not tokens.isdisjoint(self.outright)
         return _Row(
-            (r.created_at, r.seq, r.id), tokens, frozenset(r.entities), cue, outright, values
+            (r.created_at, r.seq, r.id), tokens, frozenset(r.entities), cue, outright, r.tokens
         )
+
+    def _values(self, space: _Space, mid: str) -> Quantities:
+        """A memory's :func:`quantities`, read when a link first needs them.
+
+        Only a pair whose newer memory has value cues alone compares quantities: most rows
+        never do, and reading them all cost most of a namespace's load.
+        """
+        got = space.values.get(mid)
+        if got is None:
+            got = space.values[mid] = quantities(space.rows[mid].words, self.cues, self.numbers)
+        return got
 
     def _key(self, space: _Space, mid: str, other: str) -> Key | None:
         """How ``mid`` ranks ``other`` as a memory it supersedes (smaller first), or ``None``."""
@@ -189,7 +200,9 @@ class SupersessionIndex:
             return None
         if self.rule.skip_reply and row.order[1] - o.order[1] == 1:
             return None
-        if not row.outright and not value_changed(row.values, o.values):
+        if not row.outright and not value_changed(
+            self._values(space, mid), self._values(space, other)
+        ):
             return None
         s = link_score(row.tokens, o.tokens, row.entities, o.entities)
         if s < self.rule.min_score:
@@ -233,7 +246,8 @@ class SupersessionIndex:
             The new links of every memory whose links changed (empty tuple: none any more).
         """
         changed: Links = {}
-        replaced = [r.id for r in rows if r.id in self.ids(namespace)]
+        held = self.ids(namespace)
+        replaced = [r.id for r in rows if r.id in held]
         if replaced:
             changed.update(self.remove(namespace, replaced))
         space = self._spaces.setdefault(namespace, _Space())
@@ -285,6 +299,7 @@ class SupersessionIndex:
                         del space.postings[e]
             space.set_links(mid, ())
             space.keys.pop(mid, None)
+            space.values.pop(mid, None)
             changed[mid] = ()
             redo |= space.newer.pop(mid, set())
         for m in sorted(redo):
@@ -332,23 +347,22 @@ class SupersessionIndex:
         a memory since deleted or moved. Without a sidecar that holds every memory (a
         client's is a cache), all are derived.
         """
+        if sidecar is None:  # every link derived: one pass, as derive_links does
+            self.drop(namespace)
+            self.add(namespace, rows)
+            return
         present = {r.id for r in rows}
-        stored: dict[str, tuple[str, ...]] = {}
-        redo = list(rows)
-        if sidecar is not None:
-            stored = {m: older for m, (_, older) in sidecar.links(namespace).items()}
-            marked = set(sidecar.unlinked(namespace))
-            broken = {m for m, older in stored.items() if any(o not in present for o in older)}
-            redo = [r for r in rows if r.id in marked or r.id in broken]
-            if not (redo or marked):
-                self.load(rows, stored)
-                return
+        stored = {m: older for m, (_, older) in sidecar.links(namespace).items()}
+        marked = set(sidecar.unlinked(namespace))
+        broken = {m for m, older in stored.items() if any(o not in present for o in older)}
+        redo = [r for r in rows if r.id in marked or r.id in broken]
         self.load(rows, stored)
+        if not (redo or marked):
+            return
         links = _tagged(namespace, self.add(namespace, redo))
         for r in redo:
             links[r.id] = (namespace, self.older(namespace, r.id))
-        if sidecar is not None:
-            sidecar.relink(namespace, links)
+        sidecar.relink(namespace, links)
 
     def drop(self, namespace: str) -> None:
         """Forget a whole namespace (for a store that unloads it)."""

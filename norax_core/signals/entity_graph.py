@@ -48,6 +48,7 @@ import hashlib
 import logging
 import queue
 import re
+import sys
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -71,6 +72,33 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+
+def _import_igraph() -> Any:
+    """The igraph module (``None`` if missing), imported without its matplotlib drawing backend.
+
+    igraph's import loads ``matplotlib.pyplot`` when matplotlib is installed: ~0.4 s of CPU
+    against ~0.03 s without. Imported lazily by a namespace's first community run, that
+    cost fell on a query (issue 22: the worker thread took it from the next cold
+    namespace's first query). So igraph is imported with this module, and with matplotlib
+    hidden unless something imported it already: Norax never draws with igraph (igraph's
+    own matplotlib plotting is then unavailable in the process; import igraph before Norax
+    to keep it).
+    """
+    hide = "matplotlib" not in sys.modules
+    if hide:
+        sys.modules["matplotlib"] = None  # type: ignore[assignment]  # import fails: skipped
+    try:
+        import igraph
+    except ImportError:  # pragma: no cover - igraph is a core dependency
+        return None
+    finally:
+        if hide:
+            del sys.modules["matplotlib"]
+    return igraph
+
+
+igraph = _import_igraph()
+
 CommunityFn = Callable[[nx.Graph, int], Iterable[Iterable[str]]]
 """Partitions a weighted graph (nodes are entity names) given a seed: ``(graph, seed) ->
 groups of names``."""
@@ -86,9 +114,7 @@ def louvain_communities(graph: nx.Graph, seed: int) -> list[set[str]]:
     9 x on the two graphs of ``benchmarks/results/communities.json``) with the same modularity;
     the partitions of the two differ in detail (each is deterministic for a seed and a graph).
     """
-    try:
-        import igraph
-    except ImportError:  # pragma: no cover - igraph is a core dependency
+    if igraph is None:  # pragma: no cover - igraph is a core dependency
         return list(nx.community.louvain_communities(graph, weight="weight", seed=seed))
     import random
 
@@ -615,19 +641,26 @@ def _place(
 ) -> int:
     """Put each entity of ``order`` in the community it has most edge weight to, else a new one.
 
-    Writes ``comm`` in place; returns the next free community id.
+    Writes ``comm`` in place; returns the next free community id. Works on a list copy:
+    reading numpy scalars one neighbour at a time cost a cold namespace's first query
+    ~50 ms per 1,000 memories.
     """
+    ids = comm.tolist()
+    n = len(ids)
     for e in order:
         pull: dict[int, int] = {}
         for nb, w in adj[e].items():
-            c = int(comm[nb]) if nb < len(comm) else -1
+            c = ids[nb] if nb < n else -1
             if c >= 0:
                 pull[c] = pull.get(c, 0) + w
-        if pull:
-            comm[e] = min(pull, key=lambda c: (-pull[c], c))
+        if len(pull) == 1:
+            ids[e] = next(iter(pull))
+        elif pull:
+            ids[e] = min(pull, key=lambda c: (-pull[c], c))
         else:
-            comm[e] = next_comm
+            ids[e] = next_comm
             next_comm += 1
+    comm[:] = ids
     return next_comm
 
 

@@ -216,10 +216,18 @@ class Store(WritePath):
 
     # -- other processes' writes --------------------------------------------------------
 
-    def maybe_sync(self) -> None:
-        """Apply other processes' writes when a pull is due (:mod:`norax_core.sync`)."""
-        if self.sync is not None:
-            self.sync.sync(self.collection, self.indexes, self.row_from_record)
+    def maybe_sync(self, namespace: str | None = None) -> None:
+        """Apply other processes' writes when a pull is due (:mod:`norax_core.sync`).
+
+        A read of one ``namespace`` that is not loaded skips it: that namespace is about to
+        be read whole from Chroma, and a pull only updates loaded namespaces, so this read
+        sees every write either way; the pull stays due for the next read of a loaded one
+        (it reads the same entries then). It saves a cold namespace's first query a round
+        trip.
+        """
+        if self.sync is None or (namespace is not None and not self.indexes.holds(namespace)):
+            return
+        self.sync.sync(self.collection, self.indexes, self.row_from_record)
 
     def refresh(self) -> tuple[int, int]:
         """Re-sync the derived indexes with Chroma (writes by other processes).

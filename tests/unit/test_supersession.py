@@ -211,3 +211,35 @@ def test_incremental_index_equals_a_rebuild(seed: int) -> None:
         rows.update(batch)
         idx.add("ns", list(batch.values()))
     assert idx.links("ns") == derive_links(rows.values(), TOK).get("ns", {})
+
+
+def test_a_client_load_reads_quantities_only_where_a_link_needs_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Loading a namespace from rows (a client's load) derives each link once and reads a
+    memory's quantities only for pairs whose newer memory has value cues alone: they cost
+    most of a cold client load (issue 22), and most memories never need them."""
+    import norax_core.supersession as sup
+
+    calls: list[tuple[str, ...]] = []
+
+    def counted(tokens, ignore=frozenset(), numbers=frozenset()):  # type: ignore[no-untyped-def]
+        calls.append(tuple(tokens))
+        return quantities(tokens, ignore, numbers)
+
+    monkeypatch.setattr(sup, "quantities", counted)
+    filler = [row(f"f{i}", f"Alice met Bob on topic {i}", "alice bob", i) for i in range(50)]
+    old = row("old", "The test coverage is 65 percent", "coverage", 60.0)
+    new = row("new", "The test coverage recently improved to 78 percent", "coverage", 61.0)
+    rows = [MONDAY, FRIDAY, BUDGET, LUNCH, *filler, old, new]
+    idx = SupersessionIndex(TOK)
+    idx.loaded("ns", rows, None)
+    # "recently" is a value cue alone: that pair, and only it, compares quantities (the
+    # filler's numbers are never read), each memory's once
+    assert sorted(calls) == sorted([tuple(old.tokens), tuple(new.tokens)])
+    links = {"friday": ("monday",), "new": ("old",)}
+    assert idx.links("ns") == derive_links(rows, TOK)["ns"] == links
+
+
+def test_quantities_of_a_memory_without_numbers_are_empty() -> None:
+    assert quantities(list(TOK("the deadline moved to friday")), frozenset(), frozenset()) == {}
