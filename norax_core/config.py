@@ -71,19 +71,16 @@ class NoraxConfig:
             before it (same namespace and session, as stored when it is added). 0 embeds
             its own text only. An add-time parameter: it cannot change at query time; a
             store's default weights may set it.
-        latest_wins_weight: Latest wins (:mod:`norax_core.latest`): among the best
-            ``latest_wins_depth`` candidates, a memory similar to an older, better-scored one
-            closes this share of the gap to it (above 1: passes it). 0 turns it off.
-        latest_wins_similarity: Cosine of the two memories' stored embeddings from which the
-            newer one counts as restating the older one.
+        latest_wins_weight: Latest wins (:mod:`norax_core.latest`, the attribute rule
+            :func:`~norax_core.latest.state_wins`): among the best ``latest_wins_depth``
+            candidates, a newer memory with an update cue that states the same attribute of
+            the same subject as an older, better-scored one passes it by ``weight - 1`` times
+            its own score. At most 1 (the default 0) turns it off.
         latest_wins_depth: How many of the best candidates latest wins compares and reorders
             (it never changes which memories are the best ``latest_wins_depth``).
-        latest_wins_shared: Above 0, latest wins follows the attribute rule
-            (:func:`norax_core.latest.state_wins`) instead of the cosine rule: a newer memory
-            with an update cue passes an older one when both hold this many of the query's
-            words (the same attribute of the same subject; all of them when the query has
-            fewer), neither being an assistant's reply. ``latest_wins_weight`` must then
-            exceed 1 to do anything.
+        latest_wins_shared: Query words both memories must hold to state the same attribute
+            of the same subject (all of them when the query has fewer), neither being an
+            assistant's reply.
         latest_wins_cues: The attribute rule's cues: ``"update"`` (any update cue) or
             ``"change"`` (only the outright ones: moved, switched, rescheduled, ...).
         latest_wins_subject: In the attribute rule, whether a newer memory with an outright
@@ -183,9 +180,8 @@ class NoraxConfig:
     context_gap_seconds: float = 3600.0
     embed_context: int = 0
     latest_wins_weight: float = 0.0
-    latest_wins_similarity: float = 0.5
     latest_wins_depth: int = 10
-    latest_wins_shared: int = 0
+    latest_wins_shared: int = 3
     latest_wins_cues: str = "update"
     latest_wins_subject: bool = False
     bridge_weight: float = 0.0
@@ -246,13 +242,10 @@ class NoraxConfig:
             isinstance(lw, (int, float)) and math.isfinite(lw) and lw >= 0
         ):
             raise InvalidInputError(f"latest_wins_weight must be a finite number >= 0, got {lw!r}")
-        theta = self.latest_wins_similarity
-        if isinstance(theta, bool) or not (isinstance(theta, (int, float)) and -1 <= theta <= 1):
-            raise InvalidInputError(f"latest_wins_similarity must be in [-1, 1], got {theta!r}")
         depth = self.latest_wins_depth
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2:
             raise InvalidInputError(f"latest_wins_depth must be an int >= 2, got {depth!r}")
-        _count("latest_wins_shared", self.latest_wins_shared, 0)
+        _count("latest_wins_shared", self.latest_wins_shared, 1)
         if not isinstance(self.latest_wins_subject, bool):
             raise InvalidInputError(
                 f"latest_wins_subject must be True or False, got {self.latest_wins_subject!r}"
@@ -342,7 +335,7 @@ class NoraxConfig:
     @property
     def latest_on(self) -> bool:
         """Whether searches apply the latest-wins rule."""
-        return self.latest_wins_weight > 0
+        return self.latest_wins_weight > 1
 
     @property
     def bridges_on(self) -> bool:

@@ -367,7 +367,6 @@ class NoraxMemory:
                 self._store.indexes,
                 self._store.dense,
                 chosen.applied(self.config),
-                self.embeddings,
                 supersede=plan.supersede_weight > 0,
                 roles=lambda ids: self._roles(ids, cands.query.namespace),
             )

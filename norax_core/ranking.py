@@ -4,7 +4,7 @@
 ``norax bench`` and ``norax fit`` all call. Its input is a :class:`Table`: for one query or a
 batch of queries, every candidate's four signal scores, each signal's own ranking of them
 (which decides who is a candidate), and what context propagation and latest wins need
-(neighbours in the session timeline, creation times, stored vectors). Its output is a
+(neighbours in the session timeline, creation times, words). Its output is a
 :class:`Ranking`: the fused score of every candidate after each stage, so every result can
 say what moved it. A search builds a table of one query from the store's signals; the
 benchmark builds a batch from pools that hold every memory of a namespace.
@@ -24,7 +24,7 @@ The stages, in order (each one a plain array operation over the whole batch):
    created inside it (or just outside) gain a share of their score;
 6. **latest wins** (:mod:`norax_core.latest`): among the best ``latest_wins_depth``, a newer
    memory that states the same attribute of the same subject as an older, better one passes
-   it (or, under the cosine rule, one similar to it closes part of the gap);
+   it;
 7. **supersession** (:mod:`norax_core.stages.supersede`): memories linked at write time as
    superseding one of the best ``supersede_depth`` candidates pass it (and join them);
 8. **turns** (:mod:`norax_core.stages.turns`): memories that open their session, and the
@@ -38,7 +38,8 @@ The stages, in order (each one a plain array operation over the whole batch):
 
 New stages belong here too, as fields of :class:`Plan` and steps of :func:`rank`, so that
 search and the benchmarks cannot drift apart. Stages that did not win on held-out data were
-removed (the adaptive mix, session coverage, freshness; README, component table).
+removed (the adaptive mix, session coverage, freshness, latest wins' cosine rule; README,
+component table).
 """
 
 from __future__ import annotations
@@ -98,9 +99,6 @@ _B, _D, _T, _G = (SIGNALS.index(s) for s in ("bm25", "dense", "temporal", "graph
 Neighbours = Callable[[int, float], list[np.ndarray]]
 """``(window, gap) -> slots``: per neighbour slot a ``(q, n)`` array of the row of that
 neighbour of each row, ``n`` where there is none (a padding column that scores 0)."""
-Vectors = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
-"""``(queries (q,), rows (q, m)) -> (vectors (q, m, dim), present (q, m))``: stored
-embeddings of those rows; ``present`` is False for a memory deleted meanwhile."""
 Sessions = Callable[[float], np.ndarray]
 """``gap -> (q, n)`` each row's session in its namespace's timeline split where consecutive
 memories are more than ``gap`` seconds apart (equal numbers: same session; padding any)."""
@@ -124,12 +122,11 @@ class Plan:
         context_window: Neighbours on each side that lend context (0: off).
         context_weight: Share of the best neighbour's score (0: off).
         context_gap: Seconds between two memories that end a session.
-        latest_weight: Latest wins' share of the gap (0: off).
-        latest_similarity: Cosine from which a newer memory restates an older one.
+        latest_weight: Latest wins' weight (:func:`norax_core.latest.state_wins`; at most
+            1: off).
         latest_depth: How many of the best candidates latest wins compares.
-        latest_shared: With a value above 0, latest wins follows the attribute rule
-            (:func:`norax_core.latest.state_wins`: the two memories hold this many of the
-            query's words, the newer one an update cue) instead of the cosine rule.
+        latest_shared: Query words the two memories of latest wins' attribute rule must
+            both hold (:func:`norax_core.latest.same_attribute`).
         latest_cues: Which cues the attribute rule reads (:data:`norax_core.latest.
             CUE_LEVELS`).
         latest_subject: Whether, in the attribute rule, an outright change of a subject the
@@ -171,9 +168,8 @@ class Plan:
     context_weight: float = 0.0
     context_gap: float = 3600.0
     latest_weight: float = 0.0
-    latest_similarity: float = 0.5
     latest_depth: int = 10
-    latest_shared: int = 0
+    latest_shared: int = 3
     latest_cues: str = "update"
     latest_subject: bool = False
     bridge_weight: float = 0.0
@@ -265,7 +261,6 @@ def signal_ranks(
 _CONFIG_NAME = {
     "context_gap": "context_gap_seconds",
     "latest_weight": "latest_wins_weight",
-    "latest_similarity": "latest_wins_similarity",
     "latest_depth": "latest_wins_depth",
     "latest_shared": "latest_wins_shared",
     "latest_cues": "latest_wins_cues",
@@ -296,7 +291,6 @@ class Table:
         size: ``(q,)`` memories the query's namespace (and filter) holds: caps ``k``.
         created: ``(q, n)`` creation times, epoch seconds (latest wins).
         neighbours: The rows' neighbours in their session (context propagation).
-        vectors: The rows' stored embeddings (latest wins).
         ids: Each query's row ids, for reading results (optional in a batch).
         plans: Each query's reading (:class:`~norax_core.query.QueryPlan`: intent, named
             periods, entities), for stages that adapt to the question; ``None`` if unknown.
@@ -322,7 +316,6 @@ class Table:
     size: np.ndarray
     created: np.ndarray | None = None
     neighbours: Neighbours | None = None
-    vectors: Vectors | None = None
     ids: list[list[str]] | None = None
     plans: Sequence[QueryPlan | None] | None = None
     entities: Sequence[BridgeInput | None] | None = None
@@ -449,10 +442,8 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
         table, cand, fused, ctx, bridged = _bridges(table, plan, cand, fused, ctx, extend)
     after = {"context": ctx, "bridges": bridged}
     score = after["period"] = _period(table, plan, bridged) if plan.period_boost > 0 else bridged
-    if plan.latest_weight > 0 and plan.latest_shared > 0:
+    if plan.latest_weight > 1:
         score = _state(table, plan, cand, score)
-    elif plan.latest_weight > 0:
-        score = _latest(table, plan, cand, score)
     after["latest_wins"] = score
     if plan.supersede_weight > 0:
         top = _best(score, cand, table.tie, np.full(kk.shape, plan.supersede_depth))
@@ -650,34 +641,6 @@ def _bridges(
         joined[i] = np.isin(at, np.fromiter(wanted, np.int64, len(wanted)))
     cand = cand | (joined & table.valid)
     return table, cand, fused, ctx, ctx + plan.bridge_weight * gain
-
-
-def _latest(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:
-    """Latest-wins stage over each query's best ``latest_depth`` candidates."""
-    if table.vectors is None or table.created is None:
-        raise ValueError("latest wins needs the table's creation times and vectors")
-    from norax_core.latest import pair_cosines
-
-    q, n = score.shape
-    m = min(plan.latest_depth, n)
-    top = _order(score, cand, table.tie)[:, :m]
-    live = np.take_along_axis(cand, top, axis=1)
-    s = np.take_along_axis(score, top, axis=1)
-    times = np.take_along_axis(table.created, top, axis=1)
-    lifted = s.copy()
-    lam, theta = plan.latest_weight, plan.latest_similarity
-    for a in range(0, q, 64):  # (chunk, m, m, dim) products: bound the memory
-        b = slice(a, a + 64)
-        vec, present = table.vectors(np.arange(q)[b], top[b])
-        ok_row = live[b] & present & ~np.isnan(times[b])
-        sim = pair_cosines(vec)
-        older = times[b][:, :, None] < times[b][:, None, :]  # [o, j]: o older than j
-        ok = older & (sim >= theta) & ok_row[:, :, None] & ok_row[:, None, :]
-        best = np.where(ok, s[b][:, :, None], -np.inf).max(axis=1)
-        lifted[b] = np.where(ok_row, s[b] + lam * np.maximum(0.0, best - s[b]), s[b])
-    out = score.copy()
-    np.put_along_axis(out, top, lifted, axis=1)
-    return out
 
 
 def _state(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:

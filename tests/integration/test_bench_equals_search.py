@@ -55,7 +55,7 @@ METHODS = {
             "context_window": 1,
             "context_weight": 0.5,
             "latest_wins_weight": 1.5,
-            "latest_wins_similarity": 0.5,
+            "latest_wins_shared": 1,
         },
     ),
     "period": dataclasses.replace(DEFAULT, **{"params": {**DEFAULT.params, "period_boost": 0.5}}),

@@ -239,7 +239,7 @@ def test_an_excluded_memory_is_never_walked_through_nor_brought_in(embedder, ext
 STAGES = {
     "none": {},
     "context": {"context_window": 2, "context_weight": 1.0},
-    "latest_wins": {"latest_wins_weight": 2.0, "latest_wins_similarity": -1.0},
+    "latest_wins": {"latest_wins_weight": 2.0, "latest_wins_shared": 1},
     "bridges": {"bridge_weight": 1.0, "bridge_seeds": 5, "bridge_candidates": 20},
     "period": {"period_boost": 3.0, "period_margin": 1.0},
     "turns": {"opener_boost": 1.0, "speaker_boost": 1.0},
@@ -248,7 +248,7 @@ STAGES = {
         "context_window": 2,
         "context_weight": 1.0,
         "latest_wins_weight": 2.0,
-        "latest_wins_similarity": -1.0,
+        "latest_wins_shared": 1,
         "bridge_weight": 1.0,
         "period_boost": 3.0,
         "opener_boost": 1.0,

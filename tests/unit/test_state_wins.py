@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -103,8 +105,9 @@ def test_rank_applies_the_rule_within_its_depth_and_explains_it() -> None:
     assert got.explain(0, 3)["latest_wins"] == pytest.approx(0.9 + 0.05 * 0.4 - 0.4)
     shallow = rank(table, Plan((0.0, 1.0, 0.0, 0.0), **_plan_fields(cfg, latest_wins_depth=3)), 4)
     assert shallow.top(0) == [0, 1, 2, 3]  # the update is not among the best 3
-    with pytest.raises(ValueError, match="vectors"):  # shared 0: the cosine rule, vectors
-        rank(table, Plan((0.0, 1.0, 0.0, 0.0), **_plan_fields(cfg, latest_wins_shared=0)), 4)
+    bare = replace(table, statements=None)
+    with pytest.raises(ValueError, match="statements"):  # the rule reads the rows' words
+        rank(bare, plan, 4)
 
 
 def _plan_fields(cfg: NoraxConfig, **over: object) -> dict[str, object]:
@@ -120,7 +123,7 @@ def _plan_fields(cfg: NoraxConfig, **over: object) -> dict[str, object]:
 
 def test_the_config_checks_the_rule_parameters() -> None:
     with pytest.raises(InvalidInputError, match="latest_wins_shared"):
-        NoraxConfig(latest_wins_shared=-1)
+        NoraxConfig(latest_wins_shared=0)
     with pytest.raises(InvalidInputError, match="latest_wins_cues"):
         NoraxConfig(latest_wins_cues="any")
 
