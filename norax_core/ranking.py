@@ -654,10 +654,13 @@ def _state(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.
     top = _order(score, cand, table.tie)[:, :m]
     replies = st.replies()
     cues = st.cue_set(plan.latest_cues)
+    change = st.change | st.shift if plan.latest_subject else None
+    if change is not None:
+        cues = cues | st.shift
     out = score.copy()
     for i in range(score.shape[0]):
         rows = top[i][cand[i, top[i]] & ~np.isnan(table.created[i, top[i]])]
-        query = st.query[i] - st.cues  # "the latest", "currently": not what is asked about
+        query = st.query[i] - st.cues - st.now  # "the latest", "these days": not asked about
         if rows.size < 2 or not query:
             continue
         out[i, rows] = state_wins(
@@ -669,7 +672,7 @@ def _state(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.
             cues,
             plan.latest_shared,
             plan.latest_weight,
-            st.change if plan.latest_subject else None,
+            change,
         )
     return out
 

@@ -224,6 +224,8 @@ def search_table(
                 replies=lambda: users("assistant"),
                 cues=links.cues,
                 change=links.outright,
+                now=links.now_words,
+                shift=links.shifts,
             ),
         )
 

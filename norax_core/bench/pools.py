@@ -85,6 +85,8 @@ class PoolWords:
     rows: Sequence[frozenset[str]]
     cues: frozenset[str]
     change: frozenset[str]
+    now: frozenset[str] = frozenset()
+    shift: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -321,6 +323,8 @@ def _statements(pools: Sequence[Pool], n: int) -> Statements | None:
         replies=replies,
         cues=words[0].cues,
         change=words[0].change,
+        now=words[0].now,
+        shift=words[0].shift,
     )
 
 
@@ -465,6 +469,8 @@ def build_pools(
                 tokens[key],
                 links.cues,
                 links.outright,
+                links.now_words,
+                links.shifts,
             )
             pool = Pool(
                 request=req,
