@@ -96,11 +96,6 @@ class NoraxConfig:
             walk reaches join the candidates. 0 turns it off.
         bridge_seeds: First-pass memories (best after context propagation) that seed the walk.
         bridge_candidates: Memories with the most walk mass that join the candidates.
-        bridge_query_share: Share of the walk's restart on the query's own entities (the
-            rest on the first-pass memories).
-        bridge_query_entities: The bridge step runs only for a query with at least this many
-            entities the walk can pass through (in the namespace's graph, not hubs); 0: for
-            every query.
         bridge_seed_gain: Whether the seeds also gain what the walk brings them beyond their
             own restart mass (a seed linked to the other seeds or to the query by rare
             entities rises); without it a seed's walk mass is 0.
@@ -109,8 +104,6 @@ class NoraxConfig:
         period_boost: Period boost (:mod:`norax_core.stages.period`): when the query names a
             period ("in June", "last week"), a candidate created inside it scores
             ``1 + period_boost`` times its own score (a boost, never a filter). 0 turns it off.
-        period_margin: Outside the period the boost fades to nothing over this share of the
-            period's length (0: only memories inside it gain).
         opener_boost: Turns (:mod:`norax_core.stages.turns`): a memory that opens its session
             scores ``1 + opener_boost`` times its score, fading as
             ``exp(-position / opener_span)`` with its position in the session (a session's
@@ -126,8 +119,6 @@ class NoraxConfig:
             passes it). 0 turns it off.
         supersede_depth: How many of the best candidates lift the memories that supersede
             them.
-        supersede_ratio: A superseding memory is lifted only if its own score is at least
-            this share of the older one's (0: always).
         supersede_pull: Whether a superseding memory that is not among those best
             candidates is lifted too (joining the candidates); without, supersession only
             reorders the best ``supersede_depth``, so recall at that depth is unchanged.
@@ -189,18 +180,14 @@ class NoraxConfig:
     bridge_weight: float = 0.0
     bridge_seeds: int = 5
     bridge_candidates: int = 10
-    bridge_query_share: float = 0.0
-    bridge_query_entities: int = 0
     bridge_seed_gain: bool = False
     bridge_skip_query: bool = False
     period_boost: float = 0.0
-    period_margin: float = 0.0
     opener_boost: float = 0.0
     opener_span: float = 10.0
     speaker_boost: float = 0.0
     supersede_weight: float = 0.0
     supersede_depth: int = 10
-    supersede_ratio: float = 0.0
     supersede_pull: bool = True
     exchange_weight: float = 0.0
     exchange_depth: int = 5
@@ -263,10 +250,6 @@ class NoraxConfig:
             raise InvalidInputError(f"bridge_weight must be a finite number >= 0, got {bw!r}")
         _count("bridge_seeds", self.bridge_seeds, 1)
         _count("bridge_candidates", self.bridge_candidates, 0)
-        share = self.bridge_query_share
-        if isinstance(share, bool) or not (isinstance(share, (int, float)) and 0 <= share <= 1):
-            raise InvalidInputError(f"bridge_query_share must be in [0, 1], got {share!r}")
-        _count("bridge_query_entities", self.bridge_query_entities, 0)
         for flag in ("bridge_seed_gain", "bridge_skip_query"):
             if not isinstance(getattr(self, flag), bool):
                 raise InvalidInputError(
@@ -274,7 +257,6 @@ class NoraxConfig:
                 )
         for name in (
             "period_boost",
-            "period_margin",
             "opener_boost",
             "speaker_boost",
         ):
@@ -286,9 +268,6 @@ class NoraxConfig:
             raise InvalidInputError(f"opener_span must be a finite number > 0, got {os_!r}")
         _non_negative("supersede_weight", self.supersede_weight)
         _count("supersede_depth", self.supersede_depth, 1)
-        sr = self.supersede_ratio
-        if isinstance(sr, bool) or not (isinstance(sr, (int, float)) and 0 <= sr <= 1):
-            raise InvalidInputError(f"supersede_ratio must be a number in [0, 1], got {sr!r}")
         if not isinstance(self.supersede_pull, bool):
             raise InvalidInputError(
                 f"supersede_pull must be True or False, got {self.supersede_pull!r}"

@@ -134,19 +134,15 @@ class Plan:
         bridge_weight: What the bridge step's walk mass adds to a candidate (0: off).
         bridge_seeds: First-pass candidates that seed the bridge step.
         bridge_candidates: Memories the bridge step reaches most that join the candidates.
-        bridge_query_share: Share of the bridge walk's restart on the query's entities.
-        bridge_query_entities: Walkable query entities a query needs for the bridge step.
         bridge_seed_gain: Whether the bridge step's seeds gain their walk mass too.
         bridge_skip_query: Whether the bridge walk leaves out the query's own entities.
         period_boost: Share of its score a candidate inside a named period gains (0: off).
-        period_margin: The boost's fade outside the period, a share of its length.
         opener_boost: Share of its score a memory opening its session gains (0: off).
         opener_span: Positions in the session over which the opener boost fades.
         speaker_boost: Share of its score a user's memory gains when the query asks what the
             user said (0: off).
         supersede_weight: Supersession's share of the gap (0: off).
         supersede_depth: How many of the best candidates lift what supersedes them.
-        supersede_ratio: Least share of the older memory's score the newer one needs.
         supersede_pull: Whether a superseding memory outside that depth is lifted (and
             joins the candidates).
         exchange_weight: Share of its anchor's score an exchange partner rises to (0: off).
@@ -175,18 +171,14 @@ class Plan:
     bridge_weight: float = 0.0
     bridge_seeds: int = 5
     bridge_candidates: int = 10
-    bridge_query_share: float = 0.0
-    bridge_query_entities: int = 0
     bridge_seed_gain: bool = False
     bridge_skip_query: bool = False
     period_boost: float = 0.0
-    period_margin: float = 0.0
     opener_boost: float = 0.0
     opener_span: float = 10.0
     speaker_boost: float = 0.0
     supersede_weight: float = 0.0
     supersede_depth: int = 10
-    supersede_ratio: float = 0.0
     supersede_pull: bool = True
     exchange_weight: float = 0.0
     exchange_depth: int = 5
@@ -447,7 +439,7 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     after["latest_wins"] = score
     if plan.supersede_weight > 0:
         top = _best(score, cand, table.tie, np.full(kk.shape, plan.supersede_depth))
-        sw = (plan.supersede_weight, plan.supersede_ratio, plan.supersede_pull)
+        sw = (plan.supersede_weight, plan.supersede_pull)
         cand, score = supersede.supersede_arrays(score, cand, top, table.newer, *sw)
     after["supersede"] = score
     if plan.opener_boost > 0 or plan.speaker_boost > 0:
@@ -584,7 +576,7 @@ def _bridges(
     extend: Extend | None,
 ) -> tuple[Table, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Bridge stage: a walk from the best candidates; the memories it reaches join and gain."""
-    from norax_core.stages.bridges import best_rows, bridge_scores, walkable_query
+    from norax_core.stages.bridges import best_rows, bridge_scores
 
     if table.entities is None:
         raise ValueError("the bridge step needs the table's entities")
@@ -597,8 +589,6 @@ def _bridges(
         if view is None:
             continue
         g = view.graph
-        if len(walkable_query(g, view.query, view.allowed)) < plan.bridge_query_entities:
-            continue
         rows = np.flatnonzero(seeds[i])
         walk = bridge_scores(
             g,
@@ -606,7 +596,6 @@ def _bridges(
             ctx[i, rows],
             view.query,
             view.allowed,
-            query_share=plan.bridge_query_share,
             seed_gain=plan.bridge_seed_gain,
             skip_query=plan.bridge_skip_query,
         )
@@ -685,7 +674,7 @@ def _period(table: Table, plan: Plan, score: np.ndarray) -> np.ndarray:
     starts, ends = period.period_bounds(named)
     if starts.size == 0:
         return score
-    u = period.inside(table.created, starts, ends, plan.period_margin)
+    u = period.inside(table.created, starts, ends)
     return period.boost(score, u, plan.period_boost)
 
 

@@ -88,7 +88,7 @@ def _reference(d: dict[str, object], plan: Plan, k: int) -> list[str]:
         fused = propagate(fused, near, plan.context_weight)
     if plan.period_boost > 0:
         periods: list[tuple[float, float]] = d["periods"]  # type: ignore[assignment]
-        fused = boost_one(fused, times, periods, plan.period_margin, plan.period_boost)
+        fused = boost_one(fused, times, periods, plan.period_boost)
     query: frozenset[str] = d["query"] - CUES  # type: ignore[operator]
     if plan.latest_weight > 1 and query:
         top = rank_dict(fused, plan.latest_depth)
@@ -187,7 +187,6 @@ def _plan(rng: random.Random) -> Plan:
         latest_cues=rng.choice(["update", "change"]),
         latest_subject=rng.random() < 0.5,
         period_boost=rng.choice([0.0, 0.0, 0.5, 3.0]),
-        period_margin=rng.choice([0.0, 0.5]),
     )
 
 
