@@ -86,7 +86,7 @@ class NoraxConfig:
         latest_wins_subject: In the attribute rule, whether a newer memory with an outright
             change cue (or a change verb of :data:`norax_core.latest.SHIFT_WORDS`) that shares
             only the subject with the older one (a query word both hold, the older holding
-            ``latest_wins_shared`` of them or the two sharing another word) passes it too:
+            two of them or the two sharing another word) passes it too:
             "Kenji moved to Sapporo" after "Kenji lives in Osaka", "After the reorg Aiko
             reports to Rosa" after "Aiko reports to Farah".
         bridge_weight: Bridges (:mod:`norax_core.stages.bridges`): every candidate gains this

@@ -105,9 +105,10 @@ def same_attribute(
 
     With ``change`` (current-state questions), a newer memory that says its subject changed
     (a word of ``change``) and shares a query word with the older one also states the same
-    attribute when the older holds ``shared`` of the query's words, or when the two share
-    another word beside the cues ("After the reorg Aiko reports to Rosa" after "Aiko reports
-    to Farah", asked "Who is Aiko's manager?").
+    attribute when the older holds two of the query's words (the subject and the attribute:
+    "Kenji lives in Osaka" for "Which city is Kenji living in?"; all of them for a shorter
+    query), or when the two share another word beside the cues ("After the reorg Aiko
+    reports to Rosa" after "Aiko reports to Farah", asked "Who is Aiko's manager?").
 
     Examples:
         >>> q = frozenset({"weekli", "sync"})
@@ -130,7 +131,7 @@ def same_attribute(
     # to Farah", asked "Who is Aiko's manager?")
     if change is None or not both or not newer & change:
         return False
-    return len(query & older) >= need or len((older & newer) - change) >= 2
+    return len(query & older) >= min(need, 2) or len((older & newer) - change) >= 2
 
 
 def state_wins(

@@ -41,6 +41,11 @@ CASES: dict[str, tuple[str, ...]] = {
         "Dmitri sold the Corolla and bought a used Tesla.",
         "Dmitri drives an old Corolla.",
     ),
+    "kenji": (
+        "Which city is Kenji living in these days?",
+        "Kenji moved to Sapporo last spring for a new job.",
+        "Kenji lives in Osaka and works at a robotics startup.",
+    ),
     "manager": (
         "Who is Aiko's manager at the moment?",
         "After the reorg Aiko reports to Rosa.",
