@@ -71,25 +71,24 @@ class NoraxConfig:
             before it (same namespace and session, as stored when it is added). 0 embeds
             its own text only. An add-time parameter: it cannot change at query time; a
             store's default weights may set it.
-        latest_wins_weight: Latest wins (:mod:`norax_core.latest`): among the best
-            ``latest_wins_depth`` candidates, a memory similar to an older, better-scored one
-            closes this share of the gap to it (above 1: passes it). 0 turns it off.
-        latest_wins_similarity: Cosine of the two memories' stored embeddings from which the
-            newer one counts as restating the older one.
+        latest_wins_weight: Latest wins (:mod:`norax_core.latest`, the attribute rule
+            :func:`~norax_core.latest.state_wins`): among the best ``latest_wins_depth``
+            candidates, a newer memory with an update cue that states the same attribute of
+            the same subject as an older, better-scored one passes it by ``weight - 1`` times
+            its own score. At most 1 (the default 0) turns it off.
         latest_wins_depth: How many of the best candidates latest wins compares and reorders
             (it never changes which memories are the best ``latest_wins_depth``).
-        latest_wins_shared: Above 0, latest wins follows the attribute rule
-            (:func:`norax_core.latest.state_wins`) instead of the cosine rule: a newer memory
-            with an update cue passes an older one when both hold this many of the query's
-            words (the same attribute of the same subject; all of them when the query has
-            fewer), neither being an assistant's reply. ``latest_wins_weight`` must then
-            exceed 1 to do anything.
+        latest_wins_shared: Query words both memories must hold to state the same attribute
+            of the same subject (all of them when the query has fewer), neither being an
+            assistant's reply.
         latest_wins_cues: The attribute rule's cues: ``"update"`` (any update cue) or
             ``"change"`` (only the outright ones: moved, switched, rescheduled, ...).
         latest_wins_subject: In the attribute rule, whether a newer memory with an outright
-            change cue that shares only the subject with the older one (a query word both
-            hold, the older holding ``latest_wins_shared`` of them) passes it too: "Kenji
-            moved to Sapporo" after "Kenji lives in Osaka".
+            change cue (or a change verb of :data:`norax_core.latest.SHIFT_WORDS`) that shares
+            only the subject with the older one (a query word both hold, the older holding
+            two of them or the two sharing another word) passes it too:
+            "Kenji moved to Sapporo" after "Kenji lives in Osaka", "After the reorg Aiko
+            reports to Rosa" after "Aiko reports to Farah".
         bridge_weight: Bridges (:mod:`norax_core.stages.bridges`): every candidate gains this
             much times its normalised walk mass in a personalised PageRank over the
             namespace's memories and entities, seeded by the best ``bridge_seeds`` first-pass
@@ -97,11 +96,6 @@ class NoraxConfig:
             walk reaches join the candidates. 0 turns it off.
         bridge_seeds: First-pass memories (best after context propagation) that seed the walk.
         bridge_candidates: Memories with the most walk mass that join the candidates.
-        bridge_query_share: Share of the walk's restart on the query's own entities (the
-            rest on the first-pass memories).
-        bridge_query_entities: The bridge step runs only for a query with at least this many
-            entities the walk can pass through (in the namespace's graph, not hubs); 0: for
-            every query.
         bridge_seed_gain: Whether the seeds also gain what the walk brings them beyond their
             own restart mass (a seed linked to the other seeds or to the query by rare
             entities rises); without it a seed's walk mass is 0.
@@ -110,8 +104,6 @@ class NoraxConfig:
         period_boost: Period boost (:mod:`norax_core.stages.period`): when the query names a
             period ("in June", "last week"), a candidate created inside it scores
             ``1 + period_boost`` times its own score (a boost, never a filter). 0 turns it off.
-        period_margin: Outside the period the boost fades to nothing over this share of the
-            period's length (0: only memories inside it gain).
         opener_boost: Turns (:mod:`norax_core.stages.turns`): a memory that opens its session
             scores ``1 + opener_boost`` times its score, fading as
             ``exp(-position / opener_span)`` with its position in the session (a session's
@@ -127,8 +119,6 @@ class NoraxConfig:
             passes it). 0 turns it off.
         supersede_depth: How many of the best candidates lift the memories that supersede
             them.
-        supersede_ratio: A superseding memory is lifted only if its own score is at least
-            this share of the older one's (0: always).
         supersede_pull: Whether a superseding memory that is not among those best
             candidates is lifted too (joining the candidates); without, supersession only
             reorders the best ``supersede_depth``, so recall at that depth is unchanged.
@@ -183,26 +173,21 @@ class NoraxConfig:
     context_gap_seconds: float = 3600.0
     embed_context: int = 0
     latest_wins_weight: float = 0.0
-    latest_wins_similarity: float = 0.5
     latest_wins_depth: int = 10
-    latest_wins_shared: int = 0
+    latest_wins_shared: int = 3
     latest_wins_cues: str = "update"
     latest_wins_subject: bool = False
     bridge_weight: float = 0.0
     bridge_seeds: int = 5
     bridge_candidates: int = 10
-    bridge_query_share: float = 0.0
-    bridge_query_entities: int = 0
     bridge_seed_gain: bool = False
     bridge_skip_query: bool = False
     period_boost: float = 0.0
-    period_margin: float = 0.0
     opener_boost: float = 0.0
     opener_span: float = 10.0
     speaker_boost: float = 0.0
     supersede_weight: float = 0.0
     supersede_depth: int = 10
-    supersede_ratio: float = 0.0
     supersede_pull: bool = True
     exchange_weight: float = 0.0
     exchange_depth: int = 5
@@ -246,13 +231,10 @@ class NoraxConfig:
             isinstance(lw, (int, float)) and math.isfinite(lw) and lw >= 0
         ):
             raise InvalidInputError(f"latest_wins_weight must be a finite number >= 0, got {lw!r}")
-        theta = self.latest_wins_similarity
-        if isinstance(theta, bool) or not (isinstance(theta, (int, float)) and -1 <= theta <= 1):
-            raise InvalidInputError(f"latest_wins_similarity must be in [-1, 1], got {theta!r}")
         depth = self.latest_wins_depth
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2:
             raise InvalidInputError(f"latest_wins_depth must be an int >= 2, got {depth!r}")
-        _count("latest_wins_shared", self.latest_wins_shared, 0)
+        _count("latest_wins_shared", self.latest_wins_shared, 1)
         if not isinstance(self.latest_wins_subject, bool):
             raise InvalidInputError(
                 f"latest_wins_subject must be True or False, got {self.latest_wins_subject!r}"
@@ -268,10 +250,6 @@ class NoraxConfig:
             raise InvalidInputError(f"bridge_weight must be a finite number >= 0, got {bw!r}")
         _count("bridge_seeds", self.bridge_seeds, 1)
         _count("bridge_candidates", self.bridge_candidates, 0)
-        share = self.bridge_query_share
-        if isinstance(share, bool) or not (isinstance(share, (int, float)) and 0 <= share <= 1):
-            raise InvalidInputError(f"bridge_query_share must be in [0, 1], got {share!r}")
-        _count("bridge_query_entities", self.bridge_query_entities, 0)
         for flag in ("bridge_seed_gain", "bridge_skip_query"):
             if not isinstance(getattr(self, flag), bool):
                 raise InvalidInputError(
@@ -279,7 +257,6 @@ class NoraxConfig:
                 )
         for name in (
             "period_boost",
-            "period_margin",
             "opener_boost",
             "speaker_boost",
         ):
@@ -291,9 +268,6 @@ class NoraxConfig:
             raise InvalidInputError(f"opener_span must be a finite number > 0, got {os_!r}")
         _non_negative("supersede_weight", self.supersede_weight)
         _count("supersede_depth", self.supersede_depth, 1)
-        sr = self.supersede_ratio
-        if isinstance(sr, bool) or not (isinstance(sr, (int, float)) and 0 <= sr <= 1):
-            raise InvalidInputError(f"supersede_ratio must be a number in [0, 1], got {sr!r}")
         if not isinstance(self.supersede_pull, bool):
             raise InvalidInputError(
                 f"supersede_pull must be True or False, got {self.supersede_pull!r}"
@@ -342,7 +316,7 @@ class NoraxConfig:
     @property
     def latest_on(self) -> bool:
         """Whether searches apply the latest-wins rule."""
-        return self.latest_wins_weight > 0
+        return self.latest_wins_weight > 1
 
     @property
     def bridges_on(self) -> bool:

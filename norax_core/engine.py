@@ -369,7 +369,6 @@ class NoraxMemory:
                 self._store.indexes,
                 self._store.dense,
                 chosen.applied(self.config),
-                self.embeddings,
                 supersede=plan.supersede_weight > 0,
                 roles=lambda ids: self._store.roles(cands.query.namespace, ids),
             )

@@ -4,44 +4,39 @@ Agent memories go stale: "the API answers in 250 ms" replaces "the API answers i
 "Kenji moved to Sapporo" replaces "Kenji lives in Osaka". Relevance alone often prefers the
 older wording (it was the fuller statement), so a question about the current value gets the
 stale one first. After fusion, among the best ``depth`` candidates, a newer memory that
-restates an OLDER, better-scored candidate passes it (or closes a share of the gap). Only the
-best ``depth`` candidates move and only upwards, so they stay the best ``depth``.
+restates an OLDER, better-scored candidate passes it. Only the best ``depth`` candidates move
+and only upwards, so they stay the best ``depth``.
 
-Two rules say what "restates" means:
+"Restates" is **the attribute rule** (:func:`state_wins`, shipped in ``default`` for
+``current_state`` and ``temporal`` questions): the two state the same attribute of the same
+subject, read from the question (both hold its words, :func:`same_attribute`), and the newer
+one says that something changed (an update cue); an assistant's reply never counts. For a
+current-state question the subject alone can do, with the change said in other words
+("Jonas took over the on-call rotation" after "Rosa is on call for payments"; the question
+read without its "these days", :data:`NOW_WORDS`). On BEAM
+100K it lifts latest wins from 0.55 to 0.90 (the ceiling: 2 of 20 questions name one message
+as both original and update) with recall@10 0.636 -> 0.640 and LoCoMo unchanged
+(``docs/ranking.md``). An earlier cosine rule (the two memories' stored embeddings at least
+this alike) shipped off in every preset and was removed: an update is no more like its
+original (cosine 0.28-0.78, median 0.57) than the other newer/older pairs of the top 10 are,
+and with it recall@1 fell from 0.238 to 0.022 (README, component table).
 
-- **The attribute rule** (:func:`state_wins`, shipped in ``default`` for ``current_state``
-  and ``temporal`` questions): the two state the same attribute of the same subject, read
-  from the question (both hold its words, :func:`same_attribute`), and the newer one says
-  that something changed (an update cue); an assistant's reply never counts. On BEAM 100K
-  it lifts latest wins from 0.55 to 0.90 (the ceiling: 2 of 20 questions name one message
-  as both original and update) with recall@10 0.636 -> 0.640 and LoCoMo unchanged
-  (``docs/ranking.md``).
-- **The cosine rule** (:func:`latest_wins`, off in every preset): the two memories' stored
-  embeddings are at least ``threshold`` alike. On BEAM 100K it does not pay: an update is no
-  more like its original (cosine 0.28-0.78, median 0.57) than the other newer/older pairs of
-  the top 10 are, and an assistant's reply restates the message it answers. With the
-  ``project`` weights and depth 10, latest-wins rises from 0.35 to 0.75 (threshold 0.5) or
-  0.85 (0.2) while recall@1 falls from 0.238 to 0.022 / 0.007 and recall@5 from 0.485 to
-  0.312 / 0.230.
-
-The functions are pure. :func:`norax_core.ranking.rank` (what search, the benchmarks and the
-fitter call) applies the cosine rule to arrays of many queries at once; :func:`latest_wins`
-is its plain reference (``tests/unit/test_ranking.py`` checks them equal), and it calls
-:func:`state_wins` per query for the attribute rule.
+The functions are pure; :func:`norax_core.ranking.rank` (what search, the benchmarks and the
+fitter call) calls :func:`state_wins` per query.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 __all__ = [
     "CUE_LEVELS",
+    "NOW_WORDS",
+    "SHIFT_WORDS",
     "Statements",
-    "latest_wins",
-    "pair_cosines",
     "same_attribute",
     "state_wins",
 ]
@@ -51,68 +46,18 @@ CUE_LEVELS = ("update", "change")
 ``update``, any update cue (:data:`~norax_core.link_rule.CUE_WORDS`: "recently improved to",
 "has grown to", "moved", "rescheduled"); ``change``, only the outright change cues
 (:data:`~norax_core.link_rule.CHANGE_CUE_WORDS`: "moved", "switched", "no longer")."""
-
-
-def pair_cosines(vectors: np.ndarray) -> np.ndarray:
-    """Cosine of every pair of unit vectors, ``(..., m, d) -> (..., m, m)``, in float64.
-
-    Element-wise products summed over the last axis (not a matrix product), so a pair's
-    value does not depend on which other vectors are in the batch: the engine (a few
-    vectors) and the benchmark's batched ranker (many pools at once) get the same bits.
-    """
-    v = np.asarray(vectors, dtype=np.float64)
-    return (v[..., :, None, :] * v[..., None, :, :]).sum(axis=-1)
-
-
-def latest_wins(
-    fused: Mapping[str, float],
-    top: Sequence[str],
-    times: Sequence[float],
-    similarity: np.ndarray,
-    threshold: float,
-    weight: float,
-) -> dict[str, float]:
-    r"""Lift the newer of two similar top candidates towards (or past) the older one.
-
-    .. math::
-
-        s'(m) = s(m) + \lambda \max\Bigl(0, \max_{o \in T,\ t_o < t_m,\ \cos(o, m) \ge \theta}
-        s(o) - s(m)\Bigr)
-
-    for ``m`` in the top set ``T``; every other score is unchanged. The maximum is taken over
-    the scores before the lift (one step, as in context propagation). With ``weight`` 1 the
-    newer memory ties the older one; above 1 it passes it by ``weight - 1`` times the gap.
-
-    Args:
-        fused: Fused score per candidate.
-        top: The best candidates (best first), the only ones compared and moved.
-        times: Creation time of each of ``top``, epoch seconds.
-        similarity: ``(len(top), len(top))`` cosines of their stored embeddings
-            (:func:`pair_cosines`).
-        threshold: ``theta``: pairs at least this similar restate each other.
-        weight: ``lambda`` >= 0; 0 returns the scores unchanged.
-
-    Returns:
-        The new score of every candidate of ``fused``.
-
-    References:
-        The "latest wins" rule of knowledge updates in BEAM (Tavakoli et al., "Beyond a
-        Million Tokens", 2025) and LongMemEval (Wu et al., ICLR 2025): when a fact changes,
-        the updated statement must come before the original one.
-    """
-    out = dict(fused)
-    if weight <= 0 or len(top) < 2:
-        return out
-    score = [fused[m] for m in top]
-    for j, m in enumerate(top):
-        older = [
-            score[i]
-            for i in range(len(top))
-            if times[i] < times[j] and similarity[i, j] >= threshold
-        ]
-        best = max(older, default=-np.inf)
-        out[m] = score[j] + weight * max(0.0, best - score[j])
-    return out
+NOW_WORDS = "now nowadays currently current these days moment present presently"
+"""How a question asks for the current state ("these days", "at the moment"): never what it
+asks about, so the attribute rule reads the question without them."""
+SHIFT_WORDS = (
+    "migrated migrate took sold cancelled canceled joined quit became promoted upgraded "
+    "downgraded reorg transferred relocated"
+)
+"""Verbs by which a fact about someone or something says it changed, beside the outright
+change cues (:data:`~norax_core.link_rule.CHANGE_CUE_WORDS`): "we migrated staging to
+Fly.io", "Jonas took over the on-call rotation", "Dmitri sold the Corolla". Too common in
+chat to link memories at write time; the current-state rule reads them only for a pair that
+already shares the question's subject (:func:`same_attribute`)."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +72,8 @@ class Statements:
         cues: The update cues, tokenised (:data:`~norax_core.link_rule.CUE_WORDS`).
         change: The outright change cues among them (:data:`~norax_core.link_rule.
             CHANGE_CUE_WORDS`).
+        now: :data:`NOW_WORDS`, tokenised: left out of the query's words.
+        shift: :data:`SHIFT_WORDS`, tokenised: change cues of the subject clause.
     """
 
     query: Sequence[frozenset[str]]
@@ -134,6 +81,8 @@ class Statements:
     replies: Callable[[], np.ndarray]
     cues: frozenset[str]
     change: frozenset[str]
+    now: frozenset[str] = frozenset()
+    shift: frozenset[str] = frozenset()
 
     def cue_set(self, level: str) -> frozenset[str]:
         """The cues of a :data:`CUE_LEVELS` level."""
@@ -154,6 +103,13 @@ def same_attribute(
     which "150 commits and 12 branches merged" and "commits merged into the main branch has
     now reached 165" both state, though their embeddings are far apart (cosine 0.28).
 
+    With ``change`` (current-state questions), a newer memory that says its subject changed
+    (a word of ``change``) and shares a query word with the older one also states the same
+    attribute when the older holds two of the query's words (the subject and the attribute:
+    "Kenji lives in Osaka" for "Which city is Kenji living in?"; all of them for a shorter
+    query), or when the two share another word beside the cues ("After the reorg Aiko
+    reports to Rosa" after "Aiko reports to Farah", asked "Who is Aiko's manager?").
+
     Examples:
         >>> q = frozenset({"weekli", "sync"})
         >>> old, new = frozenset({"weekli", "sync", "monday"}), frozenset({"weekli", "sync"})
@@ -169,9 +125,13 @@ def same_attribute(
     if len(both) >= need:
         return True
     # an outright change of a subject the query names ("Kenji moved to Sapporo" after "Kenji
-    # lives in Osaka", asked "Where does Kenji live?"): the older states the attribute with
-    # the query's words, the newer shares its subject and says it changed
-    return change is not None and bool(both) and bool(newer & change) and len(query & older) >= need
+    # lives in Osaka", asked "Where does Kenji live?"): the newer shares its subject and says
+    # it changed, and the older states the attribute with the query's words, or the two share
+    # a word beside the subject ("After the reorg Aiko reports to Rosa" after "Aiko reports
+    # to Farah", asked "Who is Aiko's manager?")
+    if change is None or not both or not newer & change:
+        return False
+    return len(query & older) >= min(need, 2) or len((older & newer) - change) >= 2
 
 
 def state_wins(

@@ -4,7 +4,7 @@
 ``norax bench`` and ``norax fit`` all call. Its input is a :class:`Table`: for one query or a
 batch of queries, every candidate's four signal scores, each signal's own ranking of them
 (which decides who is a candidate), and what context propagation and latest wins need
-(neighbours in the session timeline, creation times, stored vectors). Its output is a
+(neighbours in the session timeline, creation times, words). Its output is a
 :class:`Ranking`: the fused score of every candidate after each stage, so every result can
 say what moved it. A search builds a table of one query from the store's signals; the
 benchmark builds a batch from pools that hold every memory of a namespace.
@@ -24,7 +24,7 @@ The stages, in order (each one a plain array operation over the whole batch):
    created inside it (or just outside) gain a share of their score;
 6. **latest wins** (:mod:`norax_core.latest`): among the best ``latest_wins_depth``, a newer
    memory that states the same attribute of the same subject as an older, better one passes
-   it (or, under the cosine rule, one similar to it closes part of the gap);
+   it;
 7. **supersession** (:mod:`norax_core.stages.supersede`): memories linked at write time as
    superseding one of the best ``supersede_depth`` candidates pass it (and join them);
 8. **turns** (:mod:`norax_core.stages.turns`): memories that open their session, and the
@@ -38,7 +38,8 @@ The stages, in order (each one a plain array operation over the whole batch):
 
 New stages belong here too, as fields of :class:`Plan` and steps of :func:`rank`, so that
 search and the benchmarks cannot drift apart. Stages that did not win on held-out data were
-removed (the adaptive mix, session coverage, freshness; README, component table).
+removed (the adaptive mix, session coverage, freshness, latest wins' cosine rule; README,
+component table).
 """
 
 from __future__ import annotations
@@ -98,9 +99,6 @@ _B, _D, _T, _G = (SIGNALS.index(s) for s in ("bm25", "dense", "temporal", "graph
 Neighbours = Callable[[int, float], list[np.ndarray]]
 """``(window, gap) -> slots``: per neighbour slot a ``(q, n)`` array of the row of that
 neighbour of each row, ``n`` where there is none (a padding column that scores 0)."""
-Vectors = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
-"""``(queries (q,), rows (q, m)) -> (vectors (q, m, dim), present (q, m))``: stored
-embeddings of those rows; ``present`` is False for a memory deleted meanwhile."""
 Sessions = Callable[[float], np.ndarray]
 """``gap -> (q, n)`` each row's session in its namespace's timeline split where consecutive
 memories are more than ``gap`` seconds apart (equal numbers: same session; padding any)."""
@@ -124,12 +122,11 @@ class Plan:
         context_window: Neighbours on each side that lend context (0: off).
         context_weight: Share of the best neighbour's score (0: off).
         context_gap: Seconds between two memories that end a session.
-        latest_weight: Latest wins' share of the gap (0: off).
-        latest_similarity: Cosine from which a newer memory restates an older one.
+        latest_weight: Latest wins' weight (:func:`norax_core.latest.state_wins`; at most
+            1: off).
         latest_depth: How many of the best candidates latest wins compares.
-        latest_shared: With a value above 0, latest wins follows the attribute rule
-            (:func:`norax_core.latest.state_wins`: the two memories hold this many of the
-            query's words, the newer one an update cue) instead of the cosine rule.
+        latest_shared: Query words the two memories of latest wins' attribute rule must
+            both hold (:func:`norax_core.latest.same_attribute`).
         latest_cues: Which cues the attribute rule reads (:data:`norax_core.latest.
             CUE_LEVELS`).
         latest_subject: Whether, in the attribute rule, an outright change of a subject the
@@ -137,19 +134,15 @@ class Plan:
         bridge_weight: What the bridge step's walk mass adds to a candidate (0: off).
         bridge_seeds: First-pass candidates that seed the bridge step.
         bridge_candidates: Memories the bridge step reaches most that join the candidates.
-        bridge_query_share: Share of the bridge walk's restart on the query's entities.
-        bridge_query_entities: Walkable query entities a query needs for the bridge step.
         bridge_seed_gain: Whether the bridge step's seeds gain their walk mass too.
         bridge_skip_query: Whether the bridge walk leaves out the query's own entities.
         period_boost: Share of its score a candidate inside a named period gains (0: off).
-        period_margin: The boost's fade outside the period, a share of its length.
         opener_boost: Share of its score a memory opening its session gains (0: off).
         opener_span: Positions in the session over which the opener boost fades.
         speaker_boost: Share of its score a user's memory gains when the query asks what the
             user said (0: off).
         supersede_weight: Supersession's share of the gap (0: off).
         supersede_depth: How many of the best candidates lift what supersedes them.
-        supersede_ratio: Least share of the older memory's score the newer one needs.
         supersede_pull: Whether a superseding memory outside that depth is lifted (and
             joins the candidates).
         exchange_weight: Share of its anchor's score an exchange partner rises to (0: off).
@@ -171,26 +164,21 @@ class Plan:
     context_weight: float = 0.0
     context_gap: float = 3600.0
     latest_weight: float = 0.0
-    latest_similarity: float = 0.5
     latest_depth: int = 10
-    latest_shared: int = 0
+    latest_shared: int = 3
     latest_cues: str = "update"
     latest_subject: bool = False
     bridge_weight: float = 0.0
     bridge_seeds: int = 5
     bridge_candidates: int = 10
-    bridge_query_share: float = 0.0
-    bridge_query_entities: int = 0
     bridge_seed_gain: bool = False
     bridge_skip_query: bool = False
     period_boost: float = 0.0
-    period_margin: float = 0.0
     opener_boost: float = 0.0
     opener_span: float = 10.0
     speaker_boost: float = 0.0
     supersede_weight: float = 0.0
     supersede_depth: int = 10
-    supersede_ratio: float = 0.0
     supersede_pull: bool = True
     exchange_weight: float = 0.0
     exchange_depth: int = 5
@@ -265,7 +253,6 @@ def signal_ranks(
 _CONFIG_NAME = {
     "context_gap": "context_gap_seconds",
     "latest_weight": "latest_wins_weight",
-    "latest_similarity": "latest_wins_similarity",
     "latest_depth": "latest_wins_depth",
     "latest_shared": "latest_wins_shared",
     "latest_cues": "latest_wins_cues",
@@ -296,7 +283,6 @@ class Table:
         size: ``(q,)`` memories the query's namespace (and filter) holds: caps ``k``.
         created: ``(q, n)`` creation times, epoch seconds (latest wins).
         neighbours: The rows' neighbours in their session (context propagation).
-        vectors: The rows' stored embeddings (latest wins).
         ids: Each query's row ids, for reading results (optional in a batch).
         plans: Each query's reading (:class:`~norax_core.query.QueryPlan`: intent, named
             periods, entities), for stages that adapt to the question; ``None`` if unknown.
@@ -322,7 +308,6 @@ class Table:
     size: np.ndarray
     created: np.ndarray | None = None
     neighbours: Neighbours | None = None
-    vectors: Vectors | None = None
     ids: list[list[str]] | None = None
     plans: Sequence[QueryPlan | None] | None = None
     entities: Sequence[BridgeInput | None] | None = None
@@ -449,14 +434,12 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
         table, cand, fused, ctx, bridged = _bridges(table, plan, cand, fused, ctx, extend)
     after = {"context": ctx, "bridges": bridged}
     score = after["period"] = _period(table, plan, bridged) if plan.period_boost > 0 else bridged
-    if plan.latest_weight > 0 and plan.latest_shared > 0:
+    if plan.latest_weight > 1:
         score = _state(table, plan, cand, score)
-    elif plan.latest_weight > 0:
-        score = _latest(table, plan, cand, score)
     after["latest_wins"] = score
     if plan.supersede_weight > 0:
         top = _best(score, cand, table.tie, np.full(kk.shape, plan.supersede_depth))
-        sw = (plan.supersede_weight, plan.supersede_ratio, plan.supersede_pull)
+        sw = (plan.supersede_weight, plan.supersede_pull)
         cand, score = supersede.supersede_arrays(score, cand, top, table.newer, *sw)
     after["supersede"] = score
     if plan.opener_boost > 0 or plan.speaker_boost > 0:
@@ -593,7 +576,7 @@ def _bridges(
     extend: Extend | None,
 ) -> tuple[Table, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Bridge stage: a walk from the best candidates; the memories it reaches join and gain."""
-    from norax_core.stages.bridges import best_rows, bridge_scores, walkable_query
+    from norax_core.stages.bridges import best_rows, bridge_scores
 
     if table.entities is None:
         raise ValueError("the bridge step needs the table's entities")
@@ -606,8 +589,6 @@ def _bridges(
         if view is None:
             continue
         g = view.graph
-        if len(walkable_query(g, view.query, view.allowed)) < plan.bridge_query_entities:
-            continue
         rows = np.flatnonzero(seeds[i])
         walk = bridge_scores(
             g,
@@ -615,7 +596,6 @@ def _bridges(
             ctx[i, rows],
             view.query,
             view.allowed,
-            query_share=plan.bridge_query_share,
             seed_gain=plan.bridge_seed_gain,
             skip_query=plan.bridge_skip_query,
         )
@@ -652,34 +632,6 @@ def _bridges(
     return table, cand, fused, ctx, ctx + plan.bridge_weight * gain
 
 
-def _latest(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:
-    """Latest-wins stage over each query's best ``latest_depth`` candidates."""
-    if table.vectors is None or table.created is None:
-        raise ValueError("latest wins needs the table's creation times and vectors")
-    from norax_core.latest import pair_cosines
-
-    q, n = score.shape
-    m = min(plan.latest_depth, n)
-    top = _order(score, cand, table.tie)[:, :m]
-    live = np.take_along_axis(cand, top, axis=1)
-    s = np.take_along_axis(score, top, axis=1)
-    times = np.take_along_axis(table.created, top, axis=1)
-    lifted = s.copy()
-    lam, theta = plan.latest_weight, plan.latest_similarity
-    for a in range(0, q, 64):  # (chunk, m, m, dim) products: bound the memory
-        b = slice(a, a + 64)
-        vec, present = table.vectors(np.arange(q)[b], top[b])
-        ok_row = live[b] & present & ~np.isnan(times[b])
-        sim = pair_cosines(vec)
-        older = times[b][:, :, None] < times[b][:, None, :]  # [o, j]: o older than j
-        ok = older & (sim >= theta) & ok_row[:, :, None] & ok_row[:, None, :]
-        best = np.where(ok, s[b][:, :, None], -np.inf).max(axis=1)
-        lifted[b] = np.where(ok_row, s[b] + lam * np.maximum(0.0, best - s[b]), s[b])
-    out = score.copy()
-    np.put_along_axis(out, top, lifted, axis=1)
-    return out
-
-
 def _state(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:
     """Latest wins' attribute rule over each query's best ``latest_depth`` candidates."""
     st = table.statements
@@ -691,10 +643,13 @@ def _state(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.
     top = _order(score, cand, table.tie)[:, :m]
     replies = st.replies()
     cues = st.cue_set(plan.latest_cues)
+    change = st.change | st.shift if plan.latest_subject else None
+    if change is not None:
+        cues = cues | st.shift
     out = score.copy()
     for i in range(score.shape[0]):
         rows = top[i][cand[i, top[i]] & ~np.isnan(table.created[i, top[i]])]
-        query = st.query[i] - st.cues  # "the latest", "currently": not what is asked about
+        query = st.query[i] - st.cues - st.now  # "the latest", "these days": not asked about
         if rows.size < 2 or not query:
             continue
         out[i, rows] = state_wins(
@@ -706,7 +661,7 @@ def _state(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.
             cues,
             plan.latest_shared,
             plan.latest_weight,
-            st.change if plan.latest_subject else None,
+            change,
         )
     return out
 
@@ -719,7 +674,7 @@ def _period(table: Table, plan: Plan, score: np.ndarray) -> np.ndarray:
     starts, ends = period.period_bounds(named)
     if starts.size == 0:
         return score
-    u = period.inside(table.created, starts, ends, plan.period_margin)
+    u = period.inside(table.created, starts, ends)
     return period.boost(score, u, plan.period_boost)
 
 

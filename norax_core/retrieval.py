@@ -126,7 +126,6 @@ def search_table(
     indexes: DerivedIndexes,
     dense: DenseSignal,
     cfg: NoraxConfig,
-    vectors: Callable[[list[str]], Mapping[str, np.ndarray]],
     *,
     supersede: bool = False,
     roles: Callable[[list[str]], Mapping[str, object]] | None = None,
@@ -145,7 +144,6 @@ def search_table(
         indexes: The store's derived indexes.
         dense: The store's dense signal.
         cfg: The search's configuration.
-        vectors: Stored embeddings of ids (those that still exist).
         supersede: Whether the supersession stage will run (its rows are joined).
         roles: The ``role`` metadata of ids (the turns stage's speaker boost); without it
             no row counts as the user's.
@@ -214,17 +212,6 @@ def search_table(
                 slots[window, gap] = neighbour_slots(rows, found, ids, window, n)
             return [a.copy() for a in slots[window, gap]]
 
-        def vecs(qs: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            want = [ids[r] for r in at[0].tolist()]
-            found = vectors(want)
-            dim = next((len(v) for v in found.values()), 1)
-            out = np.zeros((1, len(want), dim), dtype=np.float32)
-            present = np.zeros((1, len(want)), dtype=bool)
-            for j, m in enumerate(want):
-                if m in found:
-                    out[0, j], present[0, j] = found[m], True
-            return out, present
-
         def sessions(gap: float) -> np.ndarray:
             return np.array([catalog.sessions(q.namespace, ids, gap, allowed=q.allowed)])
 
@@ -247,7 +234,6 @@ def search_table(
             size=np.array([cands.size], dtype=np.int64),
             created=np.array([catalog.created(q.namespace, ids)], dtype=np.float64),
             neighbours=neighbours,
-            vectors=vecs,
             ids=[ids],
             plans=[q.plan],
             entities=None if bridge is None else [bridge.at(ids)],
@@ -263,6 +249,8 @@ def search_table(
                 replies=lambda: users("assistant"),
                 cues=links.cues,
                 change=links.outright,
+                now=links.now_words,
+                shift=links.shifts,
             ),
         )
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from norax_core.latest import NOW_WORDS, SHIFT_WORDS
 from norax_core.link_rule import (
     CHANGE_CUE_WORDS,
     CUE_WORDS,
@@ -122,6 +123,9 @@ class SupersessionIndex:
         self.outright = frozenset(tokenizer(self.rule.cues))
         self.cues = self.outright | frozenset(tokenizer(self.rule.value_cues))
         self.numbers = frozenset(tokenizer(NUMBER_WORDS))
+        # what latest wins' attribute rule reads beside the cues (norax_core.latest)
+        self.now_words = frozenset(tokenizer(NOW_WORDS))
+        self.shifts = frozenset(tokenizer(SHIFT_WORDS))
         self._spaces: dict[str, _Space] = {}
 
     # -- reads --------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 :func:`~norax_core.bench.intentfit.fit_intents` (each intent's own) both climb with
 :func:`ascend` over the grids here: one coordinate at a time (a signal's share of the weight,
 tau per memory kind, the pool sizes, BM25's ``(k1, b)`` with its share, the context window with
-its share, latest wins' weight with its threshold, and every :data:`STAGE_GRID` parameter),
+its share, latest wins' weight, and every :data:`STAGE_GRID` parameter),
 keeping the best strictly better move of each sweep, scored by :class:`Objective` (recall@k,
 ties broken by the gold memories' mean reciprocal rank) through
 :class:`~norax_core.bench.fastrank.PoolBatch`.
@@ -45,10 +45,8 @@ CONTEXT_WINDOW_GRID = (0, 1, 2, 3)
 """``context_window`` values tried (pools must hold whole namespaces)."""
 CONTEXT_WEIGHT_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
 """``context_weight`` values tried."""
-LATEST_WEIGHT_GRID = (0.0, 0.5, 1.05, 1.5)
-"""``latest_wins_weight`` values tried (pools must carry their vectors)."""
-LATEST_SIMILARITY_GRID = (0.5, 0.6, 0.7, 0.8)
-"""``latest_wins_similarity`` values tried with each weight."""
+LATEST_WEIGHT_GRID = (0.0, 1.05, 1.5)
+"""``latest_wins_weight`` values tried (pools must carry their words)."""
 STAGE_GRID: dict[str, tuple[Any, ...]] = {
     # one line per ranking stage: its NoraxConfig parameter -> the values tried (off first)
     "period_boost": (0.0, 0.25, 0.5, 1.0),
@@ -96,7 +94,6 @@ def setting_from(weights: Weights, batch: PoolBatch) -> Setting:
         bm25_k1=None if cfg.bm25_k1 == batch.config.bm25_k1 else cfg.bm25_k1,
         bm25_b=None if cfg.bm25_b == batch.config.bm25_b else cfg.bm25_b,
         latest_wins_weight=cfg.latest_wins_weight,
-        latest_wins_similarity=cfg.latest_wins_similarity,
         latest_wins_depth=cfg.latest_wins_depth,
         extra=tuple((name, getattr(cfg, name)) for name in sorted(stage_params())),
     )
@@ -139,7 +136,6 @@ class Objective:
             s.bm25_k1,
             s.bm25_b,
             s.latest_wins_weight,
-            s.latest_wins_similarity,
             s.latest_wins_depth,
             s.extra,
         )
@@ -197,10 +193,9 @@ def neighbours(
         for win in CONTEXT_WINDOW_GRID:
             for lam in CONTEXT_WEIGHT_GRID:
                 yield replace(s, context_window=win, context_weight=lam)
-    if latest:  # the threshold matters only with a weight: move them together
+    if latest:
         for lam in LATEST_WEIGHT_GRID:
-            for theta in LATEST_SIMILARITY_GRID:
-                yield replace(s, latest_wins_weight=lam, latest_wins_similarity=theta)
+            yield replace(s, latest_wins_weight=lam)
     for name, values in (stage_params() if stages is None else stages).items():
         for value in values:
             yield with_extra(s, name, value)

@@ -40,8 +40,7 @@ class Setting:
         context_weight: ``NoraxConfig.context_weight``.
         bm25_k1: ``NoraxConfig.bm25_k1`` (``None``: the pools' own).
         bm25_b: ``NoraxConfig.bm25_b`` (``None``: the pools' own).
-        latest_wins_weight: ``NoraxConfig.latest_wins_weight`` (0: off).
-        latest_wins_similarity: ``NoraxConfig.latest_wins_similarity``.
+        latest_wins_weight: ``NoraxConfig.latest_wins_weight`` (at most 1: off).
         latest_wins_depth: ``NoraxConfig.latest_wins_depth``.
         extra: Other query-time ``NoraxConfig`` parameters, ``(name, value)`` pairs sorted by
             name: the ranking stages' own (the fitter's ``STAGE_GRID``).
@@ -56,7 +55,6 @@ class Setting:
     bm25_k1: float | None = None
     bm25_b: float | None = None
     latest_wins_weight: float = 0.0
-    latest_wins_similarity: float = 0.5
     latest_wins_depth: int = 10
     extra: tuple[tuple[str, Any], ...] = ()
 
@@ -73,7 +71,6 @@ class Setting:
                 "context_window": self.context_window,
                 "context_weight": self.context_weight,
                 "latest_wins_weight": self.latest_wins_weight,
-                "latest_wins_similarity": self.latest_wins_similarity,
                 "latest_wins_depth": self.latest_wins_depth,
                 **dict(self.extra),
             }
@@ -105,7 +102,6 @@ class Setting:
             out["context_weight"] = self.context_weight
         if explicit or self.latest_wins_weight > 0:
             out["latest_wins_weight"] = self.latest_wins_weight
-            out["latest_wins_similarity"] = self.latest_wins_similarity
             out["latest_wins_depth"] = self.latest_wins_depth
         defaults = NoraxConfig()
         for name, value in self.extra:
@@ -153,8 +149,8 @@ class PoolBatch:
         self._tables: dict[tuple[Any, ...], Table] = {}
         self.full = all(len(p.ids) >= p.size for p in pools)
         """Whether every pool holds its whole namespace (needed for context propagation)."""
-        self.vector_row = self.table.vectors.row if self.table.vectors.ok else None  # type: ignore[union-attr]
-        """Each candidate's row among the stored vectors (``None``: no vectors, no latest wins)."""
+        self.has_words = self.table.statements is not None
+        """Whether every pool carries its words (latest wins' attribute rule needs them)."""
 
     def __len__(self) -> int:
         return len(self.pools)

@@ -212,10 +212,10 @@ def fit_pools(
             "the starting weights use context propagation, which needs pools holding the "
             "whole namespace: build them with depth=None"
         )
-    if first.latest_wins_weight > 0 and batch.vector_row is None:
+    if first.latest_wins_weight > 1 and not batch.has_words:
         raise InvalidInputError(
-            "the starting weights use latest wins, which needs pools with their stored "
-            "vectors (build_pools keeps them)"
+            "the starting weights use latest wins, which needs pools with their words "
+            "(build_pools keeps them)"
         )
     rng = random.Random(seed)
     starts = [
@@ -244,7 +244,7 @@ def fit_pools(
         "pool_cap": max(depth, 1),
         "recency_cap": max(depth, 1),
         "context": fit_params and batch.full,
-        "latest": fit_params and batch.vector_row is not None,
+        "latest": fit_params and batch.has_words,
         "bm25": [
             v
             for i, v in enumerate(batch.bm25_variants())

@@ -2,7 +2,7 @@
 
 A :class:`Pool` holds, for one query, every memory of the searched namespace with all four
 signal scores, plus what is needed to re-derive other settings without querying again:
-memory ages and kinds (temporal decay constants), creation times, stored vectors.
+memory ages and kinds (temporal decay constants), creation times, words.
 :func:`pool_table` turns pools into a :class:`~norax_core.ranking.Table` (each signal's
 proposals are its own ranking of the whole namespace, as its ``top`` gives them), and
 :func:`~norax_core.ranking.rank`, the function ``search`` calls, ranks it. :func:`rank_pool`
@@ -85,6 +85,8 @@ class PoolWords:
     rows: Sequence[frozenset[str]]
     cues: frozenset[str]
     change: frozenset[str]
+    now: frozenset[str] = frozenset()
+    shift: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -102,8 +104,6 @@ class Pool:
         created_at: Creation time of each candidate, epoch seconds.
         size: How many memories the searched namespace holds (caps ``k``).
         config: The store configuration the scores were computed with.
-        vectors: ``(n, dim)`` stored embeddings of the candidates (for latest wins), or
-            ``None``; pools of one namespace with the same ids share one array.
         bridge: The bridge step's view of the namespace and query (``None``: no entity graph).
         newer: The memories superseding each candidate (:mod:`norax_core.supersession`).
         roles: Each candidate's ``role`` metadata (``None`` where it has none).
@@ -120,7 +120,6 @@ class Pool:
     created_at: np.ndarray
     size: int
     config: NoraxConfig
-    vectors: np.ndarray | None = field(default=None, repr=False)
     bridge: BridgeSource | None = field(default=None, repr=False)
     newer: Mapping[str, tuple[str, ...]] | None = field(default=None, repr=False)
     roles: Sequence[object] | None = field(default=None, repr=False)
@@ -280,7 +279,6 @@ def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Tabl
         size=np.array([p.size for p in pools], dtype=np.int64),
         created=created,
         neighbours=PoolNeighbours(pools, n),
-        vectors=PoolVectors(pools, n),
         ids=[p.ids for p in pools],
         plans=[p.plan for p in pools],
         entities=[None if p.bridge is None else p.bridge.at(p.ids, n) for p in pools],
@@ -325,6 +323,8 @@ def _statements(pools: Sequence[Pool], n: int) -> Statements | None:
         replies=replies,
         cues=words[0].cues,
         change=words[0].change,
+        now=words[0].now,
+        shift=words[0].shift,
     )
 
 
@@ -394,33 +394,6 @@ class PoolPositions(_PoolTimelines):
     needs = "the opener boost"
 
 
-class PoolVectors:
-    """The pools' stored vectors, each distinct array stacked once (pools share them)."""
-
-    def __init__(self, pools: Sequence[Pool], n: int) -> None:
-        self.ok = all(p.vectors is not None and len(p.vectors) == len(p.ids) for p in pools)
-        parts: list[np.ndarray] = []
-        start: dict[int, int] = {}
-        self.row = np.zeros((len(pools), n), dtype=np.int64)
-        offset = 0
-        for i, p in enumerate(pools):
-            if not self.ok or p.vectors is None:
-                break
-            if id(p.vectors) not in start:
-                start[id(p.vectors)] = offset
-                parts.append(p.vectors)
-                offset += len(p.vectors)
-            self.row[i, : len(p.ids)] = start[id(p.vectors)] + np.arange(len(p.ids))
-        self.table = np.concatenate(parts) if offset else np.zeros((1, 1), np.float32)
-
-    def __call__(self, qs: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """See :data:`~norax_core.ranking.Vectors`."""
-        if not self.ok:
-            raise ValueError("latest wins needs pools with their vectors (build_pools keeps them)")
-        at = np.take_along_axis(self.row[qs], rows, axis=1)
-        return self.table[at], np.ones(rows.shape, dtype=bool)
-
-
 def check_store_params(pooled: NoraxConfig, wanted: NoraxConfig) -> None:
     """Refuse to rank a pool for add-time parameters its store was not built with.
 
@@ -460,7 +433,6 @@ def build_pools(
     """
     every = Weights(1.0, 1.0, 1.0, 1.0, params={"recency_candidates": recency_depth}, name="all")
     meta: dict[str, tuple[float, str, object, str]] = {}
-    shared: dict[tuple[str, ...], np.ndarray] = {}
     tokens: dict[tuple[str, ...], list[frozenset[str]]] = {}
     links = memory.store.indexes.supersede
     out: list[Pool] = []
@@ -489,9 +461,6 @@ def build_pools(
         ).reshape(len(SIGNALS), len(ids))
         created = np.array([meta[m][0] for m in ids], dtype=np.float64)
         key = tuple(ids)
-        if key not in shared:
-            got = memory.embeddings(ids)
-            shared[key] = np.stack([got[m] for m in ids]) if ids else np.zeros((0, 0), np.float32)
         with memory.store.lock:  # the bridge view reads the store's entity graph
             if key not in tokens:
                 tokens[key] = links.words(cands.query.namespace, ids)
@@ -500,6 +469,8 @@ def build_pools(
                 tokens[key],
                 links.cues,
                 links.outright,
+                links.now_words,
+                links.shifts,
             )
             pool = Pool(
                 request=req,
@@ -510,7 +481,6 @@ def build_pools(
                 created_at=created,
                 size=size,
                 config=replace(memory.config, embed_context=memory.add_config.embed_context),
-                vectors=shared[key],
                 bridge=bridge_source(memory.store.indexes, cands.query),
                 newer=memory.store.superseding(cands.query.namespace, ids),
                 roles=[meta[m][2] for m in ids],

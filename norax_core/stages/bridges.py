@@ -29,7 +29,7 @@ import numpy.ma  # noqa: F401 - np.unique imports it at first use (~25 ms in a f
 if TYPE_CHECKING:
     from norax_core.signals.entity_graph import NamespaceGraph
 
-__all__ = ["BridgeInput", "MemoryEntities", "best_rows", "bridge_scores", "walkable_query"]
+__all__ = ["BridgeInput", "MemoryEntities", "best_rows", "bridge_scores"]
 
 DAMPING = 0.5
 """Probability of following an edge rather than restarting (HippoRAG's 0.5)."""
@@ -110,7 +110,6 @@ def bridge_scores(
     allowed: np.ndarray | None = None,
     *,
     damping: float = DAMPING,
-    query_share: float = 0.0,
     seed_gain: bool = False,
     skip_query: bool = False,
 ) -> np.ndarray:
@@ -125,13 +124,13 @@ def bridge_scores(
     weights : numpy.ndarray
         Their restart weights (their first-pass scores; non-positive ones are dropped).
     query : numpy.ndarray
-        Entity ids of the query's entities: ``query_share`` of the restart mass, in
-        proportion to their IDF.
+        Entity ids of the query's entities: the restart mass, in proportion to their IDF,
+        when no seed has a positive weight.
     allowed : numpy.ndarray, optional
         Rows the filter admits: the walk runs as if the namespace held only those (the
         others are neither seeds nor reached nor passed through, nor counted in the IDF).
-    damping, query_share : float
-        Probability of following an edge; share of the restart on the query's entities.
+    damping : float
+        Probability of following an edge.
     seed_gain : bool
         Whether a seed keeps the mass the walk brings it beyond its own restart mass (else
         a seed scores 0).
@@ -156,8 +155,9 @@ def bridge_scores(
     (``idf`` as BM25's, over the namespace's memories), from an entity to one of its
     memories uniformly, and restarts with probability ``1 - damping`` at
 
-    ``p = (1 - s) w / \sum w`` on the seeds plus ``s idf(q) / \sum idf`` on the query's
-    entities (``s = query_share`` if the query has entities in the graph, else 0).
+    ``p = w / \sum w`` on the seeds (on the query's entities, ``idf(q) / \sum idf``, when no
+    seed has a positive weight). Restarting partly on the query's entities too, as HippoRAG
+    does, lowered LoCoMo's multi-hop gain and was removed (``docs/benchmarks.md``).
 
     Hub entities (in more than 2 % of the memories and more than 50) are left out, as the
     graph signal leaves them out of its neighbourhoods; a memory without other entities
@@ -218,13 +218,11 @@ def bridge_scores(
         p_ent[q] = idf[q]
     if p_mem.sum() <= 0 and p_ent.sum() <= 0 or not len(rows):
         return out
-    share = query_share if p_ent.sum() > 0 else 0.0
     if p_mem.sum() > 0:
-        p_mem *= (1.0 - share) / p_mem.sum()
+        p_mem /= p_mem.sum()
+        p_ent[:] = 0.0
     else:
-        share = 1.0
-    if p_ent.sum() > 0:
-        p_ent *= share / p_ent.sum()
+        p_ent /= p_ent.sum()
     x_mem, x_ent = p_mem.copy(), p_ent.copy()
     for _ in range(MAX_ITER):
         lost = x_mem[dangling].sum()
@@ -246,17 +244,6 @@ def bridge_scores(
         walk[~allowed] = 0.0
     top = walk.max()
     return walk / top if top > 0 else out
-
-
-def walkable_query(
-    graph: MemoryEntities, query: np.ndarray, allowed: np.ndarray | None = None
-) -> np.ndarray:
-    """The query's entity ids the walk can pass through: in the graph, not hubs, admitted."""
-    if not len(query):
-        return query
-    walkable = graph.walkable if allowed is None else _Walkable.of(graph, allowed)
-    q = np.unique(query[(query >= 0) & (query < graph.n_ents)])
-    return q[walkable.df[q] > 0]
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,7 @@
 
 "What did Melanie paint in June?" names a period (:attr:`norax_core.query.QueryPlan.periods`,
 resolved against the search's ``now``). Memories created inside it gain a share of their own
-score; a memory just outside gains less, fading to nothing over a margin proportional to the
-period's length (a conversation often mentions an event a few days after it). It is a boost,
+score. It is a boost,
 not a filter: every candidate stays a candidate with a score at least its own, so a period
 read wrongly ("in May" meant the month, not a past one) can reorder results but never empty
 them.
@@ -14,8 +13,8 @@ unit tests compare them with.
 
 With ``default`` and a boost of 0.5: LoCoMo dev recall@10 0.747 -> 0.769 (its 203 questions
 that name a period 0.646 -> 0.795), BEAM 100K and 500K unchanged (their questions rarely name
-one). Larger boosts do no better and a margin does not help, so ``period_margin`` is 0 by
-default.
+one). Larger boosts do no better; a margin outside the period over which the boost faded
+(``period_margin``) did not help, shipped off in every preset and was removed.
 """
 
 from __future__ import annotations
@@ -37,39 +36,22 @@ def period_bounds(named: Iterable[Sequence[tuple[float, float]]]) -> tuple[np.nd
     return out[0], out[1]
 
 
-def inside(created: np.ndarray, starts: np.ndarray, ends: np.ndarray, margin: float) -> np.ndarray:
-    r"""How far inside the named periods each memory was created, in ``[0, 1]``.
-
-    .. math::
-
-        u(t) = \max_p \operatorname{clip}\Bigl(1 - \frac{d_p(t)}{\mu\,(e_p - s_p)}, 0, 1\Bigr)
-
-    where ``d_p(t)`` is ``t``'s distance to the period ``[s_p, e_p)`` (0 inside it) and
-    ``mu`` the margin: 1 inside a period, falling linearly to 0 at ``mu`` times the period's
-    length outside it (``mu = 0``: a step).
+def inside(created: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Whether each memory was created inside one of its query's named periods, as 1.0 / 0.0.
 
     Args:
         created: ``(q, n)`` creation times, epoch seconds (NaN: unknown, never inside).
         starts: ``(q, p)`` period starts per query, NaN where a query names fewer periods.
         ends: ``(q, p)`` period ends (exclusive), aligned with ``starts``.
-        margin: ``mu >= 0``, the fade outside a period as a share of its length.
 
     Returns:
-        ``(q, n)`` weights in ``[0, 1]``; 0 for a query that names no period.
+        ``(q, n)`` weights in ``{0, 1}``; 0 for a query that names no period.
     """
     out = np.zeros(created.shape, dtype=np.float64)
     for p in range(starts.shape[1]):
         s, e = starts[:, p : p + 1], ends[:, p : p + 1]
-        named = ~np.isnan(s)
-        length = np.where(named, e - s, 0.0)
-        dist = np.maximum(np.maximum(s - created, created - e), 0.0)  # 0 inside [s, e]
-        within = (created >= s) & (created < e)
-        fade = margin * length
-        with np.errstate(divide="ignore", invalid="ignore"):
-            near = np.where(fade > 0, 1.0 - dist / fade, 0.0)
-        u = np.where(within, 1.0, np.clip(near, 0.0, 1.0))
-        u = np.where(named & ~np.isnan(created), u, 0.0)
-        np.maximum(out, u, out=out)
+        within = ~np.isnan(s) & (created >= s) & (created < e)  # NaN compares False
+        out[within] = 1.0
     return out
 
 
@@ -89,24 +71,15 @@ def boost(score: np.ndarray, weights: np.ndarray, strength: float) -> np.ndarray
     return score * (1.0 + strength * weights)
 
 
-def inside_one(t: float, periods: Sequence[tuple[float, float]], margin: float) -> float:
+def inside_one(t: float, periods: Sequence[tuple[float, float]]) -> float:
     """:func:`inside` for one memory time and a list of ``(start, end)`` periods."""
-    best = 0.0
-    for s, e in periods:
-        if s <= t < e:
-            return 1.0
-        dist = s - t if t < s else t - e
-        fade = margin * (e - s)
-        if fade > 0:
-            best = max(best, min(1.0, max(0.0, 1.0 - dist / fade)))
-    return best
+    return 1.0 if any(s <= t < e for s, e in periods) else 0.0
 
 
 def boost_one(
     scores: Mapping[str, float],
     times: Mapping[str, float],
     periods: Sequence[tuple[float, float]],
-    margin: float,
     strength: float,
 ) -> dict[str, float]:
     """Plain reference of the stage for one query: ``{id: boosted score}``.
@@ -115,6 +88,4 @@ def boost_one(
         The time-aware query expansion of LongMemEval (Wu et al., ICLR 2025) narrows the
         search to the time range a question names; here the range is a soft boost instead.
     """
-    return {
-        m: s * (1.0 + strength * inside_one(times[m], periods, margin)) for m, s in scores.items()
-    }
+    return {m: s * (1.0 + strength * inside_one(times[m], periods)) for m, s in scores.items()}

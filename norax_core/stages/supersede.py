@@ -28,23 +28,21 @@ def supersede(
     newer: Mapping[str, Sequence[str]],
     weight: float,
     *,
-    ratio: float = 0.0,
     pull: bool = True,
 ) -> tuple[list[str], dict[str, float]]:
     r"""Lift the memories that supersede the best candidates towards (or past) them.
 
     .. math::
 
-        s'(j) = s(j) + \lambda \max\Bigl(0, \max_{o \in C,\ j \in N(o),\ s(j) \ge \rho\, s(o)}
-        s(o) - s(j)\Bigr)
+        s'(j) = s(j) + \lambda \max\Bigl(0, \max_{o \in C,\ j \in N(o)} s(o) - s(j)\Bigr)
 
     for every memory ``j`` that supersedes some memory ``o`` of ``C``, the best candidates
-    (``N(o)``: the memories that supersede ``o``), and is itself at least ``rho`` times as
-    relevant to the query; every other score is unchanged. One step: the maximum is taken
-    over the scores before the lift, and only direct links count. Only the best candidates
-    lift: a stale statement far down the ranking is no reason to promote what replaced it.
-    With ``pull``, ``j`` may come from outside ``C`` (even outside the candidates: it joins
-    them); without, it must be in ``C`` too, so the stage only reorders ``C``.
+    (``N(o)``: the memories that supersede ``o``); every other score is unchanged. One step:
+    the maximum is taken over the scores before the lift, and only direct links count. Only
+    the best candidates lift: a stale statement far down the ranking is no reason to promote
+    what replaced it. With ``pull``, ``j`` may come from outside ``C`` (even outside the
+    candidates: it joins them); without, it must be in ``C`` too, so the stage only reorders
+    ``C``.
 
     Args:
         score: Score of every memory that may be ranked (the candidates and the memories
@@ -53,7 +51,6 @@ def supersede(
         top: ``C``: the best of them (the stage's depth).
         newer: ``N``: the memories that supersede each memory.
         weight: ``lambda`` >= 0; 0 returns the candidates and scores unchanged.
-        ratio: ``rho``: the least share of the older memory's score the newer one needs.
         pull: Whether memories outside ``C`` are lifted (and join the candidates).
 
     Returns:
@@ -67,7 +64,7 @@ def supersede(
     inside = set(top)
     for o in top:
         for j in newer.get(o, ()):
-            if (pull or j in inside) and score[j] >= ratio * score[o]:
+            if pull or j in inside:
                 best[j] = max(best.get(j, -np.inf), score[o])
     cand = list(candidates) + [j for j in best if j not in out]
     for j, b in best.items():
@@ -82,7 +79,6 @@ def supersede_arrays(
     top: np.ndarray,
     newer: np.ndarray | None,
     weight: float,
-    ratio: float = 0.0,
     pull: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`supersede` over ``(q, n)`` arrays.
@@ -94,7 +90,6 @@ def supersede_arrays(
         newer: ``(s, q, n)``: per slot, the row that supersedes each row (``n``: none);
             ``None`` for a table without them.
         weight: ``lambda``.
-        ratio: ``rho``.
         pull: Whether rows outside ``C`` are lifted.
 
     Returns:
@@ -114,7 +109,7 @@ def supersede_arrays(
     best = np.full((q, n + 1), -np.inf)
     qi = np.broadcast_to(np.arange(q)[:, None], (q, n))
     for slot in newer:
-        ok = top & (np.take_along_axis(pad_score, slot, axis=1) >= ratio * score)
+        ok = top & np.isfinite(np.take_along_axis(pad_score, slot, axis=1))
         if not pull:
             ok &= np.take_along_axis(pad_top, slot, axis=1)
         np.maximum.at(best, (qi, slot), np.where(ok, score, -np.inf))

@@ -113,7 +113,7 @@ def test_pooled_rankings_equal_search(tiny_locomo: Path, tmp_path: Path) -> None
         params={"pool_min": 5, "recency_candidates": 2, "decay_days": {"episodic": 3.0}},
     )
     methods["latest"] = Weights(
-        0.2, 0.6, 0.1, 0.1, params={"latest_wins_weight": 1.05, "latest_wins_similarity": 0.2}
+        0.2, 0.6, 0.1, 0.1, params={"latest_wins_weight": 1.05, "latest_wins_shared": 1}
     )
     methods["latest_ctx"] = Weights(
         0.3,
@@ -124,7 +124,7 @@ def test_pooled_rankings_equal_search(tiny_locomo: Path, tmp_path: Path) -> None
             "context_window": 1,
             "context_weight": 0.5,
             "latest_wins_weight": 2.0,
-            "latest_wins_similarity": 0.1,
+            "latest_wins_shared": 1,
             "latest_wins_depth": 30,
         },
     )

@@ -55,7 +55,7 @@ METHODS = {
             "context_window": 1,
             "context_weight": 0.5,
             "latest_wins_weight": 1.5,
-            "latest_wins_similarity": 0.5,
+            "latest_wins_shared": 1,
         },
     ),
     "period": dataclasses.replace(DEFAULT, **{"params": {**DEFAULT.params, "period_boost": 0.5}}),
@@ -82,7 +82,6 @@ METHODS = {
             "bridge_weight": 0.2,
             "bridge_seeds": 5,
             "bridge_candidates": 10,
-            "bridge_query_share": 0.5,
         },
     ),
     "staged": Weights(
@@ -94,11 +93,9 @@ METHODS = {
             "context_window": 1,
             "context_weight": 0.5,
             "period_boost": 1.0,
-            "period_margin": 0.5,
-            "latest_wins_weight": 1.0,
+            "latest_wins_weight": 1.5,
             "opener_boost": 0.5,
             "bridge_weight": 0.1,
-            "bridge_query_entities": 1,  # the bridge options of the decision / multi-hop files
             "bridge_seed_gain": True,
             "bridge_skip_query": True,
             "supersede_weight": 1.05,
@@ -126,7 +123,6 @@ PER_INTENT = Weights(
                 "latest_wins_weight": 1.5,
                 "decay_days": {"episodic": 5},
                 "supersede_weight": 1.1,
-                "supersede_ratio": 0.5,
             },
         ),
         "coverage": Weights(

@@ -51,8 +51,8 @@ STAGES = Weights(
     params={
         "context_window": 1,
         "context_weight": 0.5,
-        "latest_wins_weight": 1.0,
-        "latest_wins_similarity": 0.5,
+        "latest_wins_weight": 1.5,
+        "latest_wins_shared": 1,
     },
 )
 PLAN_KEYS = {"intent", "periods", "entities", "weights_intent"}

@@ -45,14 +45,12 @@ STAGED = Weights(
         "context_window": 1,
         "context_weight": 0.5,
         "period_boost": 1.0,
-        "period_margin": 0.5,
         "opener_boost": 0.5,  # positions in B's sessions must never move A's memories
         # the bridge step walks the namespace's entity graph: B's entities and edges (the
         # same words) must never carry A's walk, join A's results or change a score
         "bridge_weight": 0.5,
         "bridge_seeds": 2,
         "bridge_candidates": 4,
-        "bridge_query_share": 0.5,
     },
 )
 CASES = 1000

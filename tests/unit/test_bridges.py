@@ -26,7 +26,6 @@ from norax_core.stages.bridges import (
     MemoryEntities,
     best_rows,
     bridge_scores,
-    walkable_query,
 )
 from norax_core.weights import Weights
 
@@ -46,7 +45,6 @@ def _solve(
     seeds: np.ndarray,
     weights: np.ndarray,
     query: np.ndarray,
-    share: float,
     damping: float = 0.5,
     seed_gain: bool = False,
     skip_query: bool = False,
@@ -69,11 +67,7 @@ def _solve(
     trans[:, out > 0] /= out[out > 0]
     p = np.zeros(n + e)
     p[seeds] = weights
-    q = [] if skip_query else sorted(q_set)
-    s = share if q else 0.0
-    p[:n] *= (1 - s) / p[:n].sum()
-    if q:
-        p[n + np.array(q)] = idf[q] * s / idf[q].sum()
+    p[:n] /= p[:n].sum()  # the seeds' weights are positive: no restart on the query
     dangling = out == 0
     m = trans + np.outer(p, dangling)
     pi = np.linalg.solve(np.eye(n + e) - damping * m, (1 - damping) * p)
@@ -96,9 +90,8 @@ def test_bridge_scores_equal_a_direct_solve_of_the_pagerank_equations(seed: int)
     seeds = np.array(sorted(rng.sample(range(n), rng.randrange(1, min(n, 5) + 1))))
     weights = np.array([rng.uniform(0.1, 1.0) for _ in seeds])
     query = np.array(rng.sample(range(g.n_ents), min(2, g.n_ents)))
-    share = rng.choice([0.0, 0.5, 0.9])
-    got = bridge_scores(g, seeds, weights, query, query_share=share)
-    want = _solve(g, seeds, weights, query, share)
+    got = bridge_scores(g, seeds, weights, query)
+    want = _solve(g, seeds, weights, query)
     np.testing.assert_allclose(got, want, atol=1e-5)
     assert got.min() >= 0 and got.max() <= 1
     assert (got[seeds] == 0).all()
@@ -117,11 +110,8 @@ def test_seed_gain_and_skip_query_equal_the_direct_solve(
     seeds = np.array(sorted(rng.sample(range(n), rng.randrange(1, min(n, 5) + 1))))
     weights = np.array([rng.uniform(0.1, 1.0) for _ in seeds])
     query = np.array(rng.sample(range(g.n_ents), min(2, g.n_ents)))
-    share = rng.choice([0.0, 0.5])
-    got = bridge_scores(
-        g, seeds, weights, query, query_share=share, seed_gain=seed_gain, skip_query=skip_query
-    )
-    want = _solve(g, seeds, weights, query, share, seed_gain=seed_gain, skip_query=skip_query)
+    got = bridge_scores(g, seeds, weights, query, seed_gain=seed_gain, skip_query=skip_query)
+    want = _solve(g, seeds, weights, query, seed_gain=seed_gain, skip_query=skip_query)
     np.testing.assert_allclose(got, want, atol=1e-5)
 
 
@@ -143,14 +133,6 @@ def test_skip_query_walks_around_the_query_entities() -> None:
     assert through[1] > 0 and through[2] > 0
     around = bridge_scores(g, seeds, w, query, skip_query=True)
     assert around[1] == 0.0 and around[2] == 1.0
-
-
-def test_walkable_query_keeps_entities_the_walk_can_pass_through() -> None:
-    n = MIN_HUB_DF + 10  # entity 0 is a hub; 1 is in two memories; 9 is in none
-    ents = [[0, 1], [0, 1]] + [[0, 2 + i] for i in range(n - 2)]
-    g = _graph(ents)
-    assert walkable_query(g, np.array([0, 1, 9999, -1])).tolist() == [1]
-    assert walkable_query(g, np.zeros(0, np.int64)).tolist() == []
 
 
 def test_a_memory_linking_the_query_entity_to_a_second_entity_rises() -> None:
@@ -211,7 +193,7 @@ CREATED = [0.0, 5.0, 1.0, 2.0, 3.0, 4.0]  # timeline a, c, d, e, f, b: b is nobo
 TIMELINE = sorted(IDS, key=lambda m: CREATED[IDS.index(m)])
 
 
-def _plan(bridge: float, context: bool = False, query_entities: int = 0) -> Plan:
+def _plan(bridge: float, context: bool = False) -> Plan:
     return Plan(
         weights=(0.0, 1.0, 0.0, 0.0),
         pool_min=4,
@@ -223,7 +205,6 @@ def _plan(bridge: float, context: bool = False, query_entities: int = 0) -> Plan
         bridge_weight=bridge,
         bridge_seeds=1,
         bridge_candidates=2,
-        bridge_query_entities=query_entities,
     )
 
 
@@ -296,14 +277,6 @@ def test_the_stage_lifts_the_bridge_memory_into_the_top_k(context: bool) -> None
     assert off.explain(0, IDS.index("a"))["bridges"] == 0.0
 
 
-def test_the_step_waits_for_a_query_with_entities_the_walk_knows() -> None:
-    graph = _graph(ENTS, IDS)  # the tables' queries name no entity
-    gated = rank(_whole_table(graph), _plan(0.5, query_entities=1), 3)
-    assert gated.explain(0, IDS.index("b"))["bridges"] == 0.0
-    assert "b" not in gated.ids(0)
-    assert "b" in rank(_whole_table(graph), _plan(0.5, query_entities=0), 3).ids(0)
-
-
 @pytest.mark.parametrize("context", [False, True])
 def test_a_table_of_candidates_grows_by_the_bridge_memories_as_the_whole_one_ranks(
     context: bool,
@@ -342,10 +315,6 @@ def test_bridge_parameters_are_validated() -> None:
         NoraxConfig(bridge_weight=-0.1)
     with pytest.raises(InvalidInputError, match="bridge_seeds"):
         NoraxConfig(bridge_seeds=0)
-    with pytest.raises(InvalidInputError, match="bridge_query_share"):
-        NoraxConfig(bridge_query_share=1.5)
-    with pytest.raises(InvalidInputError, match="bridge_query_entities"):
-        NoraxConfig(bridge_query_entities=-1)
     with pytest.raises(InvalidInputError, match="bridge_seed_gain"):
         NoraxConfig(bridge_seed_gain=1)  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="bridge_skip_query"):

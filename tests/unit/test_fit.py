@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,13 +11,16 @@ import pytest
 
 from norax_core.bench.fastrank import PoolBatch, Setting
 from norax_core.bench.fit import FitResult, cross_validate, fit_pools
-from norax_core.bench.pools import Pool, PoolRequest, rank_pool
+from norax_core.bench.pools import Pool, PoolRequest, PoolWords, rank_pool
 from norax_core.config import NoraxConfig
 from norax_core.models import SIGNALS
 from norax_core.presets import get_preset
 from norax_core.weights import Weights, load_weights
 
 NOW = 1_800_000_000.0
+VOCAB = ("rent", "flat", "cat", "moved", "sync", "weekly")
+QUERY = frozenset({"rent", "flat"})
+CUES = frozenset({"moved"})
 
 
 def make_pool(
@@ -44,8 +48,8 @@ def make_pool(
     if ties:
         variant = np.round(variant * 4) / 4
     # a separate generator, so the other draws (and the tests built on them) do not change
-    vec = np.random.default_rng(n).normal(size=(n, 8))
-    vec /= np.linalg.norm(vec, axis=1, keepdims=True)
+    pick = np.random.default_rng(n).integers(0, len(VOCAB), size=(n, 2))
+    words = PoolWords(QUERY, [frozenset(VOCAB[j] for j in row) for row in pick], CUES, CUES)
     pool = Pool(
         request=PoolRequest(
             query="q", namespace=group, now=NOW, relevant=tuple(ids[i] for i in relevant)
@@ -57,7 +61,7 @@ def make_pool(
         created_at=NOW - age * 86_400,
         size=n,
         config=cfg,
-        vectors=vec.astype(np.float32),
+        words=words,
     )
     pool.bm25_rows[(1.2, 0.3)] = variant
     return pool
@@ -86,9 +90,7 @@ WEIGHTINGS = [
         params={"bm25_k1": 1.2, "bm25_b": 0.3, "context_window": 2, "context_weight": 0.5},
     ),
     Weights(1.0, 0, 0, 0, params={"bm25_k1": 1.2, "bm25_b": 0.3, "pool_min": 4}),
-    Weights(
-        0.3, 0.5, 0.05, 0.15, params={"latest_wins_weight": 1.05, "latest_wins_similarity": 0.2}
-    ),
+    Weights(0.3, 0.5, 0.05, 0.15, params={"latest_wins_weight": 1.05, "latest_wins_shared": 1}),
     Weights(
         0.4,
         0.4,
@@ -96,7 +98,7 @@ WEIGHTINGS = [
         0.2,
         params={
             "latest_wins_weight": 2.0,
-            "latest_wins_similarity": -0.1,
+            "latest_wins_shared": 2,
             "latest_wins_depth": 30,
             "context_window": 1,
             "context_weight": 0.5,
@@ -252,7 +254,7 @@ def test_fit_turns_context_on_when_answers_follow_matching_turns() -> None:
 
 
 def test_fit_turns_latest_wins_on_when_updates_answer() -> None:
-    """The gold memory restates the best-scored one, later; nothing else is like either."""
+    """The gold memory updates the best-scored one, later; nothing else states the same."""
     rng = np.random.default_rng(5)
     pools = []
     for _ in range(30):
@@ -263,9 +265,10 @@ def test_fit_turns_latest_wins_on_when_updates_answer() -> None:
         p.created_at[new] = p.created_at[old] + 60.0
         p.scores[[0, 1, 3], old] = 1.0
         p.scores[[0, 1, 3], new] = 0.9
-        assert p.vectors is not None
-        p.vectors = p.vectors.copy()
-        p.vectors[new] = p.vectors[old]
+        assert p.words is not None
+        rows = [frozenset({"cat"}) for _ in p.ids]  # holds none of the query's words
+        rows[old], rows[new] = QUERY, QUERY | CUES
+        p.words = replace(p.words, rows=rows)
         p.request = PoolRequest("q", "ns", NOW, (p.ids[new],))
         pools.append(p)
     res = fit_pools(pools, k=1, restarts=0)

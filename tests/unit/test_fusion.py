@@ -156,7 +156,7 @@ def _file(params):
         ({"context_weight": math.inf}, "context_weight"),
         ({"context_gap_seconds": 0}, "context_gap_seconds"),
         ({"embed_context": 1.5}, "embed_context"),
-        ({"latest_wins_similarity": 2}, "latest_wins_similarity"),
+        ({"latest_wins_shared": 0}, "latest_wins_shared"),
         ({"latest_wins_depth": 1}, "latest_wins_depth"),
         ({"default_decay_days": None}, "default_decay_days"),
     ],

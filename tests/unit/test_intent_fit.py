@@ -30,8 +30,6 @@ def make_pool(rng: np.random.Generator, n: int, relevant: list[int], **kw: objec
     age = (6 - session) * 3.0 + (n - np.arange(n)) * 5 / 86_400
     cfg = NoraxConfig()
     s[SIGNALS.index("temporal")] = np.exp(-age / cfg.tau_days("episodic"))
-    vec = np.random.default_rng(n).normal(size=(n, 8))
-    vec /= np.linalg.norm(vec, axis=1, keepdims=True)
     group = str(kw.get("group", "ns"))
     return Pool(
         request=PoolRequest("q", group, NOW, tuple(ids[i] for i in relevant)),
@@ -42,7 +40,6 @@ def make_pool(rng: np.random.Generator, n: int, relevant: list[int], **kw: objec
         created_at=NOW - age * 86_400,
         size=n,
         config=cfg,
-        vectors=vec.astype(np.float32),
     )
 
 

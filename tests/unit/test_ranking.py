@@ -2,13 +2,14 @@
 
 :func:`norax_core.ranking.rank` works on arrays, a batch of queries at once; the reference
 below ranks one query with :mod:`norax_core.fusion`, :func:`~norax_core.signals.context.
-propagate` and :func:`~norax_core.latest.latest_wins`, step by step as the README describes
+propagate` and :func:`~norax_core.latest.state_wins`, step by step as the README describes
 them (the way networkx tests ``pagerank`` against ``_pagerank_python``).
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -16,7 +17,7 @@ import pytest
 
 from norax_core.fusion import fuse
 from norax_core.fusion import rank as rank_dict
-from norax_core.latest import latest_wins, pair_cosines
+from norax_core.latest import Statements, state_wins
 from norax_core.models import SIGNALS
 from norax_core.query import Intent, Period, QueryPlan
 from norax_core.ranking import (
@@ -33,6 +34,9 @@ from norax_core.stages.period import boost_one
 from norax_core.weights import FusionMethod, Weights
 
 GAP = 100.0
+VOCAB = ("kenji", "live", "osaka", "sync", "moved", "updated", "weekly")
+CUES = frozenset({"moved", "updated"})
+CHANGE = frozenset({"moved"})
 
 
 def _query(rng: random.Random, n: int) -> dict[str, object]:
@@ -43,13 +47,22 @@ def _query(rng: random.Random, n: int) -> dict[str, object]:
     for s in ("dense", "temporal"):
         scores[s] = {m: round(rng.random(), 2) for m in ids}
     times = {m: rng.choice([0.0, 30.0, 60.0, 500.0]) + rng.randrange(40) for m in ids}
-    vecs = np.array([[rng.gauss(0, 1) for _ in range(4)] for _ in ids])
-    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    words = {m: frozenset(rng.sample(VOCAB, rng.randrange(1, 5))) for m in ids}
+    replies = {m: rng.random() < 0.2 for m in ids}
+    query = frozenset(rng.sample(VOCAB, rng.randrange(1, 4)))
     periods = []
     for _ in range(rng.choice([0, 1, 1, 2])):
         start = rng.choice([0.0, 20.0, 45.0, 480.0])
         periods.append((start, start + rng.choice([10.0, 30.0, 100.0])))
-    return {"ids": ids, "scores": scores, "times": times, "vectors": vecs, "periods": periods}
+    return {
+        "ids": ids,
+        "scores": scores,
+        "times": times,
+        "words": words,
+        "replies": replies,
+        "query": query,
+        "periods": periods,
+    }
 
 
 def _reference(d: dict[str, object], plan: Plan, k: int) -> list[str]:
@@ -75,19 +88,24 @@ def _reference(d: dict[str, object], plan: Plan, k: int) -> list[str]:
         fused = propagate(fused, near, plan.context_weight)
     if plan.period_boost > 0:
         periods: list[tuple[float, float]] = d["periods"]  # type: ignore[assignment]
-        fused = boost_one(fused, times, periods, plan.period_margin, plan.period_boost)
-    if plan.latest_weight > 0:
+        fused = boost_one(fused, times, periods, plan.period_boost)
+    query: frozenset[str] = d["query"] - CUES  # type: ignore[operator]
+    if plan.latest_weight > 1 and query:
         top = rank_dict(fused, plan.latest_depth)
-        rows = [ids.index(m) for m in top]
-        vecs: np.ndarray = d["vectors"]  # type: ignore[assignment]
-        fused = latest_wins(
-            fused,
-            top,
+        words: dict[str, frozenset[str]] = d["words"]  # type: ignore[assignment]
+        replies: dict[str, bool] = d["replies"]  # type: ignore[assignment]
+        lifted = state_wins(
+            [fused[m] for m in top],
             [times[m] for m in top],
-            pair_cosines(vecs[rows]),
-            plan.latest_similarity,
+            [words[m] for m in top],
+            [replies[m] for m in top],
+            query,
+            CHANGE if plan.latest_cues == "change" else CUES,
+            plan.latest_shared,
             plan.latest_weight,
+            CHANGE if plan.latest_subject else None,
         )
+        fused = {**fused, **dict(zip(top, lifted, strict=True))}
     return rank_dict(fused, k)
 
 
@@ -116,15 +134,13 @@ def _table(queries: list[dict[str, object]]) -> Table:
         slots[window] = out
         return list(out)
 
-    def vectors(qs: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        dim = 4
-        out = np.zeros((*rows.shape, dim))
-        for a, qi in enumerate(qs.tolist()):
-            vec: np.ndarray = queries[qi]["vectors"]  # type: ignore[assignment]
-            for b, r in enumerate(rows[a].tolist()):
-                if r < len(vec):
-                    out[a, b] = vec[r]
-        return out, np.ones(rows.shape, dtype=bool)
+    def words(i: int, rows: Sequence[int]) -> list[frozenset[str]]:
+        ids: list[str] = queries[i]["ids"]  # type: ignore[assignment]
+        return [queries[i]["words"][ids[r]] for r in rows]  # type: ignore[index]
+
+    replies = np.zeros((q, n), dtype=bool)
+    for i, d in enumerate(queries):
+        replies[i, : len(d["ids"])] = [d["replies"][m] for m in d["ids"]]  # type: ignore[index, arg-type, union-attr]
 
     return Table(
         scores=scores,
@@ -134,7 +150,13 @@ def _table(queries: list[dict[str, object]]) -> Table:
         size=valid.sum(axis=1),
         created=created,
         neighbours=neighbours,
-        vectors=vectors,
+        statements=Statements(
+            query=[d["query"] for d in queries],  # type: ignore[misc]
+            words=words,
+            replies=lambda: replies,
+            cues=CUES,
+            change=CHANGE,
+        ),
         ids=[d["ids"] for d in queries],  # type: ignore[misc]
         plans=[_query_plan(d["periods"]) for d in queries],  # type: ignore[arg-type]
     )
@@ -160,10 +182,11 @@ def _plan(rng: random.Random) -> Plan:
         context_weight=rng.choice([0.5, 1.0]) if ctx else 0.0,
         context_gap=GAP,
         latest_weight=rng.choice([0.0, 0.0, 1.05, 2.0]),
-        latest_similarity=rng.choice([-0.2, 0.3]),
         latest_depth=rng.choice([2, 5, 10]),
+        latest_shared=rng.choice([1, 2, 3]),
+        latest_cues=rng.choice(["update", "change"]),
+        latest_subject=rng.random() < 0.5,
         period_boost=rng.choice([0.0, 0.0, 0.5, 3.0]),
-        period_margin=rng.choice([0.0, 0.5]),
     )
 
 
@@ -205,7 +228,6 @@ def test_explain_splits_the_score_into_its_stages() -> None:
         context_weight=1.0,
         context_gap=GAP,
         latest_weight=1.5,
-        latest_similarity=-1.0,
     )
     got = rank(_table([d]), plan, 5)
     for r in got.top(0):

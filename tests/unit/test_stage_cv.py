@@ -53,14 +53,14 @@ class _Fake:
     """Recall and latest wins as functions of the chosen parameters (four questions).
 
     ``period_boost`` lifts questions 0 and 1; ``supersede_weight`` (for current-state
-    questions) is their latest wins; ``period_margin`` there costs recall; ``opener_span``
+    questions) is their latest wins; ``speaker_boost`` there costs recall; ``opener_span``
     changes nothing.
     """
 
     def recall(self, w: Weights) -> np.ndarray:
         a = w.params.get("period_boost", 0.0)
         over = w.intents.get("current_state")
-        cost = over.params.get("period_margin", 0.0) if over else 0.0
+        cost = over.params.get("speaker_boost", 0.0) if over else 0.0
         return np.array([0.5 + a, 0.5 + a, 0.5, 0.5]) - cost
 
     def latest(self, w: Weights) -> np.ndarray:
@@ -70,7 +70,7 @@ class _Fake:
 
 
 def test_each_stage_is_chosen_on_the_training_questions_only() -> None:
-    lifts = grid("supersede_weight", 0.5, 1.0) + ({"supersede_weight": 2.0, "period_margin": 0.1},)
+    lifts = grid("supersede_weight", 0.5, 1.0) + ({"supersede_weight": 2.0, "speaker_boost": 0.1},)
     stages = [
         StageGrid("a", grid("period_boost", 0.1, 0.2)),
         StageGrid("noop", grid("opener_span", 1.0)),

@@ -47,22 +47,20 @@ def _table(dense: list[float], times: list[float], periods: tuple[Period, ...] =
 # -- period boost ---------------------------------------------------------------------------
 
 
-def test_inside_is_one_in_the_period_and_fades_over_the_margin() -> None:
+def test_inside_is_one_in_the_period_only() -> None:
     times = np.array([[5.0, 10.0, 19.9, 20.0, 25.0, 30.0, 0.0, np.nan]])
     starts, ends = np.array([[10.0]]), np.array([[20.0]])
-    step = inside(times, starts, ends, 0.0)
+    step = inside(times, starts, ends)
     assert step.tolist() == [[0, 1, 1, 0, 0, 0, 0, 0]]  # [start, end): the end is outside
-    fade = inside(times, starts, ends, 1.0)  # fades over one period length (10 s)
-    assert fade[0].tolist() == pytest.approx([0.5, 1, 1, 1, 0.5, 0, 0, 0])
-    for t, u in zip(times[0], fade[0], strict=True):
-        assert inside_one(float(t), [(10.0, 20.0)], 1.0) == pytest.approx(u) or np.isnan(t)
+    for t, u in zip(times[0], step[0], strict=True):
+        assert inside_one(float(t), [(10.0, 20.0)]) == u
 
 
 def test_inside_takes_the_best_of_several_periods_and_zero_without_any() -> None:
     times = np.array([[5.0, 15.0, 35.0], [5.0, 15.0, 35.0]])
     starts = np.array([[10.0, 30.0], [np.nan, np.nan]])
     ends = np.array([[20.0, 40.0], [np.nan, np.nan]])
-    assert inside(times, starts, ends, 0.0).tolist() == [[0, 1, 1], [0, 0, 0]]
+    assert inside(times, starts, ends).tolist() == [[0, 1, 1], [0, 0, 0]]
 
 
 def test_boost_only_raises_and_is_off_at_zero() -> None:
@@ -70,7 +68,7 @@ def test_boost_only_raises_and_is_off_at_zero() -> None:
     u = np.array([[1.0, 0.5, 1.0]])
     assert boost(score, u, 0.0) is score
     assert boost(score, u, 1.0).tolist() == [[1.0, 0.30000000000000004, 0.0]]
-    ref = boost_one({"a": 0.5, "b": 0.2}, {"a": 15.0, "b": 0.0}, [(10.0, 20.0)], 0.0, 1.0)
+    ref = boost_one({"a": 0.5, "b": 0.2}, {"a": 15.0, "b": 0.0}, [(10.0, 20.0)], 1.0)
     assert ref == {"a": 1.0, "b": 0.2}
 
 
@@ -87,14 +85,13 @@ def test_a_memory_inside_the_named_period_rises() -> None:
     assert all(on.explain(0, r)["period"] == 0 for r in (0, 1, 3))
 
 
-@pytest.mark.parametrize("margin", [0.0, 1.0])
-def test_a_wrong_period_empties_nothing(margin: float) -> None:
+def test_a_wrong_period_empties_nothing() -> None:
     """A period no memory falls in (a wrong parse) leaves the ranking as it was."""
     wrong = Period(500 * DAY, 530 * DAY, "in may")
     dense = [0.9, 0.8, 0.7, 0.6, 0.5]
     times = [10 * DAY, 20 * DAY, 45 * DAY, 70 * DAY, 80 * DAY]
     plain = rank(_table(dense, times), Plan(DENSE), 5)
-    plan = Plan(DENSE, period_boost=2.0, period_margin=margin)
+    plan = Plan(DENSE, period_boost=2.0)
     got = rank(_table(dense, times, (wrong,)), plan, 5)
     assert got.ids() == plain.ids() and len(got.ids()) == 5
     assert np.array_equal(got.score, plain.score)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from norax_core.config import NoraxConfig
 from norax_core.errors import InvalidInputError
-from norax_core.latest import Statements, same_attribute, state_wins
+from norax_core.latest import NOW_WORDS, SHIFT_WORDS, Statements, same_attribute, state_wins
 from norax_core.link_rule import CHANGE_CUE_WORDS, CUE_WORDS
 from norax_core.ranking import Plan, Table, rank
 from norax_core.tokenize import Tokenizer
@@ -103,8 +105,9 @@ def test_rank_applies_the_rule_within_its_depth_and_explains_it() -> None:
     assert got.explain(0, 3)["latest_wins"] == pytest.approx(0.9 + 0.05 * 0.4 - 0.4)
     shallow = rank(table, Plan((0.0, 1.0, 0.0, 0.0), **_plan_fields(cfg, latest_wins_depth=3)), 4)
     assert shallow.top(0) == [0, 1, 2, 3]  # the update is not among the best 3
-    with pytest.raises(ValueError, match="vectors"):  # shared 0: the cosine rule, vectors
-        rank(table, Plan((0.0, 1.0, 0.0, 0.0), **_plan_fields(cfg, latest_wins_shared=0)), 4)
+    bare = replace(table, statements=None)
+    with pytest.raises(ValueError, match="statements"):  # the rule reads the rows' words
+        rank(bare, plan, 4)
 
 
 def _plan_fields(cfg: NoraxConfig, **over: object) -> dict[str, object]:
@@ -120,7 +123,7 @@ def _plan_fields(cfg: NoraxConfig, **over: object) -> dict[str, object]:
 
 def test_the_config_checks_the_rule_parameters() -> None:
     with pytest.raises(InvalidInputError, match="latest_wins_shared"):
-        NoraxConfig(latest_wins_shared=-1)
+        NoraxConfig(latest_wins_shared=0)
     with pytest.raises(InvalidInputError, match="latest_wins_cues"):
         NoraxConfig(latest_wins_cues="any")
 
@@ -137,3 +140,75 @@ def test_an_outright_change_of_the_subject_is_enough_only_when_asked() -> None:
     args = ([0.9, 0.5], [1.0, 2.0], [old, moved], [False, False], query, CUES, 3, 1.05)
     assert state_wins(*args) == [0.9, 0.5]
     assert state_wins(*args, CHANGE)[1] == pytest.approx(0.9 + 0.05 * 0.5)
+
+
+SHIFT = frozenset(TOK(SHIFT_WORDS))
+NOW_ = frozenset(TOK(NOW_WORDS))
+
+
+@pytest.mark.parametrize(
+    ("query", "old", "new"),
+    [
+        # the attribute in a word the two share beside the subject, not the question's word
+        (
+            "Who is Aiko's manager?",
+            "Aiko reports to Farah.",
+            "After the reorg Aiko reports to Rosa.",
+        ),
+        # the older holds two of the question's words, the newer says it changed outright
+        (
+            "What database does the orders service use?",
+            "The orders service stores everything in MySQL.",
+            "The orders service was switched over to Postgres.",
+        ),
+        # a change verb too common to link at write time: "took over", "sold", "migrated"
+        (
+            "Who is on call for payments?",
+            "Rosa is on call for payments.",
+            "Jonas took over the payments on-call rotation from Rosa.",
+        ),
+        (
+            "What car does Dmitri drive?",
+            "Dmitri drives an old Corolla.",
+            "Dmitri sold the Corolla.",
+        ),
+        ("Where does staging run?", "Staging runs on staging-1.", "We migrated staging to Fly.io."),
+        # a paraphrased attribute: the older holds two of the question's three words
+        (
+            "Which city is Kenji living in?",
+            "Kenji lives in Osaka and works at a robotics startup.",
+            "Kenji moved to Sapporo last spring.",
+        ),
+    ],
+)
+def test_a_change_of_the_subject_in_other_words_is_the_same_attribute(
+    query: str, old: str, new: str
+) -> None:
+    assert same_attribute(_w(query), _w(old), _w(new), 3, CHANGE | SHIFT)
+
+
+def test_a_shared_subject_alone_is_not_the_same_attribute() -> None:
+    query = _w("Who is Aiko's manager?")
+    old = _w("Aiko reports to Farah.")
+    cues = CHANGE | SHIFT
+    assert not same_attribute(query, old, _w("After the reorg Aiko reports to Lu."), 3)  # no cues
+    assert not same_attribute(query, old, _w("Aiko likes the reorg plan."), 3, cues)
+    assert not same_attribute(query, old, _w("After the reorg Aiko moved desks."), 3, cues)
+    assert not same_attribute(query, old, _w("Jonas took over the rotation."), 3, cues)
+
+
+def test_rank_reads_the_question_without_its_now_words_and_the_shift_cues() -> None:
+    """The question's "these days" is not what it asks about; "migrated" says a change."""
+    query = _w("Where does staging run these days?")
+    old, new = (
+        _w("Staging runs on staging-1 in our own rack."),
+        _w("We migrated staging to Fly.io."),
+    )
+    table = _table([0.9, 0.8, 0.5], [old, OTHER, new], query)
+    st = table.statements
+    assert st is not None
+    now = replace(table, statements=replace(st, now=NOW_, shift=SHIFT))
+    cfg = NoraxConfig(latest_wins_weight=1.05, latest_wins_depth=3, latest_wins_subject=True)
+    plan = Plan((0.0, 1.0, 0.0, 0.0), **_plan_fields(cfg), latest_subject=True)
+    assert rank(now, plan, 3).top(0) == [2, 0, 1]
+    assert rank(table, plan, 3).top(0) == [0, 1, 2]  # "day" counts as a query word: no pair
