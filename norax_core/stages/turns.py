@@ -23,7 +23,7 @@ the question than the rest of the chat does.
   such a query the ``j``-th best candidate of a session (``j = 0`` for its best) keeps
   ``(1 - spread) ** j`` of its score, so each session's best comes before any session's
   second. Summary questions are left alone: their evidence is request-and-reply pairs that
-  sit together (on BEAM 100K the spread cost summarization 0.226 -> 0.156).
+  sit together (on BEAM 100K spreading them too cost summarization 0.254 -> 0.171).
 
 The boosts are multiplicative, so the candidates' order among memories alike in place and
 speaker is kept. A memory whose position is unknown (negative) gains nothing from the opener

@@ -117,11 +117,17 @@ def test_an_order_question_gets_each_sessions_best_first(store: NoraxMemory) -> 
             ),
         },
     )
-    plain = store.search(ORDER_QUERY, k=3, now=NOW, weights=unspread)
-    got = store.search(ORDER_QUERY, k=3, now=NOW)  # the shipped default
+    plain = store.search(ORDER_QUERY, k=4, now=NOW, weights=unspread)
+    got = store.search(ORDER_QUERY, k=4, now=NOW)  # the shipped default
     assert got[0].query_plan is not None and got[0].query_plan.weights_intent == "coverage"
-    assert [r.id for r in plain] == ["beds", "depth", "soil"]  # all from the first session
-    assert sorted(r.id for r in got) == ["beds", "pests", "water"]  # one per session
+    assert [r.id for r in plain] == ["beds", "depth", "soil", "water"]  # the first session's
+    assert [r.id for r in got] == ["beds", "water", "depth", "pests"]  # all three sessions
+    # the first session's second keeps (1 - spread) of its score; each session's best all of it
+    before, after = ({r.id: r.score for r in rs} for rs in (plain, got))
+    keep = 1.0 - cover.params["session_spread"]
+    assert after["depth"] == pytest.approx(keep * before["depth"])
+    assert after["beds"] == pytest.approx(before["beds"])
+    assert after["water"] == pytest.approx(before["water"])
     for r in got:
         assert r.explanation is not None
         assert sum(r.explanation.to_dict().values()) == pytest.approx(r.score, abs=1e-9)
