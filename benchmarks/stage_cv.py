@@ -178,9 +178,13 @@ STAGES: list[StageGrid] = [
     ),
     StageGrid(
         "turns",
-        grid("opener_boost", 0.5, 1.0, opener_span=10.0, speaker_boost=1.0),
+        (
+            *grid("opener_boost", 0.5, 1.0, opener_span=10.0, speaker_boost=1.0),
+            *grid("opener_boost", 1.0, 2.0, opener_span=20.0, speaker_boost=1.0)[1:],
+        ),
         intents=("coverage",),
     ),
+    StageGrid("session_spread", grid("session_spread", 0.25, 0.5, 0.75), intents=("coverage",)),
     StageGrid(
         "bridges",
         grid("bridge_weight", 0.05, 0.1, bridge_seed_gain=True, bridge_skip_query=True),

@@ -140,6 +140,10 @@ class NoraxConfig:
             clearly applies better than the namespace's others. In [0, 2]; 0 turns this
             relative rule off.
         lane_floor: The least cosine of a standing memory the relative rule accepts.
+        session_spread: Turns: for a query asking for an order ("in what order did I bring
+            up ..."; :attr:`QueryPlan.ordering <norax_core.query.QueryPlan.ordering>`), the
+            ``j``-th best candidate of a session keeps ``(1 - session_spread) ** j`` of its
+            score, so the results spread over the sessions. In [0, 1); 0 turns it off.
         dense_exact_limit: A namespace of at most this many memories is ranked by the dense
             signal exactly, over its own vectors held in process (one float32 matrix, loaded
             from Chroma on first use); a larger one through Chroma's HNSW index, which is
@@ -195,6 +199,7 @@ class NoraxConfig:
     lane_similarity: float = 0.35
     lane_margin: float = 0.0
     lane_floor: float = 0.1
+    session_spread: float = 0.0
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
     index_cache_mb: float = 1024.0
@@ -286,6 +291,9 @@ class NoraxConfig:
         lf = self.lane_floor
         if isinstance(lf, bool) or not (isinstance(lf, (int, float)) and -1 <= lf <= 1):
             raise InvalidInputError(f"lane_floor must be a number in [-1, 1], got {lf!r}")
+        sp = self.session_spread
+        if isinstance(sp, bool) or not (isinstance(sp, (int, float)) and 0 <= sp < 1):
+            raise InvalidInputError(f"session_spread must be a number in [0, 1), got {sp!r}")
         limit = self.dense_exact_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")

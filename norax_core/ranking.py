@@ -28,7 +28,9 @@ The stages, in order (each one a plain array operation over the whole batch):
 7. **supersession** (:mod:`norax_core.stages.supersede`): memories linked at write time as
    superseding one of the best ``supersede_depth`` candidates pass it (and join them);
 8. **turns** (:mod:`norax_core.stages.turns`): memories that open their session, and the
-   user's own when the query asks what the user said, gain a share of their score;
+   user's own when the query asks what the user said, gain a share of their score; for a
+   query asking for an order, each session's ``j``-th best keeps ``(1 - session_spread) ** j``
+   of its score (results spread over the sessions);
 9. **exchange** (:mod:`norax_core.stages.exchange`): the reply to a user message among the
    best ``exchange_depth`` (or the user message a reply answers) joins right after it;
 10. **lane** (:mod:`norax_core.stages.lane`): up to ``lane_slots`` standing instructions
@@ -152,6 +154,8 @@ class Plan:
         lane_margin: The lead over the next best standing memory's cosine with which one
             below ``lane_similarity`` still matches (0: only the absolute bar).
         lane_floor: The least cosine that lead counts from.
+        session_spread: Share of its score the ``j``-th best candidate of a session loses
+            ``j`` times over, for queries asking for an order (0: off; turns stage).
     """
 
     weights: tuple[float, float, float, float]
@@ -186,6 +190,7 @@ class Plan:
     lane_similarity: float = 0.35
     lane_margin: float = 0.0
     lane_floor: float = 0.1
+    session_spread: float = 0.0
 
     @classmethod
     def of(cls, weights: Weights, config: NoraxConfig, intent: Intent | str | None = None) -> Plan:
@@ -442,8 +447,8 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
         sw = (plan.supersede_weight, plan.supersede_pull)
         cand, score = supersede.supersede_arrays(score, cand, top, table.newer, *sw)
     after["supersede"] = score
-    if plan.opener_boost > 0 or plan.speaker_boost > 0:
-        score = _turns(table, plan, score)
+    if plan.opener_boost > 0 or plan.speaker_boost > 0 or plan.session_spread > 0:
+        score = _turns(table, plan, cand, score)
     after["turns"] = score
     if plan.exchange_weight > 0:
         score = _exchange(table, plan, cand, score)
@@ -684,8 +689,8 @@ def _flags(table: Table, name: str) -> np.ndarray:
     return np.array([bool(p is not None and getattr(p, name)) for p in plans], dtype=bool)
 
 
-def _turns(table: Table, plan: Plan, score: np.ndarray) -> np.ndarray:
-    """Turns stage: session openers, and the user's memories for own-words queries, gain."""
+def _turns(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Turns stage: openers and own-words users' memories gain; order queries spread."""
     own = _flags(table, "own_words")
     position = user = None
     if plan.opener_boost > 0:
@@ -699,7 +704,14 @@ def _turns(table: Table, plan: Plan, score: np.ndarray) -> np.ndarray:
     f = turns.turns_factor(
         score.shape, position, user, own, plan.opener_boost, plan.opener_span, plan.speaker_boost
     )
-    return score * f  # type: ignore[no-any-return]
+    out = score * f
+    order = _flags(table, "ordering")
+    if plan.session_spread > 0 and order.any():
+        if table.sessions is None:
+            raise ValueError("the session spread needs the table's sessions")
+        sessions = table.sessions(plan.context_gap)
+        out = out * turns.spread_factor(out, cand, sessions, table.tie, order, plan.session_spread)
+    return out  # type: ignore[no-any-return]
 
 
 def _exchange(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.ndarray:

@@ -4,8 +4,9 @@ One whole LoCoMo conversation (conv-30: 369 turns, 105 questions) and one whole 
 chat (chat 1: 188 long messages, 18 questions) are ingested with the real ONNX embedder and
 spaCy pipeline, exactly as ``norax bench`` ingests them. For every question and several
 weightings (the shipped presets, single signals, RRF, context propagation, latest wins, the
-bridge step, the period boost, supersession, the turns stage (session openers and
-the user's own messages, read from the ``role`` metadata the benchmark stores), a weights
+bridge step, the period boost, supersession, the turns stage (session openers,
+the user's own messages, read from the ``role`` metadata the benchmark stores, and order
+questions spread over the sessions), a weights
 file with per-intent overrides: each question ranked with its intent's weights), the
 ids the benchmark ranks from its pools must be the ids a plain loop over
 :meth:`NoraxMemory.search` returns, and the benchmark's per-question recall must be the
@@ -67,6 +68,7 @@ METHODS = {
                 "opener_boost": 1.0,
                 "opener_span": 5.0,
                 "speaker_boost": 1.0,
+                "session_spread": 0.5,
             },
         },
     ),
@@ -214,6 +216,7 @@ def test_bench_rankings_are_search_results_on_a_whole_conversation(
         if kind == "beam":  # the speaker boost read the same roles in both (chat 1 asks it)
             asks = [i for i, p in enumerate(pools) if p.plan.own_words]
             assert asks and all(p.roles and "user" in p.roles for p in pools)
+            assert any(p.plan.ordering for p in pools)  # and the session spread applied
         assert moved["period"] > 0 or kind == "beam"  # BEAM chat 1 names no period
         # and overrides really ranked some questions, visibly in their results
         assert overridden, "no question of this conversation had an overridden intent"

@@ -6,6 +6,7 @@ stage moves a ranking, and the results' explanations name the stage that moved t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -72,3 +73,61 @@ def test_a_period_no_memory_falls_in_changes_nothing(store: NoraxMemory) -> None
 
 # Three sessions about the budget tracker: the first holds four near-copies that match the
 # query best, the two later ones one memory each.
+
+
+GARDEN = [  # (id, role, day, text): one session per day
+    ("beds", "user", 1, "I want to plan my vegetable garden beds for tomatoes and peppers."),
+    ("beds-r", "assistant", 1, "Raised beds of four by eight feet suit tomatoes and peppers."),
+    ("depth", "user", 1, "How deep should the vegetable garden beds for my tomatoes be?"),
+    ("depth-r", "assistant", 1, "Twelve inches of soil is enough for most vegetables."),
+    ("soil", "user", 1, "Which soil mix should I use in my vegetable garden beds?"),
+    ("soil-r", "assistant", 1, "Mix compost, topsoil and a little perlite."),
+    ("water", "user", 40, "I'm setting up drip irrigation for the vegetable garden now."),
+    ("water-r", "assistant", 40, "Drip lines on a timer save water and keep leaves dry."),
+    ("pests", "user", 80, "Aphids showed up on my vegetable garden plants, what should I do?"),
+    ("pests-r", "assistant", 80, "Try neem oil, or release ladybugs."),
+]
+ORDER_QUERY = (
+    "Can you list the order in which I brought up different aspects of my vegetable garden "
+    "throughout our conversations?"
+)
+
+
+def test_an_order_question_gets_each_sessions_best_first(store: NoraxMemory) -> None:
+    from datetime import timedelta
+
+    from norax_core.presets import get_preset
+
+    start = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
+    store.add(
+        [t for _, _, _, t in GARDEN],
+        ids=[i for i, _, _, _ in GARDEN],
+        created_at=[start + timedelta(days=d, minutes=n) for n, (_, _, d, _) in enumerate(GARDEN)],
+        metadata=[{"role": r} for _, r, _, _ in GARDEN],
+    )
+    shipped = get_preset("default")
+    cover = shipped.intents["coverage"]
+    assert cover.params["session_spread"] > 0
+    unspread = dataclasses.replace(
+        shipped,
+        intents={
+            **shipped.intents,
+            "coverage": dataclasses.replace(
+                cover, params={k: v for k, v in cover.params.items() if k != "session_spread"}
+            ),
+        },
+    )
+    plain = store.search(ORDER_QUERY, k=4, now=NOW, weights=unspread)
+    got = store.search(ORDER_QUERY, k=4, now=NOW)  # the shipped default
+    assert got[0].query_plan is not None and got[0].query_plan.weights_intent == "coverage"
+    assert [r.id for r in plain] == ["beds", "depth", "soil", "water"]  # the first session's
+    assert [r.id for r in got] == ["beds", "water", "depth", "pests"]  # all three sessions
+    # the first session's second keeps (1 - spread) of its score; each session's best all of it
+    before, after = ({r.id: r.score for r in rs} for rs in (plain, got))
+    keep = 1.0 - cover.params["session_spread"]
+    assert after["depth"] == pytest.approx(keep * before["depth"])
+    assert after["beds"] == pytest.approx(before["beds"])
+    assert after["water"] == pytest.approx(before["water"])
+    for r in got:
+        assert r.explanation is not None
+        assert sum(r.explanation.to_dict().values()) == pytest.approx(r.score, abs=1e-9)

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from norax_core import NoraxMemory, Weights
+from norax_core.query import plan_query
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 START = datetime(2026, 11, 20, 18, 0, tzinfo=timezone.utc)
@@ -120,6 +121,7 @@ STAGED = Weights(
         "period_boost": 0.5,
         "opener_boost": 0.5,
         "opener_span": 1.0,
+        "session_spread": 0.5,  # order questions only
     },
     name="stages-test",
 )
@@ -164,6 +166,30 @@ def test_with_period_boost_and_openers_a_filtered_search_is_the_allowed_memories
         opener = {r.id: r for r in got}.get("b")
         if opener is not None:  # "b" opens its session among the allowed memories
             assert opener.explanation is not None and opener.explanation.turns > 0
+    finally:
+        full.close()
+        only.close()
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_an_order_question_spreads_over_the_sessions_of_the_allowed_memories(embedder, k):
+    # with "x", "a" and "b" share a session and "b" loses to the spread; without it (filtered
+    # out), "b" is the best of a session of its own and keeps its score
+    full = _staged_store(embedder, SPLIT)
+    only = _staged_store(embedder, [r for r in SPLIT if r[2] == "keep"])
+    try:
+        query = "In what order did I bring up the flight and the hotel for Lisbon?"
+        got = full.search(query, k=k, namespace="trip", where={"topic": "keep"}, now=NOW)
+        want = only.search(query, k=k, namespace="trip", now=NOW)
+        assert plan_query(query, 0.0).ordering  # an order question: the spread applies
+        assert [r.id for r in got] == [r.id for r in want]
+        for g, w in zip(got, want, strict=True):
+            assert g.score == pytest.approx(w.score, abs=1e-6), g.id
+            assert g.explanation is not None and w.explanation is not None
+            assert g.explanation.turns == pytest.approx(w.explanation.turns, abs=1e-6)
+        turns = {r.id: r.explanation.turns for r in got if r.explanation is not None}
+        if "a" in turns:  # "a" shares "q"'s session and ranks below it: the spread took a share
+            assert turns["a"] < 0
     finally:
         full.close()
         only.close()
@@ -241,7 +267,7 @@ STAGES = {
     "latest_wins": {"latest_wins_weight": 2.0, "latest_wins_shared": 1},
     "bridges": {"bridge_weight": 1.0, "bridge_seeds": 5, "bridge_candidates": 20},
     "period": {"period_boost": 3.0},
-    "turns": {"opener_boost": 1.0, "speaker_boost": 1.0},
+    "turns": {"opener_boost": 1.0, "speaker_boost": 1.0, "session_spread": 0.5},
     "supersede": {"supersede_weight": 1.0, "supersede_depth": 5},
     "all": {
         "context_window": 2,
@@ -252,6 +278,7 @@ STAGES = {
         "period_boost": 3.0,
         "opener_boost": 1.0,
         "speaker_boost": 1.0,
+        "session_spread": 0.5,
         "supersede_weight": 1.0,
     },
 }
@@ -305,7 +332,11 @@ def test_no_stage_returns_or_pulls_in_a_filtered_out_memory(long_store, stage, f
     where, passes = FILTERS[flt]
     weights = Weights(0.3, 0.4, 0.1, 0.2, params=STAGES[stage], name=stage)
     allowed = {m.id for m in long_store.get([f"m{i}" for i in range(8)]) if passes(m.metadata)}
-    for query in ["Where is Maria staying in Lisbon now?", "What did Maria book last week?"]:
+    for query in [
+        "Where is Maria staying in Lisbon now?",
+        "What did Maria book last week?",
+        "In what order did I bring up Maria's Lisbon plans?",  # the session spread
+    ]:
         res = long_store.search(query, k=8, namespace="trip", where=where, now=NOW, weights=weights)
         got = [r.id for r in res]
         assert set(got) <= allowed, (stage, flt, query, got)

@@ -31,14 +31,16 @@ def test_the_grid_strips_and_rebuilds_the_shipped_default() -> None:
     assert "period_boost" not in base.params and not base.intents
     assert base.as_dict() == shipped.as_dict()
     # period 0.5; supersession 1.05 and latest wins' attribute rule (current_state); turns
-    # opener 1.0 (coverage); bridges 0.1 (multi_hop, entity) and 0.5 (decision)
+    # opener 2.0 over a span of 20 and session spread 0.25 (coverage); bridges 0.1 (multi_hop,
+    # entity) and 0.5 (decision)
     picks = {
         "period_boost": 2,
         "exchange": 1,
         "supersession": 2,
         "latest_wins": 1,
         "temporal_latest_wins": 1,
-        "turns": 2,
+        "turns": 4,
+        "session_spread": 1,
         "bridges": 2,
         "decision_bridges": 1,
     }

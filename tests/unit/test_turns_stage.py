@@ -15,7 +15,7 @@ from norax_core.query import Intent, QueryPlan, plan_query
 from norax_core.query.cues import asks_order, asks_own_words
 from norax_core.ranking import Plan, Table, rank, signal_ranks
 from norax_core.signals.context import session_numbers, session_positions
-from norax_core.stages.turns import opener_weight, turns_factor
+from norax_core.stages.turns import opener_weight, spread_factor, spread_one, turns_factor
 
 GAP = 3600.0
 DENSE = (0.0, 1.0, 0.0, 0.0)
@@ -156,3 +156,57 @@ def test_the_config_refuses_bad_turns_parameters() -> None:
     for bad in ({"opener_boost": -1.0}, {"opener_span": 0.0}, {"speaker_boost": float("nan")}):
         with pytest.raises(InvalidInputError):
             NoraxConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_spread_factor_matches_its_reference() -> None:
+    rng = random.Random(7)
+    q, n = 4, 12
+    score = np.array([[round(rng.random(), 2) for _ in range(n)] for _ in range(q)])
+    cand = np.array([[rng.random() < 0.8 for _ in range(n)] for _ in range(q)])
+    sessions = np.array([[rng.randrange(-1, 3) for _ in range(n)] for _ in range(q)])
+    on = np.array([True, True, False, True])
+    ids = [f"m{j:02d}" for j in range(n)]
+    got = score * spread_factor(score, cand, sessions, None, on, 0.4)
+    for i in range(q):
+        live = [j for j in range(n) if cand[i, j]]
+        want = spread_one(
+            {ids[j]: float(score[i, j]) for j in live},
+            {ids[j]: int(sessions[i, j]) for j in live},
+            0.4 if on[i] else 0.0,
+        )
+        assert [got[i, j] for j in live] == pytest.approx([want[ids[j]] for j in live])
+    assert (got[~cand] == score[~cand]).all()  # non-candidates keep their scores
+    assert (spread_factor(score, cand, sessions, None, on, 0.0) == 1).all()
+
+
+def test_spread_one_puts_each_sessions_best_before_any_sessions_second() -> None:
+    scores = {"a1": 0.9, "a2": 0.8, "a3": 0.7, "b1": 0.6, "c1": 0.5, "x": 0.4}
+    sessions = {"a1": 0, "a2": 0, "a3": 0, "b1": 1, "c1": 2}  # x: session unknown
+    got = spread_one(scores, sessions, 0.5)
+    assert sorted(got, key=lambda m: -got[m]) == ["a1", "b1", "c1", "a2", "x", "a3"]
+    assert got["a2"] == pytest.approx(0.4) and got["a3"] == pytest.approx(0.175)
+    assert got["x"] == 0.4  # an unknown session is not spread
+
+
+def test_the_session_spread_spreads_order_questions_over_sessions_only() -> None:
+    # one session holds the four best memories; an order question's top 3 takes each
+    # session's best first, a summary question keeps the plain order
+    dense = [0.90, 0.85, 0.80, 0.75, 0.50, 0.40]
+    times = [0.0, 1.0, 2.0, 3.0, 10_000.0, 20_000.0]
+    users = [True] * 6
+    table = _table(dense, times, users, [ORDER_Q, SUMMARY_Q])
+    plain = rank(table, Plan(DENSE), 3)
+    spread = rank(table, Plan(DENSE, session_spread=0.5), 3)
+    assert [plain.ids(i) for i in (0, 1)] == [["m00", "m01", "m02"]] * 2
+    assert spread.ids(0) == ["m00", "m04", "m01"]
+    assert spread.ids(1) == plain.ids(1)
+    # the turns stage explains the change: m01 keeps half its score
+    assert spread.explain(0, 1)["turns"] == pytest.approx(-0.425)
+    assert sum(spread.explain(0, 1).values()) == pytest.approx(spread.score[0, 1])
+
+
+def test_the_config_refuses_a_bad_session_spread() -> None:
+    for bad in (-0.1, 1.0, True, float("nan")):
+        with pytest.raises(InvalidInputError):
+            NoraxConfig(session_spread=bad)  # type: ignore[arg-type]
+    assert NoraxConfig(session_spread=0.5).session_spread == 0.5
