@@ -226,6 +226,8 @@ COHESIVE = {
     "stages' own math lives in norax_core/stages/)",
     "sidecar.py": "the SQLite persistence of every derived index (rows, links, pending log, "
     "communities, snapshots, standing ids): one schema in one place",
+    "supersession.py": "the supersession index: per-namespace links kept equal to a rebuild "
+    "from the rows through every write, delete, load and snapshot restore",
     "signals/bm25.py": "the incremental per-namespace BM25 index and its scorer",
     "signals/entity_graph.py": "per-namespace co-occurrence graphs, postings and communities",
     "signals/graph.py": "the graph signal's scoring formula",
