@@ -33,7 +33,8 @@ class NoraxRetriever(BaseRetriever):
     * ``query_plan``: the query's reading, ``{"intent", "periods": [{"start", "end",
       "text"}], "entities"}`` (periods in ISO 8601 UTC);
     * ``explanation``: what each ranking stage contributed, ``{"fused", "context",
-      "bridges", "period", "latest_wins", "supersede", "turns", "exchange"}``, summing to ``score``.
+      "bridges", "period", "latest_wins", "supersede", "turns", "exchange", "lane"}``, summing
+      to ``score``.
 
     These keys replace user metadata keys of the same name.
 

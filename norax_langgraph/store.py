@@ -34,8 +34,8 @@ class NoraxSearchItem(SearchItem):
     ``temporal``, ``graph``) and ``matched_entities`` the query entities the item shares;
     ``query_plan`` is the query's reading (``{"intent", "periods": [{"start", "end", "text"}],
     "entities"}``) and ``explanation`` what each ranking stage contributed (``{"fused",
-    "context", "bridges", "period", "latest_wins", "supersede", "turns", "exchange"}``, summing to
-    ``score``), both ``None`` without a query. All are also in
+    "context", "bridges", "period", "latest_wins", "supersede", "turns", "exchange", "lane"}``,
+    summing to ``score``), both ``None`` without a query. All are also in
     :meth:`dict`.
     """
 

@@ -21,7 +21,7 @@ class NoraxRetriever(BaseRetriever):
     ``created_at`` (ISO 8601, UTC), ``namespace``, ``score``, ``signals`` (each signal's
     normalised score), ``matched_entities``, ``query_plan`` (``{"intent", "periods":
     [{"start", "end", "text"}], "entities"}``) and ``explanation`` (``{"fused",
-    "context", "bridges", "period", "latest_wins", "supersede", "turns", "exchange"}``,
+    "context", "bridges", "period", "latest_wins", "supersede", "turns", "exchange", "lane"}``,
     summing to the score); all but ``kind`` and ``created_at`` are excluded
     from the text LLMs and embedders see.
 
