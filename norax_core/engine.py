@@ -41,8 +41,7 @@ class NoraxMemory:
         path: Folder of an embedded persistent store (Chroma ``PersistentClient`` plus the
             derived-index sidecar). ``None`` keeps everything in memory.
         client: Any Chroma client instead of ``path`` (for example ``chromadb.HttpClient``
-            for a Chroma server). The derived indexes are then rebuilt from Chroma at open,
-            unless ``index_path`` names a sidecar file to persist them in.
+            for a Chroma server). Its namespaces load from Chroma (see ``snapshot_path``).
         collection: Chroma collection name.
         embedder: An :class:`~norax_core.embedders.Embedder`, a callable, ``"openai"`` or
             ``None`` for the local all-MiniLM-L6-v2 model.
@@ -53,7 +52,7 @@ class NoraxMemory:
         weights: Default fusion weights: a :class:`Weights`, a preset name or a mapping.
             ``None`` takes the weights the store recorded when it was created (see
             :mod:`norax_core.store_settings`), else ``"default"``.
-        index_path: Sidecar file location when ``client`` is given.
+        index_path: Sidecar file location when ``client`` is given (cleared at open).
         lock: Take an exclusive lock on an embedded ``path`` (see :mod:`norax_core.locking`).
         sync_interval: With ``client``: pull other processes' writes from the change log at
             most every this many seconds, before a read or write (see :mod:`norax_core.sync`).
@@ -63,6 +62,7 @@ class NoraxMemory:
             is for maintenance tools that must see the indexes as they were left on disk
             (``norax check``); such a store may answer from stale indexes until
             :meth:`refresh` or :func:`~norax_core.maintenance.repair_store`.
+        snapshot_path: With ``client``: a shared snapshot file (:mod:`norax_core.client_snapshots`).
 
     Raises:
         DimensionMismatchError: The store was built with an embedder of another dimension.
@@ -83,6 +83,7 @@ class NoraxMemory:
         lock: bool = True,
         sync_interval: float = 1.0,
         reconcile: bool = True,
+        snapshot_path: str | Path | None = None,
     ) -> None:
         if path is not None and client is not None:
             raise InvalidInputError("give either path or client, not both")
@@ -105,6 +106,7 @@ class NoraxMemory:
             sync=sync,
             reconcile=reconcile,
             add_config=lambda: self.add_config,
+            snapshot_path=snapshot_path,
         )
         self.collection_name = self._store.name
         try:

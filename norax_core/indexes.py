@@ -20,6 +20,11 @@ An embedded store keeps each namespace's finished state in the sidecar as a snap
 (:mod:`norax_core.snapshots`): written when the namespace is evicted, at close and once its
 vectors have been read, deleted by the sidecar in the transaction of any write to it, and
 loaded by :meth:`DerivedIndexes.ensure` in one read instead of rebuilding from the rows.
+A client of a Chroma server keeps them, with its rows, in a file its processes share
+(:mod:`norax_core.client_snapshots`), each valid while the namespace's write marks in
+Chroma (:mod:`norax_core.write_marks`) are those read before its rows were: a namespace
+loaded from Chroma is snapshotted when it is evicted or the store closes, if nobody has
+written it since it was read.
 
 The standing instructions and preferences of each loaded namespace (memories whose inferred
 kind is in :data:`~norax_core.kinds.STANDING`) are kept as a set of ids (:meth:`standing`),
@@ -39,6 +44,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from norax_core import snapshots
+from norax_core.client_snapshots import ClientSnapshots
 from norax_core.config import NoraxConfig
 from norax_core.kinds import STANDING
 from norax_core.sidecar import SCHEMA_VERSION, IndexRow, RowSource, Sidecar, SidecarRows, row_bytes
@@ -63,15 +69,21 @@ class DerivedIndexes:
         sidecar: Where rows, pending ids and saved communities persist.
         config: Tokenizer, BM25, decay and memory budgets (``index_cache_mb``).
         source: Where unloaded namespaces are read from (default: the sidecar).
+        shared: A client's shared snapshot file, if it keeps snapshots.
 
     ``namespace_of`` maps the ids of the *loaded* namespaces to their namespace; ask
     :meth:`homes` for any id.
     """
 
     def __init__(
-        self, sidecar: Sidecar, config: NoraxConfig, source: RowSource | None = None
+        self,
+        sidecar: Sidecar,
+        config: NoraxConfig,
+        source: RowSource | None = None,
+        shared: ClientSnapshots | None = None,
     ) -> None:
         self.sidecar = sidecar
+        self.shared = shared
         self.config = config
         self.source: RowSource = source if source is not None else SidecarRows(sidecar)
         self.tokenizer = Tokenizer(stem=config.stem, stopwords=config.stopwords)
@@ -103,6 +115,9 @@ class DerivedIndexes:
         self._snapped: dict[str, tuple[int, bool]] = {}
         self._vectors_due: set[str] = set()  # vectors read from Chroma, not in a snapshot yet
         self._written: set[str] = set()  # namespaces written since open (snapshots at close)
+        # a client's namespaces unchanged since read at this basis -> whether the shared
+        # file holds their snapshot (None: not yet; False: without its vectors)
+        self._bases: dict[str, tuple[str, bool | None]] = {}
         # set by a lazy reconcile: each namespace's ids are compared with Chroma's as it loads
         self._verify: tuple[Any, Callable[[str, str, dict[str, Any]], IndexRow]] | None = None
 
@@ -136,7 +151,14 @@ class DerivedIndexes:
             self.loads += 1
             self._trim(keep=namespace)
             return
+        basis = None if self.shared is None else self.shared.basis(namespace)
+        if basis is not None and self._restore_shared(namespace, basis):
+            self.loads += 1
+            self._trim(keep=namespace)
+            return
         rows = self.source.rows(namespace)
+        if basis is not None:
+            self._bases[namespace] = (basis, None)
         if not self.source.complete:  # the sidecar caches the loaded namespaces' rows
             self.sidecar.drop_namespace(namespace)
             self.sidecar.upsert(rows, done=())
@@ -199,6 +221,7 @@ class DerivedIndexes:
         if namespace not in self._loaded:
             return
         self._snapshot(namespace, evicting=True)
+        self._publish(namespace)
         del self._loaded[namespace]
         self._empty.discard(namespace)
         state = self._drop(namespace)
@@ -236,6 +259,80 @@ class DerivedIndexes:
         self._snapped[namespace] = (self.graph.generation(namespace), block is not None)
         self.restored += 1
         return True
+
+    def _restore_shared(self, namespace: str, basis: str) -> bool:
+        """Load a client's ``namespace`` from the shared file's snapshot at ``basis``, if any."""
+        got = None if self.shared is None else self.shared.get(namespace, basis)
+        if self.shared is None or got is None:
+            return False
+        try:
+            state, ids = snapshots.ids_of(got[0])
+            rows = snapshots.unpack_rows(got[2], ids)
+            if any(self.namespace_of.get(m, namespace) != namespace for m in ids):
+                raise ValueError("it holds an id loaded in another namespace")
+            snapshots.restore(
+                namespace, state, self.bm25, self.temporal, self.graph, self.supersede
+            )
+        except Exception as exc:  # noqa: BLE001 - any bad snapshot: load from Chroma
+            logger.info("norax: ignoring the shared snapshot of %r (%s)", namespace, exc)
+            self._drop(namespace)
+            self.shared.drop([namespace])
+            return False
+        self.sidecar.drop_namespace(namespace)
+        self.sidecar.upsert(rows, done=())  # the client's sidecar caches them
+        self._standing[namespace] = {r.id for r in rows if r.inferred_kind in STANDING}
+        self.namespace_of.update(dict.fromkeys(ids, namespace))
+        self._loaded[namespace] = int(state["nbytes"])
+        self.last_seq = max(self.last_seq, self.temporal.last_seq)
+        block = snapshots.unpack_vectors(got[1], ids) if got[1] is not None else None
+        if block is not None:
+            self.vectors_with_rows(namespace, block)
+        self._bases[namespace] = (basis, block is not None)
+        self.restored += 1
+        return True
+
+    def _publish(self, namespace: str) -> None:
+        """Store a client's snapshot of ``namespace`` if it is unchanged since it was read."""
+        basis, stored = self._bases.pop(namespace, ("", True))
+        ids = self.temporal.ids(namespace)
+        block = self.vectors.fresh(namespace)
+        if block is not None and (len(block) != len(ids) or not all(m in block for m in ids)):
+            block = None
+        if self.shared is None or not ids or stored or (stored is False and block is None):
+            return
+        rows = self.sidecar.namespace_rows(namespace)
+        if {r.id for r in rows} != ids:
+            return
+        state = snapshots.capture(
+            namespace,
+            self.bm25,
+            self.temporal,
+            self.graph,
+            self.supersede,
+            self._loaded.get(namespace, 0),
+        )
+        vectors = snapshots.pack_vectors(block) if block is not None else None
+        try:
+            self.shared.put(namespace, basis, state, vectors, snapshots.pack_rows(rows))
+        except Exception as exc:  # noqa: BLE001 - a cache: the namespace loads from Chroma
+            logger.warning("norax: could not store the snapshot of %r: %s", namespace, exc)
+
+    def publish(self) -> None:
+        """At a client's close: the shared snapshots of the loaded, unchanged namespaces."""
+        for ns in list(self._bases):
+            if ns in self._loaded:
+                self.graph.communities(ns)  # ready to use: no first search places every entity
+                self._publish(ns)
+
+    def drop_shared(self) -> None:
+        """Delete a client's shared snapshots of this collection (a repair, a rebuild)."""
+        if self.shared is not None:
+            self.shared.drop()
+
+    def close_shared(self) -> None:
+        """Close a client's shared snapshot file."""
+        if self.shared is not None:
+            self.shared.close()
 
     def vectors_read(self, namespace: str, block: NamespaceMatrix) -> None:
         """The dense signal read ``namespace``'s vectors from Chroma: snapshot them.
@@ -324,6 +421,7 @@ class DerivedIndexes:
 
     def _drop(self, namespace: str) -> dict[str, Any] | None:
         self._snapped.pop(namespace, None)
+        self._bases.pop(namespace, None)
         for mid in self.temporal.ids(namespace):
             self.namespace_of.pop(mid, None)
         self._standing.pop(namespace, None)
@@ -431,6 +529,7 @@ class DerivedIndexes:
         written = (touched | {self.namespace_of.get(r.id, "") for r in rows}) - {""}
         for ns in written:
             self._snapped.pop(ns, None)  # the sidecar deletes their snapshots with the rows
+            self._bases.pop(ns, None)  # changed since read: their basis no longer vouches
         self._written.update(written | {r.namespace for r in rows})
         try:
             complete = self.source.complete
@@ -504,6 +603,7 @@ class DerivedIndexes:
             touched = {self.namespace_of[m] for m in known if m in self.namespace_of}
             for ns in touched:
                 self._snapped.pop(ns, None)  # the sidecar deletes their snapshots
+                self._bases.pop(ns, None)
             self._written.update(touched)
             try:
                 self.sidecar.delete(known, self.supersede.removed(known, self.namespace_of))

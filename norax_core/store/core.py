@@ -28,6 +28,7 @@ import networkx as nx
 import numpy as np
 
 from norax_core.batch import CREATED_KEY, INFERRED_KIND_KEY, KIND_KEY, SEQ_KEY
+from norax_core.client_snapshots import open_marks
 from norax_core.config import NoraxConfig
 from norax_core.embedders import Embedder
 from norax_core.errors import InvalidInputError
@@ -72,6 +73,7 @@ class Store(WritePath):
         lock: Take an exclusive lock on an embedded ``path``.
         sync: The change log of a client-mode store, or ``None``.
         reconcile: Re-sync the derived indexes with Chroma at open.
+        snapshot_path: With ``client``: a shared snapshot file (:mod:`norax_core.client_snapshots`).
 
     A failed open releases what it took (the lock, Chroma's files) before raising.
     """
@@ -89,19 +91,21 @@ class Store(WritePath):
         sync: ChangeLog | None = None,
         reconcile: bool = True,
         add_config: Callable[[], NoraxConfig] | None = None,
+        snapshot_path: str | Path | None = None,
     ) -> None:
         self.path = path
         self.embedder = embedder
         self.config = config
         self.add_config = add_config or (lambda: config)
         self.sync = sync
+        self.marks = None
         self.lock = threading.RLock()
         """Held by every write, sync and read of the indexes (re-entrant)."""
         self.closed = False
         self._store_lock: StoreLock | None = None
         self._owns_client = False
         try:
-            self._open(client, collection, index_path, lock, reconcile)
+            self._open(client, collection, index_path, lock, reconcile, snapshot_path)
         except BaseException:
             # A failed open must not keep the store locked (or Chroma's files open) for the
             # rest of the process.
@@ -115,6 +119,7 @@ class Store(WritePath):
         index_path: str | Path | None,
         lock: bool,
         reconcile: bool,
+        snapshot_path: str | Path | None,
     ) -> None:
         if self.path is not None:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -138,6 +143,9 @@ class Store(WritePath):
             self._finalizer = weakref.finalize(self, drop_collection, self.client, self.collection)
             # The in-memory database ends with the process: no work to do at exit.
             self._finalizer.atexit = False
+        self.marks, shared = open_marks(
+            self.client, self.collection, client is not None, self.path is not None, snapshot_path
+        )
 
         # A client's namespaces are read from Chroma (other processes write there); an
         # embedded or in-memory store's from its sidecar, which this process alone writes.
@@ -150,7 +158,7 @@ class Store(WritePath):
             if client is not None
             else None
         )
-        self.indexes = DerivedIndexes(Sidecar(sidecar_path), self.config, source)
+        self.indexes = DerivedIndexes(Sidecar(sidecar_path), self.config, source, shared)
         # Lambdas, not bound methods: a repair may replace the derived indexes.
         self.dense = DenseSignal(
             self.collection,
@@ -171,6 +179,7 @@ class Store(WritePath):
                 self.indexes,
                 self.row_from_record,
                 None if sync is None else lambda ids: sync.record("upsert", ids),
+                self.marked,
             )
 
     # -- closing ------------------------------------------------------------------------
@@ -184,6 +193,7 @@ class Store(WritePath):
             if self.indexes.sidecar.path is not None:
                 self.indexes.finish(self._vectors_of)
                 self.indexes.save_state()
+            self.indexes.publish()
             self.release()
 
     def release(self) -> None:
@@ -192,6 +202,7 @@ class Store(WritePath):
         if indexes is not None:
             indexes.graph.close()  # stops its community worker thread
             indexes.sidecar.close()
+            indexes.close_shared()
         fin = getattr(self, "_finalizer", None)
         if fin is not None:
             fin()
@@ -369,8 +380,9 @@ class Store(WritePath):
         """Replace the in-memory indexes by fresh ones (namespaces load again on use)."""
         old = self.indexes
         old.save_state()
-        old.sidecar.drop_snapshots()  # they hold what is being rebuilt
-        fresh = DerivedIndexes(old.sidecar, old.config, old.source)
+        old.sidecar.drop_snapshots()  # they hold what is being rebuilt, as do a client's
+        old.drop_shared()
+        fresh = DerivedIndexes(old.sidecar, old.config, old.source, old.shared)
         fresh.load()
         fresh.last_seq = max(fresh.last_seq, old.last_seq)
         self.indexes = fresh

@@ -3,14 +3,17 @@
 A write goes to Chroma first (the truth), then to the derived indexes, under the store's
 lock. With ``NoraxConfig.embed_context``, a write also re-embeds the stored memories whose
 context it changes (their *followers*); those are marked in the sidecar until stored, so an
-interrupted write is finished at the next open.
+interrupted write is finished at the next open. Every write to Chroma is bracketed by write
+marks (:mod:`norax_core.write_marks`) when the store keeps them, so that no client's
+snapshot of a namespace it changes is served again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,6 +39,7 @@ from norax_core.models import DEFAULT_NAMESPACE
 from norax_core.sidecar import IndexRow
 from norax_core.signals.dense import NAMESPACE_KEY
 from norax_core.sync import ChangeLog
+from norax_core.write_marks import WriteMarks
 
 logger = logging.getLogger("norax")
 
@@ -58,6 +62,7 @@ class WritePath:
     collection: Any
     indexes: DerivedIndexes
     sync: ChangeLog | None
+    marks: WriteMarks | None
     embedder: Embedder
     lock: Any
     add_config: Callable[[], NoraxConfig]
@@ -144,6 +149,12 @@ class WritePath:
         tried: list[str] = []
         self.indexes.sidecar.mark_pending(p.ids)
         self.indexes.claim(r.namespace for r in p.rows)
+        with self.marked(r.namespace for r in p.rows):
+            self._write(p, op, old, tried, upsert)
+
+    def _write(
+        self, p: Prepared, op: Any, old: Mapping[str, Any], tried: list[str], upsert: bool
+    ) -> None:
         try:
             for s in range(0, len(p.ids), CHROMA_BATCH):
                 e = s + CHROMA_BATCH
@@ -170,6 +181,10 @@ class WritePath:
                     logger.error("norax: %s", undo)
                 raise
             raise InvalidInputError(f"Chroma rejected the batch: {exc}{undo}") from exc
+
+    def marked(self, namespaces: Iterable[str] | None) -> contextlib.AbstractContextManager[None]:
+        """Write marks around a write to ``namespaces`` (``None``: unknown), if kept."""
+        return contextlib.nullcontext() if self.marks is None else self.marks.writing(namespaces)
 
     def _own(self, ids: Sequence[str], p: Prepared) -> list[str]:
         """The ``ids`` whose Chroma record is the one ``p`` wrote (not another process's)."""
@@ -218,7 +233,8 @@ class WritePath:
         may have moved one to another namespace since this one looked it up.
         """
         where = None if namespace is None else {NAMESPACE_KEY: namespace}
-        self.collection.delete(ids=ids, where=where)
+        with self.marked(None if namespace is None else [namespace]):
+            self.collection.delete(ids=ids, where=where)
         self.indexes.remove(ids)
         if self.sync is not None:
             self.sync.record("delete", ids)
@@ -266,10 +282,13 @@ class WritePath:
         if followers is None:
             return
         ids, vectors = followers
+        home = self.indexes.namespace_of
+        spaces = None if any(m not in home for m in ids) else {home[m] for m in ids}
         try:
-            for s in range(0, len(ids), CHROMA_BATCH):
-                e = s + CHROMA_BATCH
-                self.collection.update(ids=ids[s:e], embeddings=vectors[s:e])
+            with self.marked(spaces):
+                for s in range(0, len(ids), CHROMA_BATCH):
+                    e = s + CHROMA_BATCH
+                    self.collection.update(ids=ids[s:e], embeddings=vectors[s:e])
         except Exception:  # marked: the next open re-embeds them
             logger.exception("norax: could not re-embed %d memories in new context", len(ids))
         else:

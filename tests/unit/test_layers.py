@@ -51,10 +51,12 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "derived",
         (
             "norax_core.batch",
+            "norax_core.client_snapshots",
             "norax_core.fusion",
             "norax_core.indexes",
             "norax_core.snapshots",
             "norax_core.sync",
+            "norax_core.write_marks",
         ),
     ),
     ("stages", ("norax_core.stages",)),  # ranking stages' math, on arrays
