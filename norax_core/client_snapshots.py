@@ -114,23 +114,24 @@ class ClientSnapshots:
 
 
 def open_marks(
-    client: Any, collection: Any, server: bool, persistent: bool, path: str | Path | None
+    client: Any, collection: Any, given: Any, folder: Path | None, path: str | Path | None
 ) -> tuple[WriteMarks | None, ClientSnapshots | None]:
     """A store's write marks and shared snapshot file (``path``), on its Chroma ``client``.
 
-    Every client of a server (``server``) marks its writes, since another may keep
-    snapshots; an embedded store (``persistent``) only if a client has made marks for its
-    collection (its folder is served at times); an in-memory store never.
+    Every client of a server (the user ``given`` one) marks its writes, since another may
+    keep snapshots; an embedded store (in ``folder``) only if a client has made marks for
+    its collection (its folder is served at times); an in-memory store never.
 
     Raises:
         InvalidInputError: A snapshot file for a store that is not a server's client.
     """
+    server = given is not None
     if path is not None and not server:
         raise InvalidInputError(
             "snapshot_path is for a client of a Chroma server (client=...); an embedded"
             " store keeps its snapshots in its sidecar"
         )
-    if not server and not persistent:
+    if not server and folder is None:
         return None, None
     marks = WriteMarks.open(client, collection.name, create=server)
     if path is None or marks is None:

@@ -14,11 +14,13 @@ A snapshot is stored with the basis read *before* its rows were read and served 
 the basis is the same. While a mark is busy there is no basis (no snapshot is served or
 stored): a reader could otherwise read the rows before a write lands and the basis after
 its busy mark, and a write interrupted for good (a crash) would keep the two equal. A busy
-mark older than :data:`BUSY_EXPIRY` is taken as interrupted: rows read now hold whatever it
-wrote. This assumes, like the change log's ``lookback`` (:mod:`norax_core.sync`), that
-writers' clocks agree within that bound. Writes made without Norax leave no mark: as for
-sync, :meth:`~norax_core.engine.NoraxMemory.refresh` and ``norax check --repair`` are the
-way back (the repair drops the snapshots).
+mark older than :data:`BUSY_EXPIRY` is taken as interrupted (rows read now hold whatever it
+wrote), assuming, like the change log's ``lookback`` (:mod:`norax_core.sync`), that
+writers' clocks agree within that bound. A process sends its marks in order from one
+thread; a write waits for its busy mark, not for its done mark (a late one only delays
+the next snapshot). Writes made without Norax leave no mark: after them,
+:func:`~norax_core.maintenance.repair_store` re-derives what differs and drops the
+snapshots.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 logger = logging.getLogger("norax")
@@ -58,6 +61,7 @@ class WriteMarks:
         self._col = collection
         self.clock = clock
         self.writer = uuid.uuid4().hex[:12]
+        self._queue: ThreadPoolExecutor | None = None  # one thread: marks land in order
 
     @classmethod
     def open(cls, client: Any, name: str, create: bool) -> WriteMarks | None:
@@ -76,6 +80,17 @@ class WriteMarks:
             return cls(client.get_collection(name + MARKS_SUFFIX, embedding_function=None))
         except Exception:  # noqa: BLE001 - no marks collection: nobody keeps client snapshots
             return None
+
+    def _send(self, spaces: list[str], busy: bool) -> Future[None]:
+        if self._queue is None:
+            self._queue = ThreadPoolExecutor(max_workers=1, thread_name_prefix="norax-marks")
+        return self._queue.submit(self._set, spaces, busy)
+
+    def close(self) -> None:
+        """Wait for the marks still being sent."""
+        if self._queue is not None:
+            self._queue.shutdown(wait=True)
+            self._queue = None
 
     def _set(self, namespaces: Iterable[str], busy: bool) -> None:
         spaces = sorted(set(namespaces))
@@ -98,14 +113,11 @@ class WriteMarks:
         if setting it fails the marks stay busy until :data:`BUSY_EXPIRY`.
         """
         spaces = [ALL] if namespaces is None else list(namespaces)
-        self._set(spaces, busy=True)
+        self._send(spaces, busy=True).result()  # after every earlier mark of this process
         try:
             yield
         finally:
-            try:
-                self._set(spaces, busy=False)
-            except Exception as exc:  # noqa: BLE001 - the write itself is done
-                logger.warning("norax: could not clear a write mark: %s", exc)
+            self._send(spaces, busy=False).add_done_callback(_warn)
 
     def basis(self, namespace: str) -> str | None:
         """A hash of the marks of ``namespace``, or ``None`` while a write to it is under way."""
@@ -118,3 +130,8 @@ class WriteMarks:
                 return None
             parts.append(f"{mid}={meta.get('token')}")
         return hashlib.sha1("\n".join(sorted(parts)).encode()).hexdigest()[:24]
+
+
+def _warn(done: Future[None]) -> None:
+    if done.exception() is not None:  # the write itself is done; the mark stays busy
+        logger.warning("norax: could not clear a write mark: %s", done.exception())

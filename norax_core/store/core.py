@@ -119,7 +119,7 @@ class Store(WritePath):
         index_path: str | Path | None,
         lock: bool,
         reconcile: bool,
-        snapshot_path: str | Path | None,
+        snaps: str | Path | None,
     ) -> None:
         if self.path is not None:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -143,9 +143,7 @@ class Store(WritePath):
             self._finalizer = weakref.finalize(self, drop_collection, self.client, self.collection)
             # The in-memory database ends with the process: no work to do at exit.
             self._finalizer.atexit = False
-        self.marks, shared = open_marks(
-            self.client, self.collection, client is not None, self.path is not None, snapshot_path
-        )
+        self.marks, shared = open_marks(self.client, self.collection, client, self.path, snaps)
 
         # A client's namespaces are read from Chroma (other processes write there); an
         # embedded or in-memory store's from its sidecar, which this process alone writes.
@@ -203,6 +201,8 @@ class Store(WritePath):
             indexes.graph.close()  # stops its community worker thread
             indexes.sidecar.close()
             indexes.close_shared()
+        if self.marks is not None:
+            self.marks.close()  # its last done marks
         fin = getattr(self, "_finalizer", None)
         if fin is not None:
             fin()
