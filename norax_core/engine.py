@@ -40,8 +40,7 @@ class NoraxMemory:
     Args:
         path: Folder of an embedded persistent store (Chroma ``PersistentClient`` plus the
             derived-index sidecar). ``None`` keeps everything in memory.
-        client: Any Chroma client instead of ``path`` (for example ``chromadb.HttpClient``
-            for a Chroma server). Its namespaces load from Chroma (see ``snapshot_path``).
+        client: Any Chroma client instead of ``path`` (``chromadb.HttpClient`` for a server).
         collection: Chroma collection name.
         embedder: An :class:`~norax_core.embedders.Embedder`, a callable, ``"openai"`` or
             ``None`` for the local all-MiniLM-L6-v2 model.
@@ -52,16 +51,15 @@ class NoraxMemory:
         weights: Default fusion weights: a :class:`Weights`, a preset name or a mapping.
             ``None`` takes the weights the store recorded when it was created (see
             :mod:`norax_core.store_settings`), else ``"default"``.
-        index_path: Sidecar file location when ``client`` is given (cleared at open).
+        index_path: Sidecar file location when ``client`` is given.
         lock: Take an exclusive lock on an embedded ``path`` (see :mod:`norax_core.locking`).
         sync_interval: With ``client``: pull other processes' writes from the change log at
             most every this many seconds, before a read or write (see :mod:`norax_core.sync`).
             Default 1 s; ``0`` turns it off (then use :meth:`refresh`). Embedded and in-memory
             stores are single-process and never sync.
-        reconcile: Re-sync the derived indexes with Chroma at open (the default). ``False``
-            is for maintenance tools that must see the indexes as they were left on disk
-            (``norax check``); such a store may answer from stale indexes until
-            :meth:`refresh` or :func:`~norax_core.maintenance.repair_store`.
+        reconcile: Re-sync the derived indexes with Chroma at open (default). ``False`` is for
+            maintenance tools that must see the indexes as left on disk (``norax check``); it
+            may answer from stale ones until :meth:`refresh` or ``maintenance.repair_store``.
         snapshot_path: With ``client``: a shared snapshot file (:mod:`norax_core.client_snapshots`).
 
     Raises:

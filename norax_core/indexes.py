@@ -21,8 +21,8 @@ An embedded store keeps each namespace's finished state in the sidecar as a snap
 vectors have been read, deleted by the sidecar in the transaction of any write to it, and
 loaded by :meth:`DerivedIndexes.ensure` in one read instead of rebuilding from the rows.
 A client of a Chroma server keeps them, with its rows, in a file its processes share
-(:mod:`norax_core.client_snapshots`), each valid while the namespace's write marks in
-Chroma (:mod:`norax_core.write_marks`) are those read before its rows were: a namespace
+(:mod:`norax_core.client_snapshots`), each valid while the change log
+(:mod:`norax_core.sync`) names no write to it since its rows were read: a namespace
 loaded from Chroma is snapshotted when it is evicted or the store closes, if nobody has
 written it since it was read.
 
@@ -115,9 +115,9 @@ class DerivedIndexes:
         self._snapped: dict[str, tuple[int, bool]] = {}
         self._vectors_due: set[str] = set()  # vectors read from Chroma, not in a snapshot yet
         self._written: set[str] = set()  # namespaces written since open (snapshots at close)
-        # a client's namespaces unchanged since read at this basis -> whether the shared
-        # file holds their snapshot (None: not yet; False: without its vectors)
-        self._bases: dict[str, tuple[str, bool | None]] = {}
+        # a client's namespaces unchanged since their rows were read at this time -> whether
+        # the shared file holds their snapshot (None: not yet; False: without its vectors)
+        self._bases: dict[str, tuple[float, bool | None]] = {}
         # set by a lazy reconcile: each namespace's ids are compared with Chroma's as it loads
         self._verify: tuple[Any, Callable[[str, str, dict[str, Any]], IndexRow]] | None = None
 
@@ -151,14 +151,14 @@ class DerivedIndexes:
             self.loads += 1
             self._trim(keep=namespace)
             return
-        basis = None if self.shared is None else self.shared.basis(namespace)
-        if basis is not None and self._restore_shared(namespace, basis):
+        if self.shared is not None and self._restore_shared(namespace):
             self.loads += 1
             self._trim(keep=namespace)
             return
+        read_at = None if self.shared is None else self.shared.now()
         rows = self.source.rows(namespace)
-        if basis is not None:
-            self._bases[namespace] = (basis, None)
+        if read_at is not None:
+            self._bases[namespace] = (read_at, None)
         if not self.source.complete:  # the sidecar caches the loaded namespaces' rows
             self.sidecar.drop_namespace(namespace)
             self.sidecar.upsert(rows, done=())
@@ -260,10 +260,17 @@ class DerivedIndexes:
         self.restored += 1
         return True
 
-    def _restore_shared(self, namespace: str, basis: str) -> bool:
-        """Load a client's ``namespace`` from the shared file's snapshot at ``basis``, if any."""
-        got = None if self.shared is None else self.shared.get(namespace, basis)
-        if self.shared is None or got is None:
+    def _restore_shared(self, namespace: str) -> bool:
+        """Load a client's ``namespace`` from the shared file's snapshot, if one may be served."""
+        if self.shared is None:
+            return False
+        try:
+            taken = self.shared.taken(namespace)  # a log entry since: not served
+            got = None if taken is None else self.shared.get(namespace, taken)
+        except Exception as exc:  # noqa: BLE001 - the file or the log: load from Chroma
+            logger.warning("norax: not serving the snapshot of %r: %s", namespace, exc)
+            return False
+        if taken is None or got is None:
             return False
         try:
             state, ids = snapshots.ids_of(got[0])
@@ -281,19 +288,20 @@ class DerivedIndexes:
         self.sidecar.drop_namespace(namespace)
         self.sidecar.upsert(rows, done=())  # the client's sidecar caches them
         self._standing[namespace] = {r.id for r in rows if r.inferred_kind in STANDING}
+        self._roles[namespace] = {r.id: r.role for r in rows if r.role}
         self.namespace_of.update(dict.fromkeys(ids, namespace))
         self._loaded[namespace] = int(state["nbytes"])
         self.last_seq = max(self.last_seq, self.temporal.last_seq)
         block = snapshots.unpack_vectors(got[1], ids) if got[1] is not None else None
         if block is not None:
             self.vectors_with_rows(namespace, block)
-        self._bases[namespace] = (basis, block is not None)
+        self._bases[namespace] = (taken, block is not None)
         self.restored += 1
         return True
 
     def _publish(self, namespace: str) -> None:
         """Store a client's snapshot of ``namespace`` if it is unchanged since it was read."""
-        basis, stored = self._bases.pop(namespace, ("", True))
+        taken, stored = self._bases.pop(namespace, (0.0, True))
         ids = self.temporal.ids(namespace)
         block = self.vectors.fresh(namespace)
         if block is not None and (len(block) != len(ids) or not all(m in block for m in ids)):
@@ -313,7 +321,7 @@ class DerivedIndexes:
         )
         vectors = snapshots.pack_vectors(block) if block is not None else None
         try:
-            self.shared.put(namespace, basis, state, vectors, snapshots.pack_rows(rows))
+            self.shared.put(namespace, taken, state, vectors, snapshots.pack_rows(rows))
         except Exception as exc:  # noqa: BLE001 - a cache: the namespace loads from Chroma
             logger.warning("norax: could not store the snapshot of %r: %s", namespace, exc)
 
@@ -329,8 +337,10 @@ class DerivedIndexes:
         if self.shared is not None:
             self.shared.drop()
 
-    def close_shared(self) -> None:
-        """Close a client's shared snapshot file."""
+    def close(self) -> None:
+        """Stop the community worker thread, close the sidecar and a client's snapshot file."""
+        self.graph.close()
+        self.sidecar.close()
         if self.shared is not None:
             self.shared.close()
 

@@ -28,7 +28,7 @@ import networkx as nx
 import numpy as np
 
 from norax_core.batch import CREATED_KEY, INFERRED_KIND_KEY, KIND_KEY, SEQ_KEY
-from norax_core.client_snapshots import open_marks
+from norax_core.client_snapshots import open_shared
 from norax_core.config import NoraxConfig
 from norax_core.embedders import Embedder
 from norax_core.errors import InvalidInputError
@@ -98,7 +98,6 @@ class Store(WritePath):
         self.config = config
         self.add_config = add_config or (lambda: config)
         self.sync = sync
-        self.marks = None
         self.lock = threading.RLock()
         """Held by every write, sync and read of the indexes (re-entrant)."""
         self.closed = False
@@ -141,9 +140,8 @@ class Store(WritePath):
         self.collection = open_collection(self.client, collection, self.embedder)
         if client is None and self.path is None:
             self._finalizer = weakref.finalize(self, drop_collection, self.client, self.collection)
-            # The in-memory database ends with the process: no work to do at exit.
-            self._finalizer.atexit = False
-        self.marks, shared = open_marks(self.client, self.collection, client, self.path, snaps)
+            self._finalizer.atexit = False  # the in-memory database ends with the process
+        shared = open_shared(self.collection, self.sync, client is not None, snaps)
 
         # A client's namespaces are read from Chroma (other processes write there); an
         # embedded or in-memory store's from its sidecar, which this process alone writes.
@@ -177,7 +175,6 @@ class Store(WritePath):
                 self.indexes,
                 self.row_from_record,
                 None if sync is None else lambda ids: sync.record("upsert", ids),
-                self.marked,
             )
 
     # -- closing ------------------------------------------------------------------------
@@ -198,11 +195,7 @@ class Store(WritePath):
         """Close the sidecar and Chroma's files, drop an in-memory collection, unlock."""
         indexes = getattr(self, "indexes", None)
         if indexes is not None:
-            indexes.graph.close()  # stops its community worker thread
-            indexes.sidecar.close()
-            indexes.close_shared()
-        if self.marks is not None:
-            self.marks.close()  # its last done marks
+            indexes.close()  # its community worker thread, sidecar and snapshot file
         fin = getattr(self, "_finalizer", None)
         if fin is not None:
             fin()
@@ -380,8 +373,8 @@ class Store(WritePath):
         """Replace the in-memory indexes by fresh ones (namespaces load again on use)."""
         old = self.indexes
         old.save_state()
-        old.sidecar.drop_snapshots()  # they hold what is being rebuilt, as do a client's
-        old.drop_shared()
+        old.drop_shared()  # a client's snapshots hold what is being rebuilt, as do these:
+        old.sidecar.drop_snapshots()
         fresh = DerivedIndexes(old.sidecar, old.config, old.source, old.shared)
         fresh.load()
         fresh.last_seq = max(fresh.last_seq, old.last_seq)

@@ -11,7 +11,6 @@ interrupted pass is finished (or done again, with the same result) at the next o
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -34,13 +33,11 @@ def rederive_kinds(
     indexes: DerivedIndexes,
     row_from_record: Callable[[str, str, dict[str, Any]], IndexRow],
     changed: Callable[[list[str]], None] | None = None,
-    marked: Callable[[None], contextlib.AbstractContextManager[None]] | None = None,
 ) -> int:
     """Bring every memory's inferred kind up to :data:`KIND_RULE`; returns how many changed.
 
     Does nothing when the sidecar already records this version. ``changed`` is told the ids
-    whose Chroma record changed (the change log, so other processes re-read them);
-    ``marked(None)`` brackets the Chroma writes (write marks, :mod:`norax_core.write_marks`).
+    whose Chroma record changed (the change log, so other processes re-read them).
     """
     sidecar = indexes.sidecar
     if sidecar.get_meta(RULE_KEY) == KIND_RULE:
@@ -54,12 +51,9 @@ def rederive_kinds(
     ids = sorted(stale)
     if ids:
         sidecar.mark_pending(ids)
-        with contextlib.nullcontext() if marked is None else marked(None):
-            for s in range(0, len(ids), CHROMA_BATCH):
-                chunk = ids[s : s + CHROMA_BATCH]
-                collection.update(
-                    ids=chunk, metadatas=[{INFERRED_KIND_KEY: stale[m]} for m in chunk]
-                )
+        for s in range(0, len(ids), CHROMA_BATCH):
+            chunk = ids[s : s + CHROMA_BATCH]
+            collection.update(ids=chunk, metadatas=[{INFERRED_KIND_KEY: stale[m]} for m in chunk])
         indexes.resync(collection, ids, row_from_record)
         if changed is not None:
             changed(ids)

@@ -3,17 +3,14 @@
 A write goes to Chroma first (the truth), then to the derived indexes, under the store's
 lock. With ``NoraxConfig.embed_context``, a write also re-embeds the stored memories whose
 context it changes (their *followers*); those are marked in the sidecar until stored, so an
-interrupted write is finished at the next open. Every write to Chroma is bracketed by write
-marks (:mod:`norax_core.write_marks`) when the store keeps them, so that no client's
-snapshot of a namespace it changes is served again.
+interrupted write is finished at the next open.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -39,7 +36,6 @@ from norax_core.models import DEFAULT_NAMESPACE
 from norax_core.sidecar import IndexRow
 from norax_core.signals.dense import NAMESPACE_KEY
 from norax_core.sync import ChangeLog
-from norax_core.write_marks import WriteMarks
 
 logger = logging.getLogger("norax")
 
@@ -62,7 +58,6 @@ class WritePath:
     collection: Any
     indexes: DerivedIndexes
     sync: ChangeLog | None
-    marks: WriteMarks | None
     embedder: Embedder
     lock: Any
     add_config: Callable[[], NoraxConfig]
@@ -149,12 +144,6 @@ class WritePath:
         tried: list[str] = []
         self.indexes.sidecar.mark_pending(p.ids)
         self.indexes.claim(r.namespace for r in p.rows)
-        with self.marked(r.namespace for r in p.rows):
-            self._write(p, op, old, tried, upsert)
-
-    def _write(
-        self, p: Prepared, op: Any, old: Mapping[str, Any], tried: list[str], upsert: bool
-    ) -> None:
         try:
             for s in range(0, len(p.ids), CHROMA_BATCH):
                 e = s + CHROMA_BATCH
@@ -173,7 +162,7 @@ class WritePath:
                 _refuse_duplicates(p.ids, {m: "" for m in set(p.ids) - set(self._own(p.ids, p))})
             self.indexes.apply(p.rows)
             if self.sync is not None:
-                self.sync.record("upsert" if upsert else "add", p.ids)
+                self.sync.record("upsert" if upsert else "add", p.ids, _spaces(p))
         except BaseException as exc:  # KeyboardInterrupt too: the store stays usable
             undo = self._undo(tried, old, p, own=not upsert and not self.indexes.source.complete)
             if isinstance(exc, NoraxError) or not isinstance(exc, Exception):
@@ -181,10 +170,6 @@ class WritePath:
                     logger.error("norax: %s", undo)
                 raise
             raise InvalidInputError(f"Chroma rejected the batch: {exc}{undo}") from exc
-
-    def marked(self, namespaces: Iterable[str] | None) -> contextlib.AbstractContextManager[None]:
-        """Write marks around a write to ``namespaces`` (``None``: unknown), if kept."""
-        return contextlib.nullcontext() if self.marks is None else self.marks.writing(namespaces)
 
     def _own(self, ids: Sequence[str], p: Prepared) -> list[str]:
         """The ``ids`` whose Chroma record is the one ``p`` wrote (not another process's)."""
@@ -213,7 +198,7 @@ class WritePath:
                 tried = self._own(tried, p) if own else tried
                 restore(self.collection, tried, old, written, CHROMA_BATCH)
                 if self.sync is not None:  # anyone who pulled the failed version re-reads
-                    self.sync.record("upsert", tried)
+                    self.sync.record("upsert", tried, _spaces(p))
             except Exception as err:  # they stay pending: the next open re-derives them
                 logger.exception("norax: could not undo a failed write")
                 undo = (
@@ -233,11 +218,12 @@ class WritePath:
         may have moved one to another namespace since this one looked it up.
         """
         where = None if namespace is None else {NAMESPACE_KEY: namespace}
-        with self.marked(None if namespace is None else [namespace]):
-            self.collection.delete(ids=ids, where=where)
+        home = self.indexes.namespace_of
+        spaces = {namespace} if namespace is not None else {home.get(m) for m in ids}
+        self.collection.delete(ids=ids, where=where)
         self.indexes.remove(ids)
-        if self.sync is not None:
-            self.sync.record("delete", ids)
+        if self.sync is not None:  # an id of an unloaded namespace: any namespace
+            self.sync.record("delete", ids, None if None in spaces else {*filter(None, spaces)})
 
     # -- context followers (``NoraxConfig.embed_context``) ------------------------------
 
@@ -285,14 +271,15 @@ class WritePath:
         home = self.indexes.namespace_of
         spaces = None if any(m not in home for m in ids) else {home[m] for m in ids}
         try:
-            with self.marked(spaces):
-                for s in range(0, len(ids), CHROMA_BATCH):
-                    e = s + CHROMA_BATCH
-                    self.collection.update(ids=ids[s:e], embeddings=vectors[s:e])
+            for s in range(0, len(ids), CHROMA_BATCH):
+                e = s + CHROMA_BATCH
+                self.collection.update(ids=ids[s:e], embeddings=vectors[s:e])
         except Exception:  # marked: the next open re-embeds them
             logger.exception("norax: could not re-embed %d memories in new context", len(ids))
         else:
             self.mark_restating(ids, add=False)
+            if self.sync is not None:  # their vectors changed: no stale snapshot is served
+                self.sync.record("upsert", ids, spaces)
         finally:  # some may have been updated
             self.indexes.vectors_changed(ids)
 
@@ -354,3 +341,8 @@ def _refuse_moves(rows: Sequence[IndexRow], homes: Mapping[str, str]) -> None:
             f"{len(moved)} id(s) belong to another namespace, e.g. {moved[0]!r}; "
             "upsert cannot move a memory between namespaces (delete it there first)"
         )
+
+
+def _spaces(p: Prepared) -> set[str]:
+    """The namespaces a write stores to (an upsert never moves a memory: see ``_refuse_moves``)."""
+    return {r.namespace for r in p.rows}

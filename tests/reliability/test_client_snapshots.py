@@ -1,10 +1,11 @@
 """Client snapshots (norax_core/client_snapshots.py) over a real ``chroma run``: a snapshot
-is served only while no Norax process has written its namespace since it was taken.
+is served only while the change log (norax_core/sync.py) names no write to its namespace
+since its rows were read, within the log's retention.
 
-Every check writes from a second process, so the marks the reader trusts are the ones
-another process left in Chroma: a finished write, a write killed after Chroma stored it
-(its mark stays busy), then a corrupt snapshot and a write made behind Norax's back (which
-``check`` finds and ``repair`` clears).
+Every write comes from a second process, so what the reader trusts is what another process
+left in the log: a write to the namespace, a write to another one, an entry of an older
+version (no namespaces), then an expired snapshot, a corrupt one and a write made behind
+Norax's back (which ``check`` finds and ``repair`` clears).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 from urllib.parse import urlparse
@@ -23,6 +25,7 @@ from _support import open_store
 
 from norax_core import NoraxMemory
 from norax_core.maintenance import check_store, repair_store
+from norax_core.sync import LOG_SUFFIX
 
 pytestmark = pytest.mark.server
 
@@ -31,26 +34,20 @@ WEIGHTS = {"bm25": 0.4, "dense": 0.4, "temporal": 0.2, "graph": 0.0}
 
 WRITER = textwrap.dedent(
     """
-    import os, sys
+    import sys
     from urllib.parse import urlparse
     sys.path.insert(0, sys.argv[4])
     import chromadb
     from _support import open_store
-    from norax_core.write_marks import WriteMarks
 
-    url, collection, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+    url, collection, namespace = sys.argv[1], sys.argv[2], sys.argv[3]
     u = urlparse(url)
     mem = open_store(client=chromadb.HttpClient(host=u.hostname, port=u.port),
                      collection=collection)
-    if mode == "crash":  # Chroma stores the write, then the process dies before "done"
-        set_mark = WriteMarks._set
-        def dying(self, namespaces, busy):
-            if not busy:
-                os._exit(3)
-            set_mark(self, namespaces, busy)
-        WriteMarks._set = dying
-    mem.upsert(["zebra quartz lantern"], ids=["a3"], namespace="a", created_at=[NOW])
-    mem.add(["zebra quartz harbour"], ids=["a-new-" + mode], namespace="a", created_at=[NOW])
+    mem.upsert(["zebra quartz lantern"], ids=[namespace + "3"], namespace=namespace,
+               created_at=[NOW])
+    mem.add(["zebra quartz harbour"], ids=["new-" + namespace], namespace=namespace,
+            created_at=[NOW])
     mem.close()
     """.replace("NOW", repr(NOW))
 )
@@ -62,74 +59,125 @@ def _client(url: str) -> chromadb.HttpClient:
 
 
 def _open(url: str, collection: str, snap: Path) -> NoraxMemory:
-    return open_store(
+    mem = open_store(
         client=_client(url), collection=collection, snapshot_path=snap, weights=WEIGHTS
     )
+    source = mem.store.indexes.source
+    reads = source.rows
+    mem.rows_read = []  # type: ignore[attr-defined]  # namespaces whose rows came from Chroma
+
+    def counted(namespace: str) -> object:
+        mem.rows_read.append(namespace)  # type: ignore[attr-defined]
+        return reads(namespace)
+
+    source.rows = counted
+    return mem
 
 
-def _write(url: str, collection: str, mode: str) -> int:
+def _write(url: str, collection: str, namespace: str) -> None:
     support = str(Path(__file__).parent)
     done = subprocess.run(
-        [sys.executable, "-c", WRITER, url, collection, mode, support],
+        [sys.executable, "-c", WRITER, url, collection, namespace, support],
         capture_output=True,
         text=True,
         timeout=120,
     )
-    if mode != "crash":
-        assert done.returncode == 0, done.stderr
-    return done.returncode
+    assert done.returncode == 0, done.stderr
 
 
-def _search(mem: NoraxMemory, text: str = "zebra quartz harbour") -> list[tuple[str, float]]:
-    return [(r.id, r.score) for r in mem.search(text, k=8, namespace="a", now=NOW)]
+def _search(mem: NoraxMemory, ns: str = "a") -> list[tuple[str, float]]:
+    got = mem.search("zebra quartz harbour", k=8, namespace=ns, now=NOW)
+    return [(r.id, r.score) for r in got]
+
+
+def _age_log(url: str, collection: str, seconds: float) -> None:
+    """Move every log entry ``seconds`` into the past (the seeding happened long ago)."""
+    log = _client(url).get_collection(collection + LOG_SUFFIX)
+    got = log.get(include=["metadatas"])
+    metas = [{**m, "ts": float(m["ts"]) - seconds} for m in got["metadatas"]]
+    log.update(ids=got["ids"], metadatas=metas)
 
 
 def _seed(url: str, collection: str, snap: Path) -> list[tuple[str, float]]:
-    """30 memories in namespace a; a reader loads it from Chroma and stores its snapshot."""
+    """30 memories in each of namespaces a and b, written two minutes ago; a first reader
+    loads a from Chroma and stores its snapshot at close, a second serves it from the file."""
     with open_store(client=_client(url), collection=collection) as mem:
-        mem.add(
-            [f"note {i} about the harbour ship {i % 5} and Colby" for i in range(30)],
-            ids=[f"a{i}" for i in range(30)],
-            namespace="a",
-            created_at=[NOW - 3600 * i for i in range(30)],
-        )
+        for ns in ("a", "b"):
+            mem.add(
+                [f"note {i} about the harbour ship {i % 5} and Colby" for i in range(30)],
+                ids=[f"{ns}{i}" for i in range(30)],
+                namespace=ns,
+                created_at=[NOW - 3600 * i for i in range(30)],
+            )
+    _age_log(url, collection, 120.0)
     with _open(url, collection, snap) as mem:
         got = _search(mem)
-        assert mem.store.indexes.restored == 0
+        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
     with _open(url, collection, snap) as mem:
         assert _search(mem) == got  # served from the snapshot, the same answer
         assert mem.store.indexes.restored == 1
+        assert mem.rows_read == []  # nothing of namespace a read from Chroma
     return got
 
 
-def test_a_write_by_another_process_bypasses_the_snapshot(chroma_url: str, tmp_path: Path) -> None:
-    collection, snap = f"snap-{uuid.uuid4().hex[:8]}", tmp_path / "snap.sqlite3"
-    before = _seed(chroma_url, collection, snap)
-    _write(chroma_url, collection, "done")
-    with _open(chroma_url, collection, snap) as mem:
-        after = _search(mem)
-        assert mem.store.indexes.restored == 0  # the marks changed: loaded from Chroma
-        assert after != before and {"a3", "a-new-done"} <= {m for m, _ in after[:2]}
-    with _open(chroma_url, collection, snap) as mem:  # the new snapshot, taken at close
-        assert _search(mem) == after
-        assert mem.store.indexes.restored == 1
-
-
-def test_a_write_killed_after_chroma_stored_it_leaves_nothing_to_serve(
+def test_a_write_to_the_namespace_by_another_process_bypasses_the_snapshot(
     chroma_url: str, tmp_path: Path
 ) -> None:
     collection, snap = f"snap-{uuid.uuid4().hex[:8]}", tmp_path / "snap.sqlite3"
-    _seed(chroma_url, collection, snap)
-    assert _write(chroma_url, collection, "crash") == 3
-    for _ in range(2):  # its mark stays busy: no snapshot is served, none is stored
+    before = _seed(chroma_url, collection, snap)
+    _write(chroma_url, collection, "a")
+    for _ in range(2):  # the entry is within lookback of the fresh snapshot too
         with _open(chroma_url, collection, snap) as mem:
-            got = _search(mem)
-            assert mem.store.indexes.restored == 0
-            assert got[0][0] == "a3"  # its new text (the process died before its add)
-            assert mem.get(["a3"])[0].text == "zebra quartz lantern"
+            after = _search(mem)
+            assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+            assert after != before and {"a3", "new-a"} <= {m for m, _ in after[:2]}
+    _age_log(chroma_url, collection, 120.0)  # the last snapshot was taken after the write
+    with _open(chroma_url, collection, snap) as mem:
+        assert _search(mem) == after
+        assert mem.store.indexes.restored == 1 and mem.rows_read == []
 
 
-def test_a_corrupt_snapshot_is_ignored_and_a_write_behind_norax_is_repaired(
+def test_a_write_to_another_namespace_keeps_the_snapshot(chroma_url: str, tmp_path: Path) -> None:
+    collection, snap = f"snap-{uuid.uuid4().hex[:8]}", tmp_path / "snap.sqlite3"
+    before = _seed(chroma_url, collection, snap)
+    _write(chroma_url, collection, "b")
+    with _open(chroma_url, collection, snap) as mem:
+        assert _search(mem) == before
+        assert mem.store.indexes.restored == 1 and mem.rows_read == []
+        assert "new-b" in {m for m, _ in _search(mem, "b")}  # b itself from Chroma
+        assert mem.rows_read == ["b"]
+
+
+def test_an_entry_without_namespaces_bypasses_every_snapshot(
+    chroma_url: str, tmp_path: Path
+) -> None:
+    collection, snap = f"snap-{uuid.uuid4().hex[:8]}", tmp_path / "snap.sqlite3"
+    before = _seed(chroma_url, collection, snap)
+    log = _client(chroma_url).get_collection(collection + LOG_SUFFIX)
+    meta = {"op": "upsert", "writer": "older-version", "seq": 1, "ts": time.time()}
+    log.add(ids=["older-1"], documents=['["b1"]'], metadatas=[meta], embeddings=[[1.0]])
+    with _open(chroma_url, collection, snap) as mem:
+        assert _search(mem) == before
+        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+
+
+def test_a_snapshot_older_than_the_log_retention_is_not_served(
+    chroma_url: str, tmp_path: Path
+) -> None:
+    collection, snap = f"snap-{uuid.uuid4().hex[:8]}", tmp_path / "snap.sqlite3"
+    before = _seed(chroma_url, collection, snap)
+    _age_log(chroma_url, collection, 7200.0)  # no entry names a since the snapshot...
+    with sqlite3.connect(snap) as db:  # ...read an hour ago: entries since may be pruned
+        db.execute("UPDATE client_snapshots SET taken = taken - 3600")
+    with _open(chroma_url, collection, snap) as mem:
+        assert _search(mem) == before
+        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+    with _open(chroma_url, collection, snap) as mem:  # stored afresh at that close
+        assert _search(mem) == before
+        assert mem.store.indexes.restored == 1 and mem.rows_read == []
+
+
+def test_a_corrupt_snapshot_is_rebuilt_and_a_write_behind_norax_is_repaired(
     chroma_url: str, tmp_path: Path
 ) -> None:
     collection, snap = f"snap-{uuid.uuid4().hex[:8]}", tmp_path / "snap.sqlite3"
@@ -138,8 +186,11 @@ def test_a_corrupt_snapshot_is_ignored_and_a_write_behind_norax_is_repaired(
         db.execute("UPDATE client_snapshots SET state = x'00ff'")
     with _open(chroma_url, collection, snap) as mem:
         assert _search(mem) == before
-        assert mem.store.indexes.restored == 0
-    # Plain Chroma rewrites a memory: no Norax mark, so the snapshot still looks valid.
+        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+    with _open(chroma_url, collection, snap) as mem:  # stored afresh at that close
+        assert _search(mem) == before
+        assert mem.store.indexes.restored == 1
+    # Plain Chroma rewrites a memory: no log entry, so the snapshot still looks valid.
     raw = _client(chroma_url).get_collection(collection)
     old = raw.get(ids=["a3"], include=["metadatas", "embeddings"])
     raw.update(
@@ -153,5 +204,4 @@ def test_a_corrupt_snapshot_is_ignored_and_a_write_behind_norax_is_repaired(
         repair_store(mem)
         assert check_store(mem).ok
     with _open(chroma_url, collection, snap) as mem:
-        assert mem.store.indexes.restored == 0 or mem.store.indexes.restored == 1
         assert _search(mem)[0][0] == "a3"

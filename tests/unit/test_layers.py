@@ -56,7 +56,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "norax_core.indexes",
             "norax_core.snapshots",
             "norax_core.sync",
-            "norax_core.write_marks",
         ),
     ),
     ("stages", ("norax_core.stages",)),  # ranking stages' math, on arrays
