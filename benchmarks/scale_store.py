@@ -330,7 +330,13 @@ def _targets(n: int) -> list[str]:
 
 
 def role_open(
-    work: Path, n: int, system: str, folder: Path, url: str | None, cache: Path
+    work: Path,
+    n: int,
+    system: str,
+    folder: Path,
+    url: str | None,
+    cache: Path,
+    snapshots: Path | None = None,
 ) -> dict[str, Any]:
     """Open the store, then cold first queries and steady-state queries on the cold ones."""
     from norax_core.entities import load_extractor
@@ -350,7 +356,9 @@ def role_open(
         from norax_core import NoraxMemory
 
         if url:
-            mem = NoraxMemory(client=client_for(url), embedder=emb, extractor=extractor)
+            mem = NoraxMemory(
+                client=client_for(url), embedder=emb, extractor=extractor, snapshot_path=snapshots
+            )
         else:
             mem = NoraxMemory(folder, embedder=emb, extractor=extractor)
         opened = time.perf_counter() - t0
@@ -385,7 +393,14 @@ def role_open(
         mixed += sum(g != ns for g in got)
     if mixed:
         raise RuntimeError(f"{mixed} results came from another namespace")
+    extra: dict[str, Any] = {}
+    if system == "norax":  # loads served by a snapshot; the close stores a client's
+        extra["restored"] = mem.store.indexes.restored
+        t0 = time.perf_counter()
+        mem.close()
+        extra["close_s"] = time.perf_counter() - t0
     return {
+        **extra,
         "open_s": opened,
         "rss_base_mb": base,
         "rss_open_mb": rss_open,
@@ -569,14 +584,21 @@ def run(
                 if save:
                     save(report)
             with ChromaServer(folder, work / f"chroma-{n}.log") as server:
-                for system in ("norax", "chroma"):
+                # The Norax clients share a snapshot file: the first process loads the cold
+                # namespaces from Chroma and stores them at close, the second from the file.
+                snap = ["--snapshots", str(work / f"client-snapshots-{n}.sqlite3")]
+                for system, key in (
+                    ("norax", "norax"),
+                    ("chroma", "chroma"),
+                    ("norax", "norax_snapshot"),
+                ):
                     res = _run(
-                        ["open", *common, "--system", system, "--url", server.url],
+                        ["open", *common, "--system", system, "--url", server.url, *snap],
                         work / "o.json",
                         timeout,
                     )
-                    row[f"client_{system}"] = res
-                    log(f"  client {system}: {_short(res)}")
+                    row[f"client_{key}"] = res
+                    log(f"  client {key}: {_short(res)}")
                     if save:
                         save(report)
                 if n == workers_at:
@@ -649,6 +671,7 @@ def main() -> None:
     ap.add_argument("--cache", type=Path)
     ap.add_argument("--system", default="norax", choices=("norax", "chroma"))
     ap.add_argument("--url")
+    ap.add_argument("--snapshots", type=Path, help="a Norax client's shared snapshot file")
     ap.add_argument("--index", type=int, default=0)
     ap.add_argument("--ops", type=int, default=WORKER_OPS)
     args = ap.parse_args()
@@ -656,7 +679,9 @@ def main() -> None:
     if args.role == "build":
         res = role_build(args.work, args.n, args.folder, args.cache)
     elif args.role == "open":
-        res = role_open(args.work, args.n, args.system, args.folder, args.url, args.cache)
+        res = role_open(
+            args.work, args.n, args.system, args.folder, args.url, args.cache, args.snapshots
+        )
     else:
         res = role_worker(args.work, args.n, args.system, args.url, args.index, args.ops)
     res["load_avg"] = list(os.getloadavg())

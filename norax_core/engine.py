@@ -40,9 +40,7 @@ class NoraxMemory:
     Args:
         path: Folder of an embedded persistent store (Chroma ``PersistentClient`` plus the
             derived-index sidecar). ``None`` keeps everything in memory.
-        client: Any Chroma client instead of ``path`` (for example ``chromadb.HttpClient``
-            for a Chroma server). The derived indexes are then rebuilt from Chroma at open,
-            unless ``index_path`` names a sidecar file to persist them in.
+        client: Any Chroma client instead of ``path`` (``chromadb.HttpClient`` for a server).
         collection: Chroma collection name.
         embedder: An :class:`~norax_core.embedders.Embedder`, a callable, ``"openai"`` or
             ``None`` for the local all-MiniLM-L6-v2 model.
@@ -59,10 +57,10 @@ class NoraxMemory:
             most every this many seconds, before a read or write (see :mod:`norax_core.sync`).
             Default 1 s; ``0`` turns it off (then use :meth:`refresh`). Embedded and in-memory
             stores are single-process and never sync.
-        reconcile: Re-sync the derived indexes with Chroma at open (the default). ``False``
-            is for maintenance tools that must see the indexes as they were left on disk
-            (``norax check``); such a store may answer from stale indexes until
-            :meth:`refresh` or :func:`~norax_core.maintenance.repair_store`.
+        reconcile: Re-sync the derived indexes with Chroma at open (default). ``False`` is for
+            maintenance tools that must see the indexes as left on disk (``norax check``); it
+            may answer from stale ones until :meth:`refresh` or ``maintenance.repair_store``.
+        snapshot_path: With ``client``: a shared snapshot file (:mod:`norax_core.client_snapshots`).
 
     Raises:
         DimensionMismatchError: The store was built with an embedder of another dimension.
@@ -83,6 +81,7 @@ class NoraxMemory:
         lock: bool = True,
         sync_interval: float = 1.0,
         reconcile: bool = True,
+        snapshot_path: str | Path | None = None,
     ) -> None:
         if path is not None and client is not None:
             raise InvalidInputError("give either path or client, not both")
@@ -105,6 +104,7 @@ class NoraxMemory:
             sync=sync,
             reconcile=reconcile,
             add_config=lambda: self.add_config,
+            snapshot_path=snapshot_path,
         )
         self.collection_name = self._store.name
         try:

@@ -20,6 +20,11 @@ An embedded store keeps each namespace's finished state in the sidecar as a snap
 (:mod:`norax_core.snapshots`): written when the namespace is evicted, at close and once its
 vectors have been read, deleted by the sidecar in the transaction of any write to it, and
 loaded by :meth:`DerivedIndexes.ensure` in one read instead of rebuilding from the rows.
+A client of a Chroma server keeps them, with its rows, in a file its processes share
+(:mod:`norax_core.client_snapshots`), each valid while the change log
+(:mod:`norax_core.sync`) names no write to it since its rows were read: a namespace
+loaded from Chroma is snapshotted when it is evicted or the store closes, if nobody has
+written it since it was read.
 
 The standing instructions and preferences of each loaded namespace (memories whose inferred
 kind is in :data:`~norax_core.kinds.STANDING`) are kept as a set of ids (:meth:`standing`),
@@ -39,6 +44,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from norax_core import snapshots
+from norax_core.client_snapshots import ClientSnapshots
 from norax_core.config import NoraxConfig
 from norax_core.kinds import STANDING
 from norax_core.sidecar import SCHEMA_VERSION, IndexRow, RowSource, Sidecar, SidecarRows, row_bytes
@@ -63,15 +69,21 @@ class DerivedIndexes:
         sidecar: Where rows, pending ids and saved communities persist.
         config: Tokenizer, BM25, decay and memory budgets (``index_cache_mb``).
         source: Where unloaded namespaces are read from (default: the sidecar).
+        shared: A client's shared snapshot file, if it keeps snapshots.
 
     ``namespace_of`` maps the ids of the *loaded* namespaces to their namespace; ask
     :meth:`homes` for any id.
     """
 
     def __init__(
-        self, sidecar: Sidecar, config: NoraxConfig, source: RowSource | None = None
+        self,
+        sidecar: Sidecar,
+        config: NoraxConfig,
+        source: RowSource | None = None,
+        shared: ClientSnapshots | None = None,
     ) -> None:
         self.sidecar = sidecar
+        self.shared = shared
         self.config = config
         self.source: RowSource = source if source is not None else SidecarRows(sidecar)
         self.tokenizer = Tokenizer(stem=config.stem, stopwords=config.stopwords)
@@ -103,6 +115,9 @@ class DerivedIndexes:
         self._snapped: dict[str, tuple[int, bool]] = {}
         self._vectors_due: set[str] = set()  # vectors read from Chroma, not in a snapshot yet
         self._written: set[str] = set()  # namespaces written since open (snapshots at close)
+        # a client's namespaces unchanged since their rows were read at this time -> whether
+        # the shared file holds their snapshot (None: not yet; False: without its vectors)
+        self._bases: dict[str, tuple[float, bool | None]] = {}
         # set by a lazy reconcile: each namespace's ids are compared with Chroma's as it loads
         self._verify: tuple[Any, Callable[[str, str, dict[str, Any]], IndexRow]] | None = None
 
@@ -136,7 +151,14 @@ class DerivedIndexes:
             self.loads += 1
             self._trim(keep=namespace)
             return
+        if self.shared is not None and self._restore_shared(namespace):
+            self.loads += 1
+            self._trim(keep=namespace)
+            return
+        read_at = None if self.shared is None else self.shared.now()
         rows = self.source.rows(namespace)
+        if read_at is not None:
+            self._bases[namespace] = (read_at, None)
         if not self.source.complete:  # the sidecar caches the loaded namespaces' rows
             self.sidecar.drop_namespace(namespace)
             self.sidecar.upsert(rows, done=())
@@ -199,6 +221,7 @@ class DerivedIndexes:
         if namespace not in self._loaded:
             return
         self._snapshot(namespace, evicting=True)
+        self._publish(namespace)
         del self._loaded[namespace]
         self._empty.discard(namespace)
         state = self._drop(namespace)
@@ -236,6 +259,90 @@ class DerivedIndexes:
         self._snapped[namespace] = (self.graph.generation(namespace), block is not None)
         self.restored += 1
         return True
+
+    def _restore_shared(self, namespace: str) -> bool:
+        """Load a client's ``namespace`` from the shared file's snapshot, if one may be served."""
+        if self.shared is None:
+            return False
+        try:
+            taken = self.shared.taken(namespace)  # a log entry since: not served
+            got = None if taken is None else self.shared.get(namespace, taken)
+        except Exception as exc:  # noqa: BLE001 - the file or the log: load from Chroma
+            logger.warning("norax: not serving the snapshot of %r: %s", namespace, exc)
+            return False
+        if taken is None or got is None:
+            return False
+        try:
+            state, ids = snapshots.ids_of(got[0])
+            rows = snapshots.unpack_rows(got[2], ids)
+            if any(self.namespace_of.get(m, namespace) != namespace for m in ids):
+                raise ValueError("it holds an id loaded in another namespace")
+            snapshots.restore(
+                namespace, state, self.bm25, self.temporal, self.graph, self.supersede
+            )
+        except Exception as exc:  # noqa: BLE001 - any bad snapshot: load from Chroma
+            logger.info("norax: ignoring the shared snapshot of %r (%s)", namespace, exc)
+            self._drop(namespace)
+            self.shared.drop([namespace])
+            return False
+        self.sidecar.drop_namespace(namespace)
+        self.sidecar.upsert(rows, done=())  # the client's sidecar caches them
+        self._standing[namespace] = {r.id for r in rows if r.inferred_kind in STANDING}
+        self._roles[namespace] = {r.id: r.role for r in rows if r.role}
+        self.namespace_of.update(dict.fromkeys(ids, namespace))
+        self._loaded[namespace] = int(state["nbytes"])
+        self.last_seq = max(self.last_seq, self.temporal.last_seq)
+        block = snapshots.unpack_vectors(got[1], ids) if got[1] is not None else None
+        if block is not None:
+            self.vectors_with_rows(namespace, block)
+        self._bases[namespace] = (taken, block is not None)
+        self.restored += 1
+        return True
+
+    def _publish(self, namespace: str) -> None:
+        """Store a client's snapshot of ``namespace`` if it is unchanged since it was read."""
+        taken, stored = self._bases.pop(namespace, (0.0, True))
+        ids = self.temporal.ids(namespace)
+        block = self.vectors.fresh(namespace)
+        if block is not None and (len(block) != len(ids) or not all(m in block for m in ids)):
+            block = None
+        if self.shared is None or not ids or stored or (stored is False and block is None):
+            return
+        rows = self.sidecar.namespace_rows(namespace)
+        if {r.id for r in rows} != ids:
+            return
+        state = snapshots.capture(
+            namespace,
+            self.bm25,
+            self.temporal,
+            self.graph,
+            self.supersede,
+            self._loaded.get(namespace, 0),
+        )
+        vectors = snapshots.pack_vectors(block) if block is not None else None
+        try:
+            self.shared.put(namespace, taken, state, vectors, snapshots.pack_rows(rows))
+        except Exception as exc:  # noqa: BLE001 - a cache: the namespace loads from Chroma
+            logger.warning("norax: could not store the snapshot of %r: %s", namespace, exc)
+
+    def publish(self) -> None:
+        """At a client's close: the shared snapshots of the loaded, unchanged namespaces."""
+        for ns in list(self._bases):
+            if ns in self._loaded:
+                self.graph.communities(ns)  # ready to use: no first search places every entity
+                self._publish(ns)
+
+    def drop_shared(self) -> None:
+        """Delete a client's shared snapshots of this collection (a repair, a rebuild)."""
+        if self.shared is not None:
+            self.shared.drop()
+
+    def close(self) -> None:
+        """Stop the community worker thread, close the sidecar and a client's snapshot file."""
+        self.graph.close()
+        self.sidecar.close()
+        if self.shared is not None:
+            self.shared.close()
 
     def vectors_read(self, namespace: str, block: NamespaceMatrix) -> None:
         """The dense signal read ``namespace``'s vectors from Chroma: snapshot them.
@@ -324,6 +431,7 @@ class DerivedIndexes:
 
     def _drop(self, namespace: str) -> dict[str, Any] | None:
         self._snapped.pop(namespace, None)
+        self._bases.pop(namespace, None)
         for mid in self.temporal.ids(namespace):
             self.namespace_of.pop(mid, None)
         self._standing.pop(namespace, None)
@@ -431,6 +539,7 @@ class DerivedIndexes:
         written = (touched | {self.namespace_of.get(r.id, "") for r in rows}) - {""}
         for ns in written:
             self._snapped.pop(ns, None)  # the sidecar deletes their snapshots with the rows
+            self._bases.pop(ns, None)  # changed since read: their basis no longer vouches
         self._written.update(written | {r.namespace for r in rows})
         try:
             complete = self.source.complete
@@ -504,6 +613,7 @@ class DerivedIndexes:
             touched = {self.namespace_of[m] for m in known if m in self.namespace_of}
             for ns in touched:
                 self._snapped.pop(ns, None)  # the sidecar deletes their snapshots
+                self._bases.pop(ns, None)
             self._written.update(touched)
             try:
                 self.sidecar.delete(known, self.supersede.removed(known, self.namespace_of))

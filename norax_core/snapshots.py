@@ -128,3 +128,25 @@ def unpack_vectors(blob: bytes, ids: set[str]) -> NamespaceMatrix | None:
     if not isinstance(block, NamespaceMatrix) or block.stale or set(block.ids) != ids:
         return None
     return block
+
+
+def pack_rows(rows: list[IndexRow]) -> bytes:
+    """A namespace's rows, pickled (a client's sidecar caches them; every field rides along)."""
+    return pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack_rows(blob: bytes, ids: set[str]) -> list[IndexRow]:
+    """The rows of :func:`pack_rows` if they are exactly ``ids``.
+
+    Raises:
+        ValueError: The blob is not such rows, or holds other ids.
+    """
+    try:
+        rows = pickle.loads(blob)  # noqa: S301 - see the module docstring
+    except Exception as exc:  # any unreadable blob: the namespace loads from Chroma
+        raise ValueError(f"unreadable snapshot rows: {exc}") from exc
+    if not isinstance(rows, list) or not all(isinstance(r, IndexRow) for r in rows):
+        raise ValueError("not snapshot rows")
+    if {r.id for r in rows} != ids or len(rows) != len(ids):
+        raise ValueError("the snapshot's rows and indexes disagree")
+    return rows

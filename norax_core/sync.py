@@ -8,8 +8,10 @@ Mechanism
 ---------
 * **Change log.** Every write (add, upsert, delete) is followed by an append to a companion
   collection ``<name>__norax_log``: one entry per chunk of at most :data:`IDS_PER_ENTRY` ids,
-  with metadata ``op``, ``writer`` (a random id per process), ``seq`` (the writer's counter)
-  and ``ts`` (the writer's wall clock, epoch seconds); the entry id is ``<writer>-<seq>``, so
+  with metadata ``op``, ``writer`` (a random id per process), ``seq`` (the writer's counter),
+  ``ts`` (the writer's wall clock, epoch seconds) and ``ns`` (the namespaces written, a JSON
+  list; absent when unknown, and in entries of older versions, which means "any namespace");
+  the entry id is ``<writer>-<seq>``, so
   it is unique and readers can deduplicate by it. The memory ids are the entry's document
   (JSON). The data write comes first: an entry never names a write that did not happen.
 * **Pull.** Before a read or write (search, count, add, delete), at most once every
@@ -44,6 +46,20 @@ committed before it) or the process pulled less than ``interval`` ago, i.e. afte
 Anything outside those assumptions is repaired within ``reconcile_interval``.
 The cost when nothing changed is one small ``get`` on the log per ``interval``.
 
+Snapshots
+---------
+A client's namespace snapshot (:mod:`norax_core.client_snapshots`) records the time ``T`` its
+rows were read from Chroma. At a cold load it is served only if ``T > now - (retention -
+lookback)`` (the entries it must be checked against are still in the log) and no entry with
+``ts >= T - lookback`` names its namespace (or no namespace): :meth:`ChangeLog.touched`
+answers from the entries' metadata the pulls read anyway (the pull's first ``get`` includes
+it), with one ``get`` only when ``T - lookback`` is older than what the pulls have covered.
+An entry committed after that check is pulled as new and applied to the loaded namespace,
+as for any loaded namespace: the snapshot has the same bound as sync. Writes made without
+Norax leave no entry, so a snapshot taken before them may be served until the namespace is
+written through Norax or :func:`~norax_core.maintenance.repair_store` drops the snapshots;
+the periodic reconcile (the safety net above) corrects the loaded indexes meanwhile.
+
 Embedded stores (``path=...``) are single-process (they take a lock), so sync is off there.
 """
 
@@ -53,7 +69,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,11 +154,17 @@ class ChangeLog:
         self._last_reconcile = now
         self._last_prune = 0.0
         self._seen: dict[str, float] = {}  # entry id -> its ts
+        # entry id -> (ts, namespaces or None: any) of every entry read or written, and the
+        # span of ts over which that is every entry (no gap between consecutive reads)
+        self._recent: dict[str, tuple[float, frozenset[str] | None]] = {}
+        self._covered = (float("inf"), float("-inf"))
 
     # -- writing -----------------------------------------------------------------------
 
-    def record(self, op: str, ids: Sequence[str]) -> None:
+    def record(self, op: str, ids: Sequence[str], namespaces: Iterable[str] | None = None) -> None:
         """Append entries saying that ``ids`` were written (``op``: add, upsert, delete).
+
+        ``namespaces``: the namespaces those ids live in (``None``: unknown, i.e. any).
 
         A failure is logged, not raised: the data write has happened, and the other
         processes' periodic reconcile will pick it up.
@@ -150,14 +172,19 @@ class ChangeLog:
         if not ids:
             return
         now = self.clock()
+        spaces = None if namespaces is None else frozenset(namespaces)
         entry_ids, docs, metas = [], [], []
         for start in range(0, len(ids), IDS_PER_ENTRY):
             self._seq += 1
             entry = f"{self.writer}-{self._seq:012d}"
             entry_ids.append(entry)
             docs.append(json.dumps(list(ids[start : start + IDS_PER_ENTRY])))
-            metas.append({"op": op, "writer": self.writer, "seq": self._seq, "ts": now})
+            meta: dict[str, Any] = {"op": op, "writer": self.writer, "seq": self._seq, "ts": now}
+            if spaces is not None:
+                meta["ns"] = json.dumps(sorted(spaces))
+            metas.append(meta)
             self._seen[entry] = now
+            self._recent[entry] = (now, spaces)
         try:
             self._log.add(
                 ids=entry_ids,
@@ -206,7 +233,7 @@ class ChangeLog:
         """
         start = self.clock()
         since = self._last_pull - self.config.lookback
-        found = self._log.get(where={"ts": {"$gte": since}}, include=[])
+        found = self._read(since, start)
         new = [e for e in found["ids"] if e not in self._seen]
         changed: dict[str, None] = {}
         seen: dict[str, float] = {}
@@ -232,6 +259,43 @@ class ChangeLog:
         self._seen = {e: ts for e, ts in self._seen.items() if ts >= horizon}
         self.stats.pulls += 1
         return list(changed)
+
+    def _read(self, since: float, start: float) -> dict[str, Any]:
+        """The entries with ``ts >= since`` (ids and metadata), noted in :meth:`touched`'s memo.
+
+        ``start``: the clock before the read (every entry committed before it is covered).
+        """
+        found = self._log.get(where={"ts": {"$gte": since}}, include=["metadatas"])
+        for entry, meta in zip(found["ids"], found["metadatas"] or [], strict=False):
+            ts, raw = float((meta or {}).get("ts", start)), (meta or {}).get("ns")
+            try:
+                spaces = None if raw is None else frozenset(json.loads(raw))
+            except (TypeError, ValueError):
+                spaces = None
+            self._recent[entry] = (ts, spaces)
+        low, high = self._covered
+        # contiguous with what was covered: extend it; else (a gap) start over from here
+        self._covered = (min(low, since), start) if since <= high else (since, start)
+        horizon = start - self.config.retention  # pruned from the log: never asked about
+        self._recent = {e: v for e, v in self._recent.items() if v[0] >= horizon}
+        return found
+
+    def touched(self, since: float) -> frozenset[str] | None:
+        """The namespaces written by entries with ``ts >= since`` (``None``: maybe any).
+
+        Answered from the entries the pulls have read when they cover ``since``, else with
+        one ``get``. An entry naming no namespace (unknown, or written by an older version)
+        makes it ``None``.
+        """
+        if since < self._covered[0]:
+            self._read(since, self.clock())
+        out: set[str] = set()
+        for ts, spaces in self._recent.values():
+            if ts >= since:
+                if spaces is None:
+                    return None
+                out |= spaces
+        return frozenset(out)
 
     def sync(self, collection: Any, indexes: Any, row_from_record: Callable[..., Any]) -> None:
         """Pull if due and apply the changes to ``indexes`` (a ``DerivedIndexes``).

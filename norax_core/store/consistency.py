@@ -276,6 +276,7 @@ def repair(store: Store) -> RepairReport:
         # An id extra in one namespace may live in another one: resync re-derives it from
         # Chroma and drops it only when Chroma does not hold it at all.
         rederived, dropped = store.resync(sorted(redo | drop))
+        store.indexes.drop_shared()  # a client's snapshots may hold what was wrong
         rebuilt = False
         if memory_wrong:
             store.rebuild_indexes()

@@ -28,6 +28,7 @@ import networkx as nx
 import numpy as np
 
 from norax_core.batch import CREATED_KEY, INFERRED_KIND_KEY, KIND_KEY, SEQ_KEY
+from norax_core.client_snapshots import open_shared
 from norax_core.config import NoraxConfig
 from norax_core.embedders import Embedder
 from norax_core.errors import InvalidInputError
@@ -72,6 +73,7 @@ class Store(WritePath):
         lock: Take an exclusive lock on an embedded ``path``.
         sync: The change log of a client-mode store, or ``None``.
         reconcile: Re-sync the derived indexes with Chroma at open.
+        snapshot_path: With ``client``: a shared snapshot file (:mod:`norax_core.client_snapshots`).
 
     A failed open releases what it took (the lock, Chroma's files) before raising.
     """
@@ -89,6 +91,7 @@ class Store(WritePath):
         sync: ChangeLog | None = None,
         reconcile: bool = True,
         add_config: Callable[[], NoraxConfig] | None = None,
+        snapshot_path: str | Path | None = None,
     ) -> None:
         self.path = path
         self.embedder = embedder
@@ -101,7 +104,7 @@ class Store(WritePath):
         self._store_lock: StoreLock | None = None
         self._owns_client = False
         try:
-            self._open(client, collection, index_path, lock, reconcile)
+            self._open(client, collection, index_path, lock, reconcile, snapshot_path)
         except BaseException:
             # A failed open must not keep the store locked (or Chroma's files open) for the
             # rest of the process.
@@ -115,6 +118,7 @@ class Store(WritePath):
         index_path: str | Path | None,
         lock: bool,
         reconcile: bool,
+        snaps: str | Path | None,
     ) -> None:
         if self.path is not None:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -136,8 +140,8 @@ class Store(WritePath):
         self.collection = open_collection(self.client, collection, self.embedder)
         if client is None and self.path is None:
             self._finalizer = weakref.finalize(self, drop_collection, self.client, self.collection)
-            # The in-memory database ends with the process: no work to do at exit.
-            self._finalizer.atexit = False
+            self._finalizer.atexit = False  # the in-memory database ends with the process
+        shared = open_shared(self.collection, self.sync, client is not None, snaps)
 
         # A client's namespaces are read from Chroma (other processes write there); an
         # embedded or in-memory store's from its sidecar, which this process alone writes.
@@ -150,7 +154,7 @@ class Store(WritePath):
             if client is not None
             else None
         )
-        self.indexes = DerivedIndexes(Sidecar(sidecar_path), self.config, source)
+        self.indexes = DerivedIndexes(Sidecar(sidecar_path), self.config, source, shared)
         # Lambdas, not bound methods: a repair may replace the derived indexes.
         self.dense = DenseSignal(
             self.collection,
@@ -184,14 +188,14 @@ class Store(WritePath):
             if self.indexes.sidecar.path is not None:
                 self.indexes.finish(self._vectors_of)
                 self.indexes.save_state()
+            self.indexes.publish()
             self.release()
 
     def release(self) -> None:
         """Close the sidecar and Chroma's files, drop an in-memory collection, unlock."""
         indexes = getattr(self, "indexes", None)
         if indexes is not None:
-            indexes.graph.close()  # stops its community worker thread
-            indexes.sidecar.close()
+            indexes.close()  # its community worker thread, sidecar and snapshot file
         fin = getattr(self, "_finalizer", None)
         if fin is not None:
             fin()
@@ -369,8 +373,9 @@ class Store(WritePath):
         """Replace the in-memory indexes by fresh ones (namespaces load again on use)."""
         old = self.indexes
         old.save_state()
-        old.sidecar.drop_snapshots()  # they hold what is being rebuilt
-        fresh = DerivedIndexes(old.sidecar, old.config, old.source)
+        old.drop_shared()  # a client's snapshots hold what is being rebuilt, as do these:
+        old.sidecar.drop_snapshots()
+        fresh = DerivedIndexes(old.sidecar, old.config, old.source, old.shared)
         fresh.load()
         fresh.last_seq = max(fresh.last_seq, old.last_seq)
         self.indexes = fresh

@@ -162,7 +162,7 @@ class WritePath:
                 _refuse_duplicates(p.ids, {m: "" for m in set(p.ids) - set(self._own(p.ids, p))})
             self.indexes.apply(p.rows)
             if self.sync is not None:
-                self.sync.record("upsert" if upsert else "add", p.ids)
+                self.sync.record("upsert" if upsert else "add", p.ids, _spaces(p))
         except BaseException as exc:  # KeyboardInterrupt too: the store stays usable
             undo = self._undo(tried, old, p, own=not upsert and not self.indexes.source.complete)
             if isinstance(exc, NoraxError) or not isinstance(exc, Exception):
@@ -198,7 +198,7 @@ class WritePath:
                 tried = self._own(tried, p) if own else tried
                 restore(self.collection, tried, old, written, CHROMA_BATCH)
                 if self.sync is not None:  # anyone who pulled the failed version re-reads
-                    self.sync.record("upsert", tried)
+                    self.sync.record("upsert", tried, _spaces(p))
             except Exception as err:  # they stay pending: the next open re-derives them
                 logger.exception("norax: could not undo a failed write")
                 undo = (
@@ -218,10 +218,12 @@ class WritePath:
         may have moved one to another namespace since this one looked it up.
         """
         where = None if namespace is None else {NAMESPACE_KEY: namespace}
+        home = self.indexes.namespace_of
+        spaces = {namespace} if namespace is not None else {home.get(m) for m in ids}
         self.collection.delete(ids=ids, where=where)
         self.indexes.remove(ids)
-        if self.sync is not None:
-            self.sync.record("delete", ids)
+        if self.sync is not None:  # an id of an unloaded namespace: any namespace
+            self.sync.record("delete", ids, None if None in spaces else {*filter(None, spaces)})
 
     # -- context followers (``NoraxConfig.embed_context``) ------------------------------
 
@@ -266,6 +268,8 @@ class WritePath:
         if followers is None:
             return
         ids, vectors = followers
+        home = self.indexes.namespace_of
+        spaces = None if any(m not in home for m in ids) else {home[m] for m in ids}
         try:
             for s in range(0, len(ids), CHROMA_BATCH):
                 e = s + CHROMA_BATCH
@@ -274,6 +278,8 @@ class WritePath:
             logger.exception("norax: could not re-embed %d memories in new context", len(ids))
         else:
             self.mark_restating(ids, add=False)
+            if self.sync is not None:  # their vectors changed: no stale snapshot is served
+                self.sync.record("upsert", ids, spaces)
         finally:  # some may have been updated
             self.indexes.vectors_changed(ids)
 
@@ -335,3 +341,8 @@ def _refuse_moves(rows: Sequence[IndexRow], homes: Mapping[str, str]) -> None:
             f"{len(moved)} id(s) belong to another namespace, e.g. {moved[0]!r}; "
             "upsert cannot move a memory between namespaces (delete it there first)"
         )
+
+
+def _spaces(p: Prepared) -> set[str]:
+    """The namespaces a write stores to (an upsert never moves a memory: see ``_refuse_moves``)."""
+    return {r.namespace for r in p.rows}

@@ -51,6 +51,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "derived",
         (
             "norax_core.batch",
+            "norax_core.client_snapshots",
             "norax_core.fusion",
             "norax_core.indexes",
             "norax_core.snapshots",
