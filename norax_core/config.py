@@ -150,6 +150,9 @@ class NoraxConfig:
             clearly applies better than the namespace's others. In [0, 2]; 0 turns this
             relative rule off.
         lane_floor: The least cosine of a standing memory the relative rule accepts.
+        lane_place: Where the lane's memories go: 0, the last places of the top k (one
+            already in it stays); ``p >= 1``, the places from ``p`` on, the best match at
+            ``p``, even for one already lower in the top k.
         dense_exact_limit: A namespace of at most this many memories is ranked by the dense
             signal exactly, over its own vectors held in process (one float32 matrix, loaded
             from Chroma on first use); a larger one through Chroma's HNSW index, which is
@@ -210,6 +213,7 @@ class NoraxConfig:
     lane_similarity: float = 0.35
     lane_margin: float = 0.0
     lane_floor: float = 0.1
+    lane_place: int = 0
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
     index_cache_mb: float = 1024.0
@@ -312,6 +316,7 @@ class NoraxConfig:
         lf = self.lane_floor
         if isinstance(lf, bool) or not (isinstance(lf, (int, float)) and -1 <= lf <= 1):
             raise InvalidInputError(f"lane_floor must be a number in [-1, 1], got {lf!r}")
+        _count("lane_place", self.lane_place, 0)
         limit = self.dense_exact_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")

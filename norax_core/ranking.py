@@ -159,6 +159,7 @@ class Plan:
         lane_margin: The lead over the next best standing memory's cosine with which one
             below ``lane_similarity`` still matches (0: only the absolute bar).
         lane_floor: The least cosine that lead counts from.
+        lane_place: The first place the lane's memories take (0: the last places).
     """
 
     weights: tuple[float, float, float, float]
@@ -198,6 +199,7 @@ class Plan:
     lane_similarity: float = 0.35
     lane_margin: float = 0.0
     lane_floor: float = 0.1
+    lane_place: int = 0
 
     @classmethod
     def of(cls, weights: Weights, config: NoraxConfig, intent: Intent | str | None = None) -> Plan:
@@ -774,4 +776,5 @@ def _lane(
         plan.lane_slots,
         plan.lane_margin,
         plan.lane_floor,
+        plan.lane_place,
     )

@@ -85,6 +85,7 @@ def reserve(
     slots: int,
     margin: float = 0.0,
     floor: float = 0.0,
+    place: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lift the lane's memories into the last places of each query's top ``k``.
 
@@ -98,6 +99,10 @@ def reserve(
         slots: See :func:`lane_picks`.
         margin: See :func:`lane_picks`.
         floor: See :func:`lane_picks`.
+        place: 0: the lane's memories take the last places of the top ``k`` (one already
+            in it stays where it is). ``p >= 1``: they take the places from ``p`` on (the
+            best match at ``p``), whether they were in the top ``k`` or not; the results
+            from place ``p`` on move down (the last ones out of the top ``k``).
 
     Returns:
         ``(candidates, scores)``: new arrays; a lifted memory's score is the score of the
@@ -114,6 +119,9 @@ def reserve(
         t = live if tie is None else tie[q, live]
         ranked = live[np.lexsort((t, key))]
         chosen = picks[q, ranked]
+        if place > 0:
+            _place(out[q], score[q], ranked, chosen, match[q], min(place, kq))
+            continue
         missing = ranked[chosen][np.isin(ranked[chosen], ranked[:kq], invert=True)]
         if missing.size == 0:
             continue
@@ -130,3 +138,30 @@ def reserve(
             lifted = np.nextafter(lifted, np.inf)
             out[q, r] = max(score[q, r], lifted)
     return joined, out
+
+
+def _place(
+    out: np.ndarray,
+    score: np.ndarray,
+    ranked: np.ndarray,
+    chosen: np.ndarray,
+    match: np.ndarray,
+    place: int,
+) -> None:
+    """Lift one query's lane memories (``chosen`` along ``ranked``) to places ``place`` on.
+
+    Each one ranked below ``place`` gets the score of the result at ``place`` (among the
+    others) plus the smallest steps that rank it, best match first, just above that result;
+    one already at or above ``place`` keeps its score.
+    """
+    others = ranked[~chosen]
+    at = place - 1 - int(np.count_nonzero(chosen[:place]))  # the other result at the place
+    lane_rows = ranked[chosen]
+    below = lane_rows[np.isin(lane_rows, ranked[:place], invert=True)]
+    if below.size == 0 or at >= others.size:
+        return
+    below = below[np.argsort(-match[below], kind="stable")]
+    lifted = score[others[at]]
+    for r in below[::-1]:  # the best match ends highest
+        lifted = np.nextafter(lifted, np.inf)
+        out[r] = max(score[r], lifted)
