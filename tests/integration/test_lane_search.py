@@ -9,7 +9,6 @@ applies to it; the shipped ``default`` puts that rule first (``lane_place`` 1) a
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -67,8 +66,8 @@ def test_the_applicable_rule_leads_the_request_and_says_why(store: NoraxMemory) 
 
 def test_without_the_place_the_rule_took_the_last_place(store: NoraxMemory) -> None:
     default = get_preset("default")
-    last = replace(default, params={**default.params, "lane_place": 0})
+    last = default.with_params(lane_place=0)
     got = store.search(REQUEST, k=3, now=NOW, weights=last)
     assert [r.text for r in got].index(RULE) == 2
-    off = replace(default, params={**default.params, "lane_slots": 0})
+    off = default.with_params(lane_slots=0)
     assert RULE not in [r.text for r in store.search(REQUEST, k=3, now=NOW, weights=off)]

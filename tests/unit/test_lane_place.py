@@ -69,3 +69,28 @@ def test_lane_place_is_validated() -> None:
             assert "lane_place" in str(e)
         else:
             raise AssertionError(f"lane_place={bad!r} was accepted")
+
+
+def test_more_slots_than_places_still_leave_the_best_result_one() -> None:
+    """Three slots in a top 3: the two best matches take places 1 and 2, the best result 3."""
+    score = np.array([[0.9, 0.8, 0.7, 0.3, 0.2, 0.1]])
+    cand = np.ones((1, 6), dtype=bool)
+    match = np.array([[0.0, 0.0, 0.0, 0.35, 0.6, 0.5]])
+    joined, out = reserve(score, cand, None, np.array([3]), match, 0.3, 3, place=1)
+    assert _order(joined, out)[:3] == [4, 5, 0]
+    assert out[0, 3] == 0.3  # the third pick found no place and keeps its score
+    joined, out = reserve(score, cand, None, np.array([3]), match, 0.3, 3)
+    assert _order(joined, out)[:3] == [0, 4, 5]  # place 0: the last two places
+
+
+def test_with_params_reaches_every_intent_override() -> None:
+    from norax_core.presets import get_preset
+
+    default = get_preset("default")
+    assert default.for_intent("preference").params["lane_slots"] == 3  # its own override
+    off = default.with_params(lane_slots=0)
+    assert off.params["lane_slots"] == 0
+    assert all(off.for_intent(i).params["lane_slots"] == 0 for i in default.intents)
+    # the overrides' other params are theirs still
+    assert off.for_intent("preference").params["exchange_depth"] == 10
+    assert default.params["lane_slots"] == 1  # the original is not changed
