@@ -70,7 +70,7 @@ def norax_weights(systems: list[str]) -> dict[str, Weights]:
         if name == "default":
             out[name] = default
         elif name == "no_lane":
-            out[name] = default.with_params(lane_slots=0, lane_request_share=0.0)
+            out[name] = default.with_params(lane_slots=0)
         elif name.startswith("lane@"):
             sim, _, margin = name.removeprefix("lane@").partition("/")
             params = {"lane_similarity": float(sim)}

@@ -73,7 +73,7 @@ def search_cost(mem: NoraxMemory, convs: list[Conversation], rounds: int) -> dic
     default = get_preset("default")
     arms = {
         "lane": default,
-        "no_lane": default.with_params(lane_slots=0, lane_request_share=0.0),
+        "no_lane": default.with_params(lane_slots=0),
     }
     for c in convs:
         _add(mem, c, c.name)

@@ -153,11 +153,6 @@ class NoraxConfig:
         lane_place: Where the lane's memories go: 0, the last places of the top k (one
             already in it stays); ``p >= 1``, the places from ``p`` on, the best match at
             ``p``, even for one already lower in the top k.
-        lane_request_share: A query the intent model gives a ``preference`` probability of at
-            least this (a request for advice or work, whatever its most likely intent) gets
-            ``lane_request_slots`` places at ``lane_request_similarity`` instead (0: off).
-        lane_request_slots: The lane's places for such a request.
-        lane_request_similarity: The lane's bar for such a request.
         dense_exact_limit: A namespace of at most this many memories is ranked by the dense
             signal exactly, over its own vectors held in process (one float32 matrix, loaded
             from Chroma on first use); a larger one through Chroma's HNSW index, which is
@@ -219,9 +214,6 @@ class NoraxConfig:
     lane_margin: float = 0.0
     lane_floor: float = 0.1
     lane_place: int = 0
-    lane_request_share: float = 0.0
-    lane_request_slots: int = 0
-    lane_request_similarity: float = 0.35
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
     index_cache_mb: float = 1024.0
@@ -325,15 +317,6 @@ class NoraxConfig:
         if isinstance(lf, bool) or not (isinstance(lf, (int, float)) and -1 <= lf <= 1):
             raise InvalidInputError(f"lane_floor must be a number in [-1, 1], got {lf!r}")
         _count("lane_place", self.lane_place, 0)
-        rs = self.lane_request_share
-        if isinstance(rs, bool) or not (isinstance(rs, (int, float)) and 0 <= rs <= 1):
-            raise InvalidInputError(f"lane_request_share must be a number in [0, 1], got {rs!r}")
-        _count("lane_request_slots", self.lane_request_slots, 0)
-        rq = self.lane_request_similarity
-        if isinstance(rq, bool) or not (isinstance(rq, (int, float)) and -1 <= rq <= 1):
-            raise InvalidInputError(
-                f"lane_request_similarity must be a number in [-1, 1], got {rq!r}"
-            )
         limit = self.dense_exact_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")

@@ -160,10 +160,6 @@ class Plan:
             below ``lane_similarity`` still matches (0: only the absolute bar).
         lane_floor: The least cosine that lead counts from.
         lane_place: The first place the lane's memories take (0: the last places).
-        lane_request_share: The least ``preference`` probability of a query read as a
-            request (0: none is).
-        lane_request_slots: The lane's places for a request.
-        lane_request_similarity: The lane's bar for a request.
     """
 
     weights: tuple[float, float, float, float]
@@ -204,9 +200,6 @@ class Plan:
     lane_margin: float = 0.0
     lane_floor: float = 0.1
     lane_place: int = 0
-    lane_request_share: float = 0.0
-    lane_request_slots: int = 0
-    lane_request_similarity: float = 0.35
 
     @classmethod
     def of(cls, weights: Weights, config: NoraxConfig, intent: Intent | str | None = None) -> Plan:
@@ -474,7 +467,7 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     if plan.exchange_weight > 0:
         score = _exchange(table, plan, cand, score)
     after["exchange"] = score
-    if plan.lane_slots > 0 or plan.lane_request_share > 0:
+    if plan.lane_slots > 0:
         cand, score = _lane(table, plan, kk, cand, score)
     return Ranking(table, kk, cand, fused, ctx, score, after)
 
@@ -769,20 +762,19 @@ def _exchange(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> 
 def _lane(
     table: Table, plan: Plan, kk: np.ndarray, cand: np.ndarray, score: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Lane stage: matching standing instructions and preferences take places in the top k.
-
-    Queries read as requests (``lane_request_share``) take the request's slots and bar.
-    """
+    """Lane stage: matching standing instructions and preferences take places in the top k."""
     if table.standing is None:
         raise ValueError("the lane needs the table's standing memories")
     match = np.where(table.standing & table.valid, table.scores[_D], 0.0)
-    request = lane.requests(table.plans, plan.lane_request_share, match.shape[0])
-    common = (plan.lane_margin, plan.lane_floor, plan.lane_place)
-    for rows, sim, slots in (
-        (~request, plan.lane_similarity, plan.lane_slots),
-        (request, plan.lane_request_similarity, plan.lane_request_slots),
-    ):
-        if slots > 0 and rows.any():
-            m = np.where(rows[:, None], match, 0.0)
-            cand, score = lane.reserve(score, cand, table.tie, kk, m, sim, slots, *common)
-    return cand, score
+    return lane.reserve(
+        score,
+        cand,
+        table.tie,
+        kk,
+        match,
+        plan.lane_similarity,
+        plan.lane_slots,
+        plan.lane_margin,
+        plan.lane_floor,
+        plan.lane_place,
+    )

@@ -153,8 +153,7 @@ def search_table(
     links = indexes.supersede
     state = {"signals": cands.signals}
     bridge = bridge_source(indexes, q) if cfg.bridges_on else None
-    on = cfg.lane_slots > 0 or (cfg.lane_request_share > 0 and cfg.lane_request_slots > 0)
-    standing = set(indexes.standing(q.namespace)) if on else set()
+    standing = set(indexes.standing(q.namespace)) if cfg.lane_slots > 0 else set()
     query_words = frozenset(indexes.tokenizer(q.text))
     if q.allowed is not None:
         standing &= q.allowed

@@ -186,9 +186,8 @@ class Weights:
     def with_params(self, **params: Any) -> Weights:
         """These weights with ``params`` set for every query: globally and in each override.
 
-        ``default.with_params(lane_slots=0, lane_request_share=0.0)`` turns the lane off for
-        every intent (an override's own ``lane_slots`` would otherwise win over the global
-        one).
+        ``default.with_params(lane_slots=0)`` turns the lane off for every intent (an
+        override's own ``lane_slots`` would otherwise win over the global one).
         """
         intents = {i: replace(o, params={**o.params, **params}) for i, o in self.intents.items()}
         return replace(self, params={**self.params, **params}, intents=intents)

@@ -29,15 +29,9 @@ References:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    from norax_core.query import QueryPlan
-
-__all__ = ["lane_picks", "requests", "reserve"]
+__all__ = ["lane_picks", "reserve"]
 
 
 def lane_picks(
@@ -189,20 +183,3 @@ def _place(
     for r in below[::-1]:  # the best match ends highest
         lifted = np.nextafter(lifted, np.inf)
         out[r] = max(score[r], lifted)
-
-
-def requests(plans: Sequence[QueryPlan | None] | None, share: float, q: int) -> np.ndarray:
-    """``(q,)`` which queries read as requests: ``preference`` probability at least ``share``.
-
-    The intent model, trained on questions about the past, calls most of an agent's requests
-    ("Plan dinner for Friday with Noor.", "Book a hotel in Seoul") ``lookup`` or ``entity``,
-    ``preference`` second (median probability 0.11 on the agent-turn requests). ``share`` 0,
-    or no plans: none is.
-    """
-    out = np.zeros(q, dtype=bool)
-    if share <= 0 or plans is None:
-        return out
-    for j, plan in enumerate(plans):
-        if plan is not None:
-            out[j] = any(i.value == "preference" and p >= share for i, p in plan.scores)
-    return out

@@ -88,60 +88,9 @@ def test_with_params_reaches_every_intent_override() -> None:
 
     default = get_preset("default")
     assert default.for_intent("preference").params["lane_slots"] == 3  # its own override
-    off = default.with_params(lane_slots=0, lane_request_share=0.0)
-    assert off.params["lane_slots"] == 0 and off.params["lane_request_share"] == 0.0
+    off = default.with_params(lane_slots=0)
+    assert off.params["lane_slots"] == 0
     assert all(off.for_intent(i).params["lane_slots"] == 0 for i in default.intents)
     # the overrides' other params are theirs still
     assert off.for_intent("preference").params["exchange_depth"] == 10
     assert default.params["lane_slots"] == 1  # the original is not changed
-
-
-def test_requests_are_read_from_the_preference_probability() -> None:
-    from norax_core.query import Intent, QueryPlan
-    from norax_core.stages.lane import requests
-
-    def plan(pref: float) -> QueryPlan:
-        rest = (Intent.LOOKUP, 1.0 - pref)
-        return QueryPlan("q", 0.0, Intent.LOOKUP, (rest, (Intent.PREFERENCE, pref)))
-
-    got = requests([plan(0.12), plan(0.05), None, plan(0.1)], 0.1, 4)
-    assert got.tolist() == [True, False, False, True]
-    assert not requests([plan(0.9)], 0.0, 1).any()  # share 0: off
-    assert not requests(None, 0.1, 2).any()  # no plans: none
-
-
-def test_a_request_takes_the_request_slots() -> None:
-    from norax_core.query import Intent, QueryPlan
-    from norax_core.ranking import Plan, Table, rank
-
-    def q(p: float) -> QueryPlan:
-        return QueryPlan("q", 0.0, Intent.LOOKUP, ((Intent.LOOKUP, 1 - p), (Intent.PREFERENCE, p)))
-
-    n = 6
-    dense = np.array([[0.9, 0.8, 0.7, 0.6, 0.35, 0.33]] * 2)
-    scores = np.zeros((4, 2, n))
-    scores[1] = dense  # dense only
-    valid = np.ones((2, n), dtype=bool)
-    standing = np.array([[False, False, False, False, True, True]] * 2)
-    proposed = np.argsort(-dense, axis=1)[None].repeat(4, axis=0)
-    table = Table(
-        scores=scores,
-        proposed=proposed,
-        valid=valid,
-        tie=None,
-        size=np.array([n, n]),
-        plans=[q(0.2), q(0.01)],
-        standing=standing,
-    )
-    plan = Plan(
-        weights=(0.0, 1.0, 0.0, 0.0),
-        lane_slots=1,
-        lane_similarity=0.4,
-        lane_place=1,
-        lane_request_share=0.1,
-        lane_request_slots=2,
-        lane_request_similarity=0.3,
-    )
-    got = rank(table, plan, 3)
-    assert got.top(0)[:2] == [4, 5]  # a request: two slots at 0.3, first places
-    assert not {4, 5} & set(got.top(1))  # not a request: below the 0.4 bar
