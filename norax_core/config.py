@@ -140,8 +140,8 @@ class NoraxConfig:
         exchange_depth: How many of the best candidates bring their partner.
         lane_slots: The lane (:mod:`norax_core.stages.lane`): up to this many of the
             namespace's standing instructions and preferences (inferred kinds,
-            :mod:`norax_core.kinds`) that match the query get reserved places at the end of
-            the top k. 0 turns it off.
+            :mod:`norax_core.kinds`) that match the query get reserved places in the top k
+            (where: ``lane_place``). 0 turns it off.
         lane_similarity: The least cosine between the query and a standing memory for it
             to match (unrelated rules stay out).
         lane_margin: A standing memory below ``lane_similarity`` also matches when its

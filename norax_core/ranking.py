@@ -33,7 +33,8 @@ The stages, in order (each one a plain array operation over the whole batch):
    best ``exchange_depth`` (or the user message a reply answers) joins right after it;
 10. **lane** (:mod:`norax_core.stages.lane`): up to ``lane_slots`` standing instructions
    and preferences that match the query (above ``lane_similarity``, or leading the other
-   standing memories by ``lane_margin``) take reserved places at the end of the top k;
+   standing memories by ``lane_margin``) take reserved places in the top k, from
+   ``lane_place`` on (0: the last places);
 11. **order**: best first, ties to the smaller id.
 
 New stages belong here too, as fields of :class:`Plan` and steps of :func:`rank`, so that
