@@ -31,7 +31,6 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -71,13 +70,13 @@ def norax_weights(systems: list[str]) -> dict[str, Weights]:
         if name == "default":
             out[name] = default
         elif name == "no_lane":
-            out[name] = replace(default, params={**default.params, "lane_slots": 0})
+            out[name] = default.with_params(lane_slots=0)
         elif name.startswith("lane@"):
             sim, _, margin = name.removeprefix("lane@").partition("/")
-            params = {**default.params, "lane_similarity": float(sim)}
+            params = {"lane_similarity": float(sim)}
             if margin:
                 params["lane_margin"] = float(margin)
-            out[name] = replace(default, params=params)
+            out[name] = default.with_params(**params)
     return out
 
 

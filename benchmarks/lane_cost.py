@@ -34,7 +34,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -74,7 +73,7 @@ def search_cost(mem: NoraxMemory, convs: list[Conversation], rounds: int) -> dic
     default = get_preset("default")
     arms = {
         "lane": default,
-        "no_lane": replace(default, params={**default.params, "lane_slots": 0}),
+        "no_lane": default.with_params(lane_slots=0),
     }
     for c in convs:
         _add(mem, c, c.name)

@@ -195,6 +195,24 @@ STAGES: list[StageGrid] = [
         grid("bridge_weight", 0.5, bridge_seeds=5, bridge_seed_gain=True, bridge_skip_query=True),
         intents=("decision",),
     ),
+    StageGrid(
+        "lane",
+        (
+            {},
+            {
+                "lane_slots": 1,
+                "lane_similarity": 0.4,
+                "lane_margin": 0.1,
+                "lane_floor": 0.1,
+                "lane_place": 1,
+            },
+        ),
+    ),
+    StageGrid(
+        "preference_lane",
+        grid("lane_slots", 2, 3, lane_similarity=0.3),
+        intents=("preference",),
+    ),
     *(StageGrid(f"mix_{i.value}", MIXES, intents=(i.value,), trial=True) for i in Intent),
 ]
 """The stages chosen per fold, in the order they are chosen (extend at will)."""

@@ -130,8 +130,8 @@ class NoraxConfig:
         exchange_depth: How many of the best candidates bring their partner.
         lane_slots: The lane (:mod:`norax_core.stages.lane`): up to this many of the
             namespace's standing instructions and preferences (inferred kinds,
-            :mod:`norax_core.kinds`) that match the query get reserved places at the end of
-            the top k. 0 turns it off.
+            :mod:`norax_core.kinds`) that match the query get reserved places in the top k
+            (where: ``lane_place``). 0 turns it off.
         lane_similarity: The least cosine between the query and a standing memory for it
             to match (unrelated rules stay out).
         lane_margin: A standing memory below ``lane_similarity`` also matches when its
@@ -144,6 +144,9 @@ class NoraxConfig:
             up ..."; :attr:`QueryPlan.ordering <norax_core.query.QueryPlan.ordering>`), the
             ``j``-th best candidate of a session keeps ``(1 - session_spread) ** j`` of its
             score, so the results spread over the sessions. In [0, 1); 0 turns it off.
+        lane_place: Where the lane's memories go: 0, the last places of the top k (one
+            already in it stays); ``p >= 1``, the places from ``p`` on, the best match at
+            ``p``, even for one already lower in the top k.
         dense_exact_limit: A namespace of at most this many memories is ranked by the dense
             signal exactly, over its own vectors held in process (one float32 matrix, loaded
             from Chroma on first use); a larger one through Chroma's HNSW index, which is
@@ -200,6 +203,7 @@ class NoraxConfig:
     lane_margin: float = 0.0
     lane_floor: float = 0.1
     session_spread: float = 0.0
+    lane_place: int = 0
     dense_exact_limit: int = 250_000
     dense_cache_mb: float = 1024.0
     index_cache_mb: float = 1024.0
@@ -294,6 +298,7 @@ class NoraxConfig:
         sp = self.session_spread
         if isinstance(sp, bool) or not (isinstance(sp, (int, float)) and 0 <= sp < 1):
             raise InvalidInputError(f"session_spread must be a number in [0, 1), got {sp!r}")
+        _count("lane_place", self.lane_place, 0)
         limit = self.dense_exact_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(f"dense_exact_limit must be an int >= 0, got {limit!r}")

@@ -14,7 +14,8 @@ returns one of :data:`INFERRED_KINDS`:
   with *always* / *never* / *from now on* / *make sure to* / *please don't* ..., or that
   sets a rule for every time ("whenever I ask", "every time you");
 * ``preference``: the user's own taste or constraint ("I prefer", "I'd rather", "I'm trying
-  to keep", "I can't stand", "I'm allergic to", "I'm vegetarian", ...);
+  to keep", "I can't stand", "I dislike", "I don't drink", "I'm allergic to", "I'm
+  vegetarian", "I'm into", ...);
 * ``event``: something that happened or is planned at a time (a past-tense verb of doing
   or a date);
 * ``scratchpad``: a question or a request of the moment;
@@ -41,7 +42,7 @@ __all__ = [
     "role_of",
 ]
 
-KIND_RULE = "1"
+KIND_RULE = "2"
 """The version of :func:`infer_kind`; bumped whenever its output can change."""
 INFERRED_KINDS = ("instruction", "preference", "fact", "event", "scratchpad")
 """What :func:`infer_kind` returns."""
@@ -73,7 +74,10 @@ _PREFERENCE = re.compile(
     r"|\bi can(?:'t|not) stand\b|\bi (?:really )?(?:hate|dislike|love|like|enjoy) (?:it when|"
     r"using|to|working|writing|having)\b|\bi don't like\b|\bi do not like\b"
     r"|\bi(?:'m| am) not a fan of\b|\bi'm a big fan of\b"
-    r"|\bi (?:only|never) (?:eat|drink|use|fly|work)\b",
+    r"|\bi (?:only|never) (?:eat|drink|use|fly|work)\b"
+    r"|\bi (?:really |absolutely |just )?(?:dislike|detest|loathe)\b"
+    r"|\bi (?:don't|do not|no longer|can't|cannot) (?:eat|drink)\b"
+    r"|\bi(?:'m| am) (?:really |not )?(?:into|keen on)\b",
     re.IGNORECASE,
 )
 _QUESTION = re.compile(

@@ -35,7 +35,8 @@ The stages, in order (each one a plain array operation over the whole batch):
    best ``exchange_depth`` (or the user message a reply answers) joins right after it;
 10. **lane** (:mod:`norax_core.stages.lane`): up to ``lane_slots`` standing instructions
    and preferences that match the query (above ``lane_similarity``, or leading the other
-   standing memories by ``lane_margin``) take reserved places at the end of the top k;
+   standing memories by ``lane_margin``) take reserved places in the top k, from
+   ``lane_place`` on (0: the last places);
 11. **order**: best first, ties to the smaller id.
 
 New stages belong here too, as fields of :class:`Plan` and steps of :func:`rank`, so that
@@ -156,6 +157,7 @@ class Plan:
         lane_floor: The least cosine that lead counts from.
         session_spread: Share of its score the ``j``-th best candidate of a session loses
             ``j`` times over, for queries asking for an order (0: off; turns stage).
+        lane_place: The first place the lane's memories take (0: the last places).
     """
 
     weights: tuple[float, float, float, float]
@@ -191,6 +193,7 @@ class Plan:
     lane_margin: float = 0.0
     lane_floor: float = 0.1
     session_spread: float = 0.0
+    lane_place: int = 0
 
     @classmethod
     def of(cls, weights: Weights, config: NoraxConfig, intent: Intent | str | None = None) -> Plan:
@@ -741,4 +744,5 @@ def _lane(
         plan.lane_slots,
         plan.lane_margin,
         plan.lane_floor,
+        plan.lane_place,
     )

@@ -183,6 +183,15 @@ class Weights:
             object.__setattr__(self, "_applied", (config, out))
         return out  # type: ignore[no-any-return]
 
+    def with_params(self, **params: Any) -> Weights:
+        """These weights with ``params`` set for every query: globally and in each override.
+
+        ``default.with_params(lane_slots=0)`` turns the lane off for every intent (an
+        override's own ``lane_slots`` would otherwise win over the global one).
+        """
+        intents = {i: replace(o, params={**o.params, **params}) for i, o in self.intents.items()}
+        return replace(self, params={**self.params, **params}, intents=intents)
+
     def as_dict(self) -> dict[str, float]:
         """The four weights keyed by signal name."""
         return {s: getattr(self, s) for s in SIGNALS}

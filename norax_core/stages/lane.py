@@ -11,12 +11,15 @@ buries them. Yet they are few (about 5 % of a chat's user messages) and marked a
 For each query, the standing memories whose match with the query (the dense signal: clipped
 cosine with the query) reaches ``threshold``, or clearly beats the namespace's other
 standing memories' (a lead of ``margin`` over the runner-up, above a low ``floor``), are the
-lane's; the best ``slots`` of them by that match that are not already in the top ``k`` are
-lifted to just above the first result they push out, i.e. into the last places of the top
-``k``. Nothing else moves: results the lane does not displace keep their order and score, a
-standing memory already in the top ``k`` keeps its place, a query that matches none is
-untouched, and a search for ``k <= slots`` results is left alone (the lane would take every
-place: at ``k = 1`` it cost LoCoMo's recall@1 0.333 -> 0.216).
+lane's, the best ``slots`` of them by that match. With ``place`` 0 those not already in the
+top ``k`` are lifted to just above the first result they push out, i.e. into the last places
+of the top ``k``, and one already in it keeps its place. With ``place`` ``p`` (the shipped
+default: 1) they take the places from ``p`` on, best match first, one already in the top
+``k`` below ``p`` moving up too: with ``k = 3`` the rule an agent must follow comes first,
+not third. Nothing else moves: results the lane does not displace keep their order and
+score, a query that matches none is untouched, and the lane takes at most ``k - 1`` places
+(a search for one result is left alone: at ``k = 1`` the lane cost LoCoMo's recall@1 0.333
+-> 0.216).
 
 References:
     Reserved slots for a class of results, the way blended search reserves places for a
@@ -85,6 +88,7 @@ def reserve(
     slots: int,
     margin: float = 0.0,
     floor: float = 0.0,
+    place: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lift the lane's memories into the last places of each query's top ``k``.
 
@@ -98,22 +102,27 @@ def reserve(
         slots: See :func:`lane_picks`.
         margin: See :func:`lane_picks`.
         floor: See :func:`lane_picks`.
+        place: 0: the lane's memories take the last places of the top ``k`` (one already
+            in it stays where it is). ``p >= 1``: they take the places from ``p`` on (the
+            best match at ``p``), whether they were in the top ``k`` or not; the results
+            from place ``p`` on move down (the last ones out of the top ``k``).
 
     Returns:
         ``(candidates, scores)``: new arrays; a lifted memory's score is the score of the
         result it displaces, plus the smallest step that ranks it above that one.
     """
-    picks = lane_picks(match, threshold, slots, margin, floor)
+    picks = _within(lane_picks(match, threshold, slots, margin, floor), match, k)
     out, joined = score.copy(), cand | picks
     for q in np.flatnonzero(picks.any(axis=1)).tolist():
         kq = int(k[q])
-        if kq <= slots:  # the lane never takes every place: a top-1 search keeps its best
-            continue
         live = np.flatnonzero(joined[q])
         key = -score[q, live]
         t = live if tie is None else tie[q, live]
         ranked = live[np.lexsort((t, key))]
         chosen = picks[q, ranked]
+        if place > 0:
+            _place(out[q], score[q], ranked, chosen, match[q], min(place, kq))
+            continue
         missing = ranked[chosen][np.isin(ranked[chosen], ranked[:kq], invert=True)]
         if missing.size == 0:
             continue
@@ -130,3 +139,47 @@ def reserve(
             lifted = np.nextafter(lifted, np.inf)
             out[q, r] = max(score[q, r], lifted)
     return joined, out
+
+
+def _within(picks: np.ndarray, match: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """``picks`` with at most ``k - 1`` per query, the best matches.
+
+    The lane never takes every place: a top-1 search keeps its best result (at ``k = 1`` the
+    lane cost LoCoMo's recall@1 0.333 -> 0.216) and a top-3 search with three slots keeps one.
+    """
+    room = np.maximum(np.asarray(k, dtype=np.int64) - 1, 0)
+    over = np.flatnonzero(picks.sum(axis=1) > room)
+    if over.size == 0:
+        return picks
+    out = picks.copy()
+    for q in over.tolist():
+        rows = np.flatnonzero(picks[q])
+        out[q, rows[np.argsort(-match[q, rows], kind="stable")][int(room[q]) :]] = False
+    return out
+
+
+def _place(
+    out: np.ndarray,
+    score: np.ndarray,
+    ranked: np.ndarray,
+    chosen: np.ndarray,
+    match: np.ndarray,
+    place: int,
+) -> None:
+    """Lift one query's lane memories (``chosen`` along ``ranked``) to places ``place`` on.
+
+    Each one ranked below ``place`` gets the score of the result at ``place`` (among the
+    others) plus the smallest steps that rank it, best match first, just above that result;
+    one already at or above ``place`` keeps its score.
+    """
+    others = ranked[~chosen]
+    at = place - 1 - int(np.count_nonzero(chosen[:place]))  # the other result at the place
+    lane_rows = ranked[chosen]
+    below = lane_rows[np.isin(lane_rows, ranked[:place], invert=True)]
+    if below.size == 0 or at >= others.size:
+        return
+    below = below[np.argsort(-match[below], kind="stable")]
+    lifted = score[others[at]]
+    for r in below[::-1]:  # the best match ends highest
+        lifted = np.nextafter(lifted, np.inf)
+        out[r] = max(score[r], lifted)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -38,19 +37,25 @@ NO_LANE_AT_3 = {"instruction": 4 / 12, "preference": 2 / 12}
 """hit@3 with the lane off, on the same set (measured)."""
 BAR_ONLY_AT_3 = {"instruction": 4 / 12, "preference": 4 / 12}
 """hit@3 with the absolute bar alone (``lane_margin`` 0, the rule before), same set."""
+FLOOR_AT_1 = {"instruction": 8 / 12, "preference": 5 / 12}
+"""hit@1 the shipped default reaches on this set (measured: 8 and 5 of 12): the lane puts the
+rule it picks first (``lane_place`` 1)."""
+LAST_PLACE_AT_1 = {"instruction": 0 / 12, "preference": 0 / 12}
+"""hit@1 with ``lane_place`` 0 (the lane's memory in the last place of the top 3), same set."""
 
 Outcomes = dict[str, dict[str, list[tuple[bool, bool]]]]
 
 
 @pytest.fixture(scope="module")
 def outcomes(embedder, extractor, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcomes]:  # type: ignore[no-untyped-def]
-    """(hit@1, hit@3) of every scenario, by family: the lane shipped, off, and bar only."""
+    """(hit@1, hit@3) of every scenario, by family: the lane shipped, off, bar only, last."""
     scenarios = generate(PER_FAMILY, seed=21)
     default = get_preset("default")
     runs = {
         "default": default,
-        "no_lane": replace(default, params={**default.params, "lane_slots": 0}),
-        "bar_only": replace(default, params={**default.params, "lane_margin": 0.0}),
+        "no_lane": default.with_params(lane_slots=0),
+        "bar_only": default.with_params(lane_margin=0.0),
+        "last_place": default.with_params(lane_place=0),
     }
     path: Path = tmp_path_factory.mktemp("agent-turns")
     mem = NoraxMemory(path, embedder=embedder, extractor=extractor)  # the shipped default
@@ -111,3 +116,14 @@ def test_the_inferred_kinds_mark_the_targets(embedder, extractor, tmp_path: Path
     finally:
         mem.close()
     assert kinds == ["instruction"] * len(scenarios)
+
+
+def _at1(h: list[tuple[bool, bool]]) -> float:
+    return sum(a for a, _ in h) / len(h)
+
+
+@pytest.mark.parametrize("family", sorted(FLOOR_AT_1))
+def test_the_rule_comes_first(outcomes: Outcomes, family: str) -> None:
+    """The lane's rule leads the top 3; in the last place (``lane_place`` 0) it never led."""
+    assert _at1(outcomes["default"][family]) >= FLOOR_AT_1[family]
+    assert _at1(outcomes["last_place"][family]) <= LAST_PLACE_AT_1[family] < FLOOR_AT_1[family]

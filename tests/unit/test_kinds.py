@@ -25,6 +25,9 @@ PREFERENCES = [
     "I can't stand long meetings.",
     "I'm allergic to peanuts.",
     "I'm vegetarian, so no meat in the recipes.",
+    "I really dislike running, but I enjoy cycling.",
+    "I don't drink alcohol, so count me out of the wine.",
+    "I'm really into minimalist designs.",
 ]
 NEITHER = [
     ("I've never written a Flask route before.", "fact"),  # "never" about the past
@@ -34,6 +37,7 @@ NEITHER = [
     ("Yesterday I went to the dentist.", "event"),
     ("Our staging server runs Ubuntu 22.04.", "fact"),
     ("How can I avoid losing the application fee?", "scratchpad"),
+    ("I'd like to add a category column to the transactions table.", "fact"),  # a request
 ]
 
 

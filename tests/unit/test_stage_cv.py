@@ -43,6 +43,8 @@ def test_the_grid_strips_and_rebuilds_the_shipped_default() -> None:
         "session_spread": 1,
         "bridges": 2,
         "decision_bridges": 1,
+        "lane": 1,
+        "preference_lane": 2,
     }
     rebuilt = with_choices(base, picks, STAGES)
     cfg = NoraxConfig()
