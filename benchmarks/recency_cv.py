@@ -32,7 +32,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from norax_core import NoraxMemory  # noqa: E402
-from norax_core.bench.agent_turns import FAMILIES, generate, hits, search_ids  # noqa: E402
+from norax_core.bench.agent_turns import (  # noqa: E402
+    FAMILIES,
+    generate,
+    hits,
+    load,
+    search_ids,
+)
 from norax_core.presets import get_preset  # noqa: E402
 from norax_core.weights import Weights  # noqa: E402
 
@@ -107,27 +113,13 @@ def agent(seed: int) -> None:
     emb, ext = default_embedder(), load_extractor()
     kinds: dict[str, list[str]] = {}
     with NoraxMemory(root / "probe", embedder=emb, extractor=ext) as probe:
+        load(probe, scenarios)
         for s in scenarios:
             ids = [f"{s.id}:{i}" for i in range(len(s.memories))]
-            probe.add(
-                [m.text for m in s.memories],
-                ids=ids,
-                created_at=[m.created_at for m in s.memories],
-                namespace=s.id,
-                metadata=[{"role": m.role} for m in s.memories],
-            )
             inferred = {m.id: m.inferred_kind for m in probe.get(ids, namespace=s.id)}
             kinds[s.id] = [kind_of(inferred[i]) for i in ids]
     with NoraxMemory(root / "store", embedder=emb, extractor=ext) as mem:
-        for s in scenarios:
-            mem.add(
-                [m.text for m in s.memories],
-                ids=[f"{s.id}:{i}" for i in range(len(s.memories))],
-                created_at=[m.created_at for m in s.memories],
-                namespace=s.id,
-                metadata=[{"role": m.role} for m in s.memories],
-                kind=kinds[s.id],
-            )
+        load(mem, scenarios, kinds)
         for g in [x for x in GRID if x[1] in (0.0, 30.0)]:
             row = []
             for fam in FAMILIES:

@@ -299,19 +299,9 @@ class DerivedIndexes:
         self.restored += 1
         return True
 
-    def _publish(self, namespace: str) -> None:
-        """Store a client's snapshot of ``namespace`` if it is unchanged since it was read."""
-        taken, stored = self._bases.pop(namespace, (0.0, True))
-        ids = self.temporal.ids(namespace)
-        block = self.vectors.fresh(namespace)
-        if block is not None and (len(block) != len(ids) or not all(m in block for m in ids)):
-            block = None
-        if self.shared is None or not ids or stored or (stored is False and block is None):
-            return
-        rows = self.sidecar.namespace_rows(namespace)
-        if {r.id for r in rows} != ids:
-            return
-        state = snapshots.capture(
+    def _capture(self, namespace: str) -> bytes:
+        """The snapshot blob of a loaded namespace's derived indexes."""
+        return snapshots.capture(
             namespace,
             self.bm25,
             self.temporal,
@@ -319,6 +309,18 @@ class DerivedIndexes:
             self.supersede,
             self._loaded.get(namespace, 0),
         )
+
+    def _publish(self, namespace: str) -> None:
+        """Store a client's snapshot of ``namespace`` if it is unchanged since it was read."""
+        taken, stored = self._bases.pop(namespace, (0.0, True))
+        ids = self.temporal.ids(namespace)
+        block = _covering(self.vectors.fresh(namespace), ids)
+        if self.shared is None or not ids or stored or (stored is False and block is None):
+            return
+        rows = self.sidecar.namespace_rows(namespace)
+        if {r.id for r in rows} != ids:
+            return
+        state = self._capture(namespace)
         vectors = snapshots.pack_vectors(block) if block is not None else None
         try:
             self.shared.put(namespace, taken, state, vectors, snapshots.pack_rows(rows))
@@ -380,24 +382,14 @@ class DerivedIndexes:
         if not self.source.complete or self.sidecar.path is None:
             return
         ids = self.temporal.ids(namespace)
-        if block is None:
-            block = self.vectors.fresh(namespace)
-        if block is not None and (len(block) != len(ids) or not all(m in block for m in ids)):
-            block = None
+        block = _covering(block if block is not None else self.vectors.fresh(namespace), ids)
         generation = self.graph.generation(namespace)
         done = self._snapped.get(namespace)
         if not ids or (done is not None and done[0] == generation and done[1] >= bool(block)):
             return
         if evicting and block is None and namespace in self._written:
             return
-        state = snapshots.capture(
-            namespace,
-            self.bm25,
-            self.temporal,
-            self.graph,
-            self.supersede,
-            self._loaded.get(namespace, 0),
-        )
+        state = self._capture(namespace)
         vectors = snapshots.pack_vectors(block) if block is not None else None
         self.sidecar.put_snapshot(namespace, snapshots.layout(), state, vectors)
         self._snapped[namespace] = (generation, block is not None)
@@ -819,3 +811,10 @@ def chroma_pages(
 def chroma_ids(collection: Any) -> set[str]:
     """Every id in a Chroma collection, paged."""
     return {mid for got in chroma_pages(collection, []) for mid in got["ids"]}
+
+
+def _covering(block: NamespaceMatrix | None, ids: set[str]) -> NamespaceMatrix | None:
+    """``block`` if it holds exactly the vectors of ``ids``, else ``None``."""
+    if block is not None and (len(block) != len(ids) or not all(m in block for m in ids)):
+        return None
+    return block

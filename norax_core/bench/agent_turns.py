@@ -24,7 +24,7 @@ fusion's). ``benchmarks/agent_turns.py`` runs Norax and its peers over a generat
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
@@ -181,10 +181,15 @@ def hits(scenario: AgentScenario, ranked: Sequence[int]) -> tuple[bool, bool]:
     return t == 0, t < K
 
 
-def load(memory: NoraxMemory, scenarios: Sequence[AgentScenario]) -> None:
+def load(
+    memory: NoraxMemory,
+    scenarios: Sequence[AgentScenario],
+    kinds: Mapping[str, Sequence[str]] | None = None,
+) -> None:
     """Write each scenario's store into ``memory``, one namespace per scenario.
 
-    As a new user would: text, ``role`` metadata and ``created_at`` only (no ``kind``).
+    As a new user would: text, ``role`` metadata and ``created_at`` only (no ``kind``), unless
+    ``kinds`` gives a scenario's memories their kinds (by scenario id, in memory order).
     Memory ids are ``<scenario id>:<index>``.
     """
     for s in scenarios:
@@ -194,6 +199,7 @@ def load(memory: NoraxMemory, scenarios: Sequence[AgentScenario]) -> None:
             created_at=[m.created_at for m in s.memories],
             namespace=s.id,
             metadata=[{"role": m.role} for m in s.memories],
+            kind=None if kinds is None else list(kinds[s.id]),
         )
 
 
