@@ -90,7 +90,7 @@ def reserve(
     floor: float = 0.0,
     place: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Lift the lane's memories into the last places of each query's top ``k``.
+    """Lift the lane's memories into each query's top ``k`` (its last places, or from ``place``).
 
     Args:
         score: ``(q, n)`` scores after the earlier stages.
