@@ -749,6 +749,11 @@ def main() -> None:
     )
     ap.add_argument("--worker-ops", type=int, default=400, help="operations per worker process")
     ap.add_argument(
+        "--keep",
+        type=Path,
+        help="build the --stores stores in this folder and keep them; reuse those built there",
+    )
+    ap.add_argument(
         "--ingest",
         action="store_true",
         help="ingest rows (benchmarks/scale_ingest.py): add vs embed + Chroma add, short and long",
@@ -853,6 +858,7 @@ def main() -> None:
                 workers_n=args.workers_n,
                 worker_ops=args.worker_ops,
                 save=save_stores,
+                keep=args.keep,
             )
         )
     _save(report, rates, args)

@@ -550,18 +550,24 @@ def run(
     worker_ops: int = WORKER_OPS,
     timeout: float = 3 * 3600.0,
     save: Any = None,
+    keep: Path | None = None,
 ) -> dict[str, Any]:
     """Build each size, measure open / cold / steady (embedded and client mode, Norax and
     plain Chroma), then the worker processes on the largest size up to ``workers_n``.
 
     ``save(report)`` is called after every measurement, so a stopped run keeps its rows.
+    ``keep``: build the stores in this folder and keep them; a store already built there
+    (its ``store-N.build.json`` present) is measured again without being rebuilt (its build row is
+    the one of that build). Without it the stores go to a temporary folder, removed after.
     """
     report: dict[str, Any] = {"sizes": {}, "workers": {}}
-    work = Path(tempfile.mkdtemp(prefix="scale-store-", dir=tmp))
+    work = keep or Path(tempfile.mkdtemp(prefix="scale-store-", dir=tmp))
     try:
-        (work / "pool.json").write_text(
-            json.dumps({"texts": list(texts[:POOL]), "queries": list(queries)})
-        )
+        work.mkdir(parents=True, exist_ok=True)
+        pool = json.dumps({"texts": list(texts[:POOL]), "queries": list(queries)})
+        if keep and (work / "pool.json").exists() and (work / "pool.json").read_text() != pool:
+            raise ValueError(f"{work} holds stores of another corpus: give another --keep")
+        (work / "pool.json").write_text(pool)
         np.save(work / "pool.npy", vectors[:POOL])
         np.save(work / "qemb.npy", qvectors)
         workers_at = max((n for n in sizes if n <= workers_n), default=None)
@@ -569,11 +575,19 @@ def run(
             folder = work / f"store-{n}"
             row: dict[str, Any] = {}
             report["sizes"][str(n)] = row
-            log(f"store N={n:,}: building ...")
             common = ["--work", str(work), "--n", str(n), "--folder", str(folder)]
-            row["build"] = _run(
-                ["build", *common, "--cache", str(cache)], work / "build.json", timeout
-            )
+            built = work / f"store-{n}.build.json"
+            if keep and built.exists():
+                log(f"store N={n:,}: kept in {folder}")
+                row["build"] = json.loads(built.read_text())
+            else:
+                log(f"store N={n:,}: building ...")
+                shutil.rmtree(folder, ignore_errors=True)
+                row["build"] = _run(
+                    ["build", *common, "--cache", str(cache)], work / "build.json", timeout
+                )
+                if keep and "error" not in row["build"]:
+                    built.write_text(json.dumps(row["build"]))
             log(f"  build: {_short(row['build'])}")
             if "error" in row["build"]:
                 continue
@@ -586,7 +600,9 @@ def run(
             with ChromaServer(folder, work / f"chroma-{n}.log") as server:
                 # The Norax clients share a snapshot file: the first process loads the cold
                 # namespaces from Chroma and stores them at close, the second from the file.
-                snap = ["--snapshots", str(work / f"client-snapshots-{n}.sqlite3")]
+                snap_file = work / f"client-snapshots-{n}.sqlite3"
+                snap_file.unlink(missing_ok=True)  # the first client starts cold
+                snap = ["--snapshots", str(snap_file)]
                 for system, key in (
                     ("norax", "norax"),
                     ("chroma", "chroma"),
@@ -606,9 +622,11 @@ def run(
                     report["workers"]["n"] = n
                     if save:
                         save(report)
-            shutil.rmtree(folder, ignore_errors=True)
+            if not keep:
+                shutil.rmtree(folder, ignore_errors=True)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
     return report
 
 
