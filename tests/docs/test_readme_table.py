@@ -23,6 +23,10 @@ def test_table_is_the_scripts_output(page: str) -> None:
     assert readme_table.in_readme(text) == readme_table.table(), (
         f"{page}'s table is stale: run python benchmarks/readme_table.py --write"
     )
+    speed = readme_table.in_readme(text, readme_table.SPEED_START, readme_table.SPEED_END)
+    assert speed == readme_table.speed_table(), (
+        f"{page}'s speed table is stale: run python benchmarks/readme_table.py --write"
+    )
 
 
 def test_table_states_the_results_files(tmp_path: Path) -> None:
@@ -43,6 +47,18 @@ def test_table_states_the_results_files(tmp_path: Path) -> None:
     assert len(changed) == 2
     assert "**0.123**" in changed[0][1] and changed[0][1].startswith("| Norax")
     assert "0.988" in changed[1][1] and changed[1][1].startswith("| Chroma alone")
+
+
+def test_speed_table_states_the_scale_run(tmp_path: Path) -> None:
+    """A cell of the speed table is Norax's figure, Chroma's, and their ratio, from scale.json."""
+    scale = json.loads((REPO / "benchmarks" / "results" / "scale.json").read_text())
+    n = min(scale["stores"], key=int)
+    scale["stores"][n]["embedded_norax"]["steady_p50_ms"] = 2.0
+    scale["stores"][n]["embedded_chroma"]["steady_p50_ms"] = 8.0
+    (tmp_path / "scale.json").write_text(json.dumps(scale))
+    row = next(r for r in readme_table.speed_table(tmp_path).splitlines() if "| embedded |" in r)
+    assert row.startswith(f"| {int(n):,} (")
+    assert row.endswith("| 2.0 vs 8.0 (0.25 x) |")
 
 
 def test_rewrite_replaces_only_the_table() -> None:
