@@ -651,7 +651,7 @@ class DerivedIndexes:
         A sidecar of another schema or tokenizer is emptied (the caller rebuilds it from
         Chroma); communities saved by an older version in one piece get a row per namespace.
         """
-        tok = json.dumps(self.tokenizer.to_dict(), sort_keys=True)
+        tok = json.dumps(self.tokenizer.signature(), sort_keys=True)
         if self.sidecar.get_meta("snapshot_layout") != snapshots.layout():
             self.sidecar.drop_snapshots()  # written by other code
             self.sidecar.set_meta({"snapshot_layout": snapshots.layout()})

@@ -62,6 +62,16 @@ def _stemmer() -> Any:
     return stemmer
 
 
+@lru_cache(maxsize=1)
+def _stemmer_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("PyStemmer")
+    except PackageNotFoundError:  # a build without its metadata: the module's own file
+        return str(Stemmer.__file__)
+
+
 @lru_cache(maxsize=200_000)
 def _stem(word: str) -> str:
     # Cached: stemming is on the ingest hot path and chat vocabulary repeats a lot.
@@ -126,6 +136,18 @@ class Tokenizer:
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready description, to persist next to the index it built."""
         return {"version": TOKENIZER_VERSION, **asdict(self)}
+
+    def signature(self) -> dict[str, Any]:
+        """What the tokens of a text depend on: :meth:`to_dict` and the stemmer's version.
+
+        Snowball's rules change between PyStemmer releases (``organizations`` stems to
+        ``organ`` under 2.2 and to ``organiz`` under 3.1), so tokens stored by one release
+        must not be compared with a query tokenized by another.
+        """
+        out = self.to_dict()
+        if self.stem:
+            out["stemmer"] = f"PyStemmer {_stemmer_version()}"
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Tokenizer:
