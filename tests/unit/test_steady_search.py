@@ -1,0 +1,95 @@
+"""What a steady search no longer recomputes, and that the shortcuts score the same."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from norax_core.config import NoraxConfig
+from norax_core.signals import temporal as temporal_mod
+from norax_core.signals.base import Query
+from norax_core.signals.bm25 import BM25Index, BM25Signal
+from norax_core.signals.graph import EntityGraph, GraphSignal
+from norax_core.signals.temporal import TemporalSignal
+from norax_core.tokenize import Tokenizer
+
+TOK = Tokenizer()
+
+
+def test_bm25_view_with_other_params_is_kept_so_a_search_scores_its_query_once(monkeypatch):
+    index = BM25Index()
+    index.add_many("ns", [("a", TOK("red apples")), ("b", TOK("green apples and pears"))])
+    signal = BM25Signal(index, TOK)
+    calls = []
+    search = index.search
+    monkeypatch.setattr(index, "search", lambda *a, **kw: calls.append(a) or search(*a, **kw))
+    query = Query(text="apples", namespace="ns", now=0.0, tokens=tuple(TOK("apples")))
+    view = signal.with_params(1.2, 0.5)
+    assert view is signal.with_params(1.2, 0.5)  # a search asks again as its table grows
+    top = view.top(query, 2)
+    assert signal.with_params(1.2, 0.5).score(query, ["a", "b"]) == top
+    assert len(calls) == 1
+    index.add("ns", "c", TOK("apples apples"))  # a write: scored again, with the new document
+    assert set(signal.with_params(1.2, 0.5).score(query, ["a", "b", "c"])) == {"a", "b", "c"}
+    assert len(calls) == 2
+
+
+def test_neighbours_are_kept_until_the_timeline_changes(monkeypatch):
+    sig = TemporalSignal(NoraxConfig().tau_days)
+    for i, name in enumerate("abcd"):
+        sig.add("ns", name, 1000.0 + i, "episodic")
+    calls = []
+    real = temporal_mod.neighbour_map
+    monkeypatch.setattr(
+        temporal_mod, "neighbour_map", lambda *a, **kw: calls.append(kw["wanted"]) or real(*a, **kw)
+    )
+    assert sig.neighbours("ns", ["d", "b"], 1, 60.0) == {"d": ("c",), "b": ("a", "c")}
+    assert sig.neighbours("ns", ["b", "zz", "d"], 1, 60.0) == {"b": ("a", "c"), "d": ("c",)}
+    assert calls == [["d", "b"], ["zz"]]  # only the id never asked about is looked up
+    sig.add("ns", "e", 1004.0, "episodic")  # d gains a neighbour after it
+    assert sig.neighbours("ns", ["d"], 1, 60.0) == {"d": ("c", "e")}
+    sig.remove("ns", "c")
+    assert sig.neighbours("ns", ["d"], 2, 60.0) == {"d": ("b", "a", "e")}
+    assert sig.neighbours("ns", ["d"], 1, 60.0, allowed={"a", "d"}) == {"d": ("a",)}
+
+
+def _loop_score(signal: GraphSignal, query: Query, ids: list[str]) -> dict[str, float]:
+    """The graph score summed entity by entity (the loop the vectorised score replaced)."""
+    space, t = signal._prepare(query)
+    assert space is not None and t is not None
+    direct, log_peer, log_near = t.lists()
+    wd, wc, wp = signal._w
+    out = {}
+    for mid in ids:
+        row = space.slot.get(mid)
+        d = lc = lp = 0.0
+        for e in space.ents[row] if row is not None else ():
+            k = t.index.get(e)
+            if k is not None:
+                d += direct[k]
+                lc += log_peer[k]
+                lp += log_near[k]
+        out[mid] = min(wd * d - wc * math.expm1(lc) - wp * math.expm1(lp), 1.0)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_graph_score_is_the_entity_by_entity_sum_exactly(seed):
+    rng = random.Random(seed)
+    names = [f"e{i}" for i in range(40)]
+    graph = EntityGraph()
+    memories = [(f"m{i:03d}", rng.sample(names, rng.randint(0, 6))) for i in range(150)]
+    graph.add_many("ns", memories)
+    graph.remove("ns", "m007")
+    signal = GraphSignal(graph)
+    query = Query(text="", namespace="ns", now=0.0, entities=tuple(rng.sample(names, 3)))
+    ids = [m for m, _ in memories] + ["missing"]
+    rng.shuffle(ids)
+    got = signal.score(query, ids)
+    assert list(got) == ids
+    assert got == _loop_score(signal, query, ids)  # == on floats: the same additions
+    allowed = frozenset(ids[:50])
+    narrow = Query(text="", namespace="ns", now=0.0, entities=query.entities, allowed=allowed)
+    assert signal.score(narrow, ids) == {m: got[m] for m in ids if m in allowed}
