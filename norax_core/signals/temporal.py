@@ -225,17 +225,24 @@ class TemporalSignal:
     def created(self, namespace: str, ids: Sequence[str]) -> list[float]:
         """Creation time (epoch seconds) of each of ``ids``; NaN for ids not in ``namespace``."""
         ns = self._ns.get(namespace)
-        if ns is None:
+        if ns is None or not ns.slot:
             return [float("nan")] * len(ids)
-        return [float(ns.ts[ns.slot[m]]) if m in ns.slot else float("nan") for m in ids]
+        slot = ns.slot
+        at = np.fromiter((slot.get(m, -1) for m in ids), np.int64, len(ids))
+        return np.where(at >= 0, ns.ts[at], np.nan).tolist()  # type: ignore[no-any-return]
 
     def kinds(self, namespace: str, ids: Sequence[str]) -> list[str]:
         """Memory kind of each of ``ids``; ``""`` for ids not in ``namespace``."""
         ns = self._ns.get(namespace)
-        names = {code: kind for kind, code in self._kinds.items()}
-        if ns is None:
+        if ns is None or not ns.slot:
             return [""] * len(ids)
-        return [names[int(ns.kind[ns.slot[m]])] if m in ns.slot else "" for m in ids]
+        names = [""] * (len(self._kinds) + 1)  # the last: ids not in the namespace
+        for kind, code in self._kinds.items():
+            names[code] = kind
+        slot = ns.slot
+        at = np.fromiter((slot.get(m, -1) for m in ids), np.int64, len(ids))
+        codes = np.where(at >= 0, ns.kind[at], len(self._kinds)).tolist()
+        return [names[c] for c in codes]
 
     def seqs(self, namespace: str, ids: Sequence[str]) -> list[int]:
         """Write sequence number of each of ``ids`` (all in ``namespace``)."""

@@ -224,6 +224,7 @@ def bridge_scores(
     else:
         p_ent /= p_ent.sum()
     x_mem, x_ent = p_mem.copy(), p_ent.copy()
+    dangling = np.flatnonzero(dangling)  # the same memories, summed in the same order
     for _ in range(MAX_ITER):
         lost = x_mem[dangling].sum()
         new_ent = damping * np.bincount(ents, weights=x_mem[rows] * to_ent, minlength=e)

@@ -93,3 +93,17 @@ def test_graph_score_is_the_entity_by_entity_sum_exactly(seed):
     allowed = frozenset(ids[:50])
     narrow = Query(text="", namespace="ns", now=0.0, entities=query.entities, allowed=allowed)
     assert signal.score(narrow, ids) == {m: got[m] for m in ids if m in allowed}
+
+
+def test_created_and_kinds_of_a_table_mark_ids_outside_the_namespace():
+    sig = TemporalSignal(NoraxConfig().tau_days)
+    sig.add("ns", "a", 1000.0, "episodic")
+    sig.add("ns", "b", 2000.5, "semantic")
+    sig.add("other", "c", 3000.0, "procedural")
+    created = sig.created("ns", ["b", "c", "a", "zz"])
+    assert created[0] == 2000.5 and created[2] == 1000.0
+    assert math.isnan(created[1]) and math.isnan(created[3])
+    assert sig.kinds("ns", ["b", "c", "a"]) == ["semantic", "", "episodic"]
+    sig.remove("ns", "a")
+    sig.remove("ns", "b")  # a namespace with no memory left
+    assert sig.kinds("ns", ["a"]) == [""] and math.isnan(sig.created("ns", ["a"])[0])
