@@ -67,14 +67,6 @@ class GraphConfig:
             raise ValueError(f"GraphConfig.damping must be in [0, 1), got {self.damping}")
 
 
-def _entity_rows(space: NamespaceGraph) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's entity ids as ``flat[starts[r]:starts[r + 1]]`` (in stored order)."""
-    rows, ents = space.pairs()
-    starts = np.zeros(len(space.ents) + 1, np.int64)
-    np.cumsum(np.bincount(rows, minlength=len(space.ents)), out=starts[1:])
-    return starts, ents
-
-
 def _new_dict(_: object) -> dict[Any, Any]:
     return {}
 
@@ -279,31 +271,21 @@ class GraphSignal:
         admitted = [i for i in ids if query.allowed is None or i in query.allowed]
         if space is None or t is None:
             return dict.fromkeys(admitted, 0.0)
-        # Each memory's entities in stored order, summed by bincount: the same additions,
-        # in the same order, as a loop over them (so the same floats), without the loop.
-        starts, flat = space.memo("graph-entity-rows", _entity_rows)
-        slot = space.slot
-        rows = np.fromiter((slot.get(m, -1) for m in admitted), np.int64, len(admitted))
-        at = np.flatnonzero(rows >= 0)
-        first, lengths = starts[rows[at]], starts[rows[at] + 1] - starts[rows[at]]
-        total = int(lengths.sum())
-        offset = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        pos = np.full(len(space.names), -1, np.int64)
-        pos[t.ents] = np.arange(len(t.ents))
-        k = pos[flat[np.repeat(first, lengths) + offset]]
-        hit = k >= 0
-        owner, k = np.repeat(at, lengths)[hit], k[hit]
-        size = len(admitted)
-        d, lc, lp = (
-            np.bincount(owner, weights=col[k], minlength=size).tolist()
-            for col in (t.direct, t.log_peer, t.log_near)
-        )
+        direct, log_peer, log_near = t.lists()
         wd, wc, wp = self._w
-        expm1 = math.expm1
-        return {
-            mid: min(wd * d[j] - wc * expm1(lc[j]) - wp * expm1(lp[j]), 1.0)
-            for j, mid in enumerate(admitted)
-        }
+        out: dict[str, float] = {}
+        for mid in admitted:
+            row = space.slot.get(mid)
+            d = lc = lp = 0.0
+            if row is not None:
+                for e in space.ents[row]:
+                    k = t.index.get(e)
+                    if k is not None:
+                        d += direct[k]
+                        lc += log_peer[k]
+                        lp += log_near[k]
+            out[mid] = min(wd * d - wc * math.expm1(lc) - wp * math.expm1(lp), 1.0)
+        return out
 
     def explain(self, query: Query, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """For each admitted id, the entities behind its score.

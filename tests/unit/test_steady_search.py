@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import math
-import random
-
-import pytest
 
 from norax_core.config import NoraxConfig
 from norax_core.signals import temporal as temporal_mod
 from norax_core.signals.base import Query
 from norax_core.signals.bm25 import BM25Index, BM25Signal
-from norax_core.signals.graph import EntityGraph, GraphSignal
 from norax_core.signals.temporal import TemporalSignal
 from norax_core.tokenize import Tokenizer
 
@@ -53,46 +49,6 @@ def test_neighbours_are_kept_until_the_timeline_changes(monkeypatch):
     sig.remove("ns", "c")
     assert sig.neighbours("ns", ["d"], 2, 60.0) == {"d": ("b", "a", "e")}
     assert sig.neighbours("ns", ["d"], 1, 60.0, allowed={"a", "d"}) == {"d": ("a",)}
-
-
-def _loop_score(signal: GraphSignal, query: Query, ids: list[str]) -> dict[str, float]:
-    """The graph score summed entity by entity (the loop the vectorised score replaced)."""
-    space, t = signal._prepare(query)
-    assert space is not None and t is not None
-    direct, log_peer, log_near = t.lists()
-    wd, wc, wp = signal._w
-    out = {}
-    for mid in ids:
-        row = space.slot.get(mid)
-        d = lc = lp = 0.0
-        for e in space.ents[row] if row is not None else ():
-            k = t.index.get(e)
-            if k is not None:
-                d += direct[k]
-                lc += log_peer[k]
-                lp += log_near[k]
-        out[mid] = min(wd * d - wc * math.expm1(lc) - wp * math.expm1(lp), 1.0)
-    return out
-
-
-@pytest.mark.parametrize("seed", range(5))
-def test_graph_score_is_the_entity_by_entity_sum_exactly(seed):
-    rng = random.Random(seed)
-    names = [f"e{i}" for i in range(40)]
-    graph = EntityGraph()
-    memories = [(f"m{i:03d}", rng.sample(names, rng.randint(0, 6))) for i in range(150)]
-    graph.add_many("ns", memories)
-    graph.remove("ns", "m007")
-    signal = GraphSignal(graph)
-    query = Query(text="", namespace="ns", now=0.0, entities=tuple(rng.sample(names, 3)))
-    ids = [m for m, _ in memories] + ["missing"]
-    rng.shuffle(ids)
-    got = signal.score(query, ids)
-    assert list(got) == ids
-    assert got == _loop_score(signal, query, ids)  # == on floats: the same additions
-    allowed = frozenset(ids[:50])
-    narrow = Query(text="", namespace="ns", now=0.0, entities=query.entities, allowed=allowed)
-    assert signal.score(narrow, ids) == {m: got[m] for m in ids if m in allowed}
 
 
 def test_created_and_kinds_of_a_table_mark_ids_outside_the_namespace():
