@@ -63,3 +63,19 @@ def test_created_and_kinds_of_a_table_mark_ids_outside_the_namespace():
     sig.remove("ns", "a")
     sig.remove("ns", "b")  # a namespace with no memory left
     assert sig.kinds("ns", ["a"]) == [""] and math.isnan(sig.created("ns", ["a"])[0])
+
+
+def test_a_plan_is_resolved_once_per_weights_config_and_intent():
+    from norax_core.presets import resolve_weights
+    from norax_core.ranking import Plan
+    from norax_core.weights import Weights
+
+    weights, config = resolve_weights("default"), NoraxConfig()
+    plan = Plan.of(weights, config, "lookup")
+    assert Plan.of(weights, config, "lookup") is plan
+    other = NoraxConfig(pool_min=config.pool_min + 7)
+    assert Plan.of(weights, other, "lookup") == Plan._of(weights, other, "lookup")
+    plain = Weights(1.0, 0.0, 0.0, 0.0)  # no params: the config's pool_min counts
+    assert Plan.of(plain, other).pool_min == Plan.of(plain, config).pool_min + 7
+    assert Plan.of(weights, config, "lookup") is plan
+    assert Plan.of(weights, config) == Plan._of(weights, config, None)
