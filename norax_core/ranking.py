@@ -202,8 +202,21 @@ class Plan:
         The one place a search's weights become its ranking: the weights of the query's
         ``intent`` are selected (:meth:`Weights.for_intent`, the global ones without an
         override or without an intent) and their ``params`` applied to ``config``
-        (:meth:`Weights.applied`).
+        (:meth:`Weights.applied`). Kept for the last few (weights, config, intent) asked:
+        both are frozen, and every search asks twice with the same ones.
         """
+        key = (id(weights), id(config), intent)
+        hit = _PLANS.get(key)
+        if hit is not None and hit[0] is weights and hit[1] is config:
+            return hit[2]
+        plan = cls._of(weights, config, intent)
+        if len(_PLANS) >= 64:
+            _PLANS.pop(next(iter(_PLANS)), None)  # threads may race here: no KeyError
+        _PLANS[key] = (weights, config, plan)
+        return plan
+
+    @classmethod
+    def _of(cls, weights: Weights, config: NoraxConfig, intent: Intent | str | None) -> Plan:
         chosen = weights.for_intent(intent)
         cfg = chosen.applied(config)
         w = chosen.as_dict()
@@ -222,6 +235,10 @@ class Plan:
     def context_on(self) -> bool:
         """Whether candidates borrow from their neighbours."""
         return self.context_window > 0 and self.context_weight > 0
+
+
+_PLANS: dict[tuple[int, int, object], tuple[Weights, NoraxConfig, Plan]] = {}
+"""Plans by the ids of their weights and config (held, so an id is not reused) and intent."""
 
 
 def proposal_sizes(plan: Plan, k: int, size: int) -> dict[str, int]:

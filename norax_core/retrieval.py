@@ -165,7 +165,7 @@ def search_table(
 
     def near(ids: Sequence[str], window: int, gap: float) -> dict[str, tuple[str, ...]]:
         known = near_of.setdefault((window, gap), {})
-        todo = [m for m in dict.fromkeys(ids) if m not in known]
+        todo = [m for m in ids if m not in known]  # the catalog maps a repeated id once
         if todo:
             known.update(catalog.neighbours(q.namespace, todo, window, gap, allowed=q.allowed))
         return known

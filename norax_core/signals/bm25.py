@@ -499,15 +499,23 @@ class BM25Signal:
         self.k1 = index.k1 if k1 is None else float(k1)
         self.b = index.b if b is None else float(b)
         self._last: tuple[tuple[object, ...], BM25Scores] | None = None
+        self._views: dict[tuple[float, float], BM25Signal] = {}
 
     def with_params(self, k1: float, b: float) -> BM25Signal:
         """This signal scoring with other ``k1`` and ``b`` (itself if they are the same).
 
-        Learned weights carry ``bm25_k1`` / ``bm25_b`` this way: no re-indexing needed.
+        Learned weights carry ``bm25_k1`` / ``bm25_b`` this way: no re-indexing needed. The
+        view is kept, so its last query's scores serve every later call of the same search
+        (a search asks for its signals again each time its candidate table grows).
         """
         if (k1, b) == (self.k1, self.b):
             return self
-        return BM25Signal(self.index, self.tokenizer, k1=k1, b=b)
+        view = self._views.get((k1, b))
+        if view is None:
+            if len(self._views) >= 16:
+                self._views.clear()
+            view = self._views[k1, b] = BM25Signal(self.index, self.tokenizer, k1=k1, b=b)
+        return view
 
     def _search(self, query: Query) -> BM25Scores:
         tokens = query.tokens or tuple(self.tokenizer(query.text))

@@ -53,6 +53,7 @@ import threading
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations, count
 from typing import Any
 
@@ -60,6 +61,9 @@ import networkx as nx
 import numpy as np
 
 from norax_core.entities import find_code_identifiers, normalize_entity
+
+_normalized = lru_cache(maxsize=1 << 16)(normalize_entity)
+"""normalize_entity for query n-grams: the same words recur across queries (a pure function)."""
 
 __all__ = [
     "CommunityFn",
@@ -267,7 +271,7 @@ def match_query(text: str, space: NamespaceGraph) -> list[str]:
         for i in range(len(words) - n + 1):
             if any(used[i : i + n]):
                 continue
-            candidate = normalize_entity(" ".join(w for _, _, w in words[i : i + n]))
+            candidate = _normalized(" ".join(w for _, _, w in words[i : i + n]))
             if candidate.count(" ") + 1 < n:
                 continue  # "the wallet": tried again without its determiner, as one word
             names = space.lookup(candidate) if candidate else ()
@@ -304,7 +308,7 @@ def match_query(text: str, space: NamespaceGraph) -> list[str]:
     for i, (start, _, word) in enumerate(words):
         if not used[i] and _PARTS_RE.search(word):
             for part in _PARTS_RE.split(word):
-                candidate = normalize_entity(part)
+                candidate = _normalized(part)
                 found.extend((start, name) for name in space.lookup(candidate) if candidate)
     return list(dict.fromkeys(e for _, e in sorted(found, key=lambda f: f[0])))
 

@@ -122,6 +122,15 @@ class _Namespace:
         return self.timeline
 
 
+_Line = tuple[list[str], list[float], dict[str, int], list[int]]
+_Kept = tuple[
+    _Line,
+    int,
+    dict[float, tuple[list[int], list[int]]],
+    dict[tuple[int, float], dict[str, tuple[str, ...]]],
+]
+
+
 class TemporalSignal:
     """Scores ``exp(-age_days / tau_kind)`` from an in-memory catalog of creation times.
 
@@ -141,8 +150,9 @@ class TemporalSignal:
         self._tau_for = tau_for
         self._ns: dict[str, _Namespace] = {}
         self._kinds: dict[str, int] = {}
-        # namespace -> (its timeline, its length then, {gap: (session numbers, positions)})
-        self._splits: dict[str, tuple[object, int, dict[float, tuple[list[int], list[int]]]]] = {}
+        # namespace -> (its timeline, its length then, {gap: (session numbers, positions)},
+        # {(window, gap): {id: neighbours}} of the ids searches asked about so far)
+        self._splits: dict[str, _Kept] = {}
         self.last_seq = 0
         """The highest write sequence number recorded (the engine numbers writes after it)."""
         self.writes = 0
@@ -215,17 +225,24 @@ class TemporalSignal:
     def created(self, namespace: str, ids: Sequence[str]) -> list[float]:
         """Creation time (epoch seconds) of each of ``ids``; NaN for ids not in ``namespace``."""
         ns = self._ns.get(namespace)
-        if ns is None:
+        if ns is None or not ns.slot:
             return [float("nan")] * len(ids)
-        return [float(ns.ts[ns.slot[m]]) if m in ns.slot else float("nan") for m in ids]
+        slot = ns.slot
+        at = np.fromiter((slot.get(m, -1) for m in ids), np.int64, len(ids))
+        return np.where(at >= 0, ns.ts[at], np.nan).tolist()  # type: ignore[no-any-return]
 
     def kinds(self, namespace: str, ids: Sequence[str]) -> list[str]:
         """Memory kind of each of ``ids``; ``""`` for ids not in ``namespace``."""
         ns = self._ns.get(namespace)
-        names = {code: kind for kind, code in self._kinds.items()}
-        if ns is None:
+        if ns is None or not ns.slot:
             return [""] * len(ids)
-        return [names[int(ns.kind[ns.slot[m]])] if m in ns.slot else "" for m in ids]
+        names = [""] * (len(self._kinds) + 1)  # the last: ids not in the namespace
+        for kind, code in self._kinds.items():
+            names[code] = kind
+        slot = ns.slot
+        at = np.fromiter((slot.get(m, -1) for m in ids), np.int64, len(ids))
+        codes = np.where(at >= 0, ns.kind[at], len(self._kinds)).tolist()
+        return [names[c] for c in codes]
 
     def seqs(self, namespace: str, ids: Sequence[str]) -> list[int]:
         """Write sequence number of each of ``ids`` (all in ``namespace``)."""
@@ -249,8 +266,18 @@ class TemporalSignal:
         """
         if namespace not in self._ns or window <= 0:
             return {}
-        ordered, times, pos = self.filtered_timeline(namespace, allowed)
-        return neighbour_map(ordered, times, window, gap, wanted=ids, pos=pos)
+        if allowed is not None:
+            ordered, times, pos = self.filtered_timeline(namespace, allowed)
+            return neighbour_map(ordered, times, window, gap, wanted=ids, pos=pos)
+        # An id's neighbours depend on the timeline alone: kept with its session splits
+        kept = self._kept(namespace)
+        known = kept[3].setdefault((window, gap), {})
+        asked = list(ids)
+        todo = [m for m in asked if m not in known]
+        if todo:
+            ordered, times, _, _ = kept[0]
+            known.update(neighbour_map(ordered, times, window, gap, wanted=todo, pos=kept[0][2]))
+        return {m: known[m] for m in asked if m in known}
 
     def sessions(
         self,
@@ -296,14 +323,20 @@ class TemporalSignal:
         Kept while its timeline is unchanged: the same object, as long (a write appends to
         it or replaces it).
         """
-        line = self._ns[namespace].ordered()
-        kept = self._splits.get(namespace)
-        if kept is None or kept[0] is not line or kept[1] != len(line[0]):
-            kept = self._splits[namespace] = (line, len(line[0]), {})
+        kept = self._kept(namespace)
+        line = kept[0]
         got = kept[2].get(gap)
         if got is None:
             got = kept[2][gap] = (session_numbers(line[1], gap), session_positions(line[1], gap))
         return got
+
+    def _kept(self, namespace: str) -> _Kept:
+        """What is derived from the namespace's timeline, reset when the timeline changes."""
+        line = self._ns[namespace].ordered()
+        kept = self._splits.get(namespace)
+        if kept is None or kept[0] is not line or kept[1] != len(line[0]):
+            kept = self._splits[namespace] = (line, len(line[0]), {}, {})
+        return kept
 
     def filtered_timeline(
         self, namespace: str, allowed: Collection[str] | None

@@ -205,10 +205,11 @@ def bridge_scores(
     if seed_gain or skip_query and len(q):
         # a seed's gain must come from elsewhere: an entity of one memory only returns the
         # walk to it, so it is left out; and the query's own, if asked
-        keep = df[ents] > 1 if seed_gain else np.ones(len(ents), bool)
+        if seed_gain:
+            rows, ents = walkable.gainful
         if skip_query and len(q):
-            keep &= ~np.isin(ents, q)
-        rows, ents = rows[keep], ents[keep]
+            keep = ~np.isin(ents, q)
+            rows, ents = rows[keep], ents[keep]
         strength = np.bincount(rows, weights=idf[ents], minlength=n)
         with np.errstate(divide="ignore", invalid="ignore"):
             to_ent = idf[ents] / strength[rows]
@@ -224,6 +225,7 @@ def bridge_scores(
     else:
         p_ent /= p_ent.sum()
     x_mem, x_ent = p_mem.copy(), p_ent.copy()
+    dangling = np.flatnonzero(dangling)  # the same memories, summed in the same order
     for _ in range(MAX_ITER):
         lost = x_mem[dangling].sum()
         new_ent = damping * np.bincount(ents, weights=x_mem[rows] * to_ent, minlength=e)
@@ -279,6 +281,12 @@ class _Walkable:
         idf = np.log1p((size - df + 0.5) / (df + 0.5))
         strength = np.bincount(rows, weights=idf[ents], minlength=n)
         return cls(rows, ents, df, idf, idf[ents] / strength[rows], 1.0 / df[ents], strength == 0)
+
+    @cached_property
+    def gainful(self) -> tuple[np.ndarray, np.ndarray]:
+        """The pairs without entities of one memory only (the walk with ``seed_gain``)."""
+        keep = self.df[self.ents] > 1
+        return self.rows[keep], self.ents[keep]
 
 
 def best_rows(score: np.ndarray, n: int, ids: Sequence[str | None]) -> np.ndarray:

@@ -1,0 +1,134 @@
+"""Steady searches, recorded exactly: the check that a hot-path change leaves results unchanged.
+
+``run`` copies a kept scale store (``benchmarks/scale.py --keep DIR``; the kept folder itself is
+never opened), opens the copy embedded with the precomputed query embeddings of ``DIR`` and
+runs ``--searches`` searches (``k=10``, ``now`` = the scale benchmark's year end) over the four
+1k-memory namespaces and the four largest others, after one warm-up search per namespace.
+Every result's ``to_dict()`` (ids, order, scores, signals, matched entities, plan, explanation)
+is pickled to ``--out`` with the main-thread CPU per search (``time.process_time``).
+``compare A B`` says whether two recordings are identical and where they first differ::
+
+    PYTHONPATH=/tmp/base python benchmarks/steady_identity.py run --work /work/stores/k1 \\
+        --n 10000 --out /tmp/base-10k.pkl
+    PYTHONPATH=$PWD python benchmarks/steady_identity.py run --work /work/stores/k1 \\
+        --n 10000 --out /tmp/new-10k.pkl [--profile /tmp/new.prof]
+    python benchmarks/steady_identity.py compare /tmp/base-10k.pkl /tmp/new-10k.pkl
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pickle
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from scale_store import (  # noqa: E402
+    COLD_COUNT,
+    YEAR_END,
+    K,
+    _inputs,
+    lookup_embedder,
+    namespace_sizes,
+    ns_name,
+)
+
+
+def _namespaces(n: int) -> list[str]:
+    sizes = namespace_sizes(n)
+    others = sorted(range(COLD_COUNT, len(sizes)), key=lambda i: -int(sizes[i]))[:COLD_COUNT]
+    return [ns_name(i) for i in range(COLD_COUNT)] + [ns_name(i) for i in others]
+
+
+def run(work: Path, n: int, searches: int, out: Path, profile: Path | None) -> None:
+    from norax_core import NoraxMemory
+    from norax_core.entities import load_extractor
+
+    _, _, queries, qemb = _inputs(work)
+    emb = lookup_embedder(dict(zip(queries, qemb, strict=True)))
+    extractor = load_extractor()
+    names = _namespaces(n)
+    rng = random.Random(7)
+    asks = [(rng.choice(queries), names[i % len(names)]) for i in range(searches)]
+    with tempfile.TemporaryDirectory(prefix="steady-identity-") as tmp:
+        folder = Path(tmp) / "store"
+        shutil.copytree(work / f"store-{n}", folder)
+        mem = NoraxMemory(folder, embedder=emb, extractor=extractor)
+        try:
+            for ns in names:  # loads every namespace: the recording is of steady searches
+                mem.search(queries[0], k=K, namespace=ns, now=YEAR_END)
+            prof = cProfile.Profile() if profile else None
+            results: list[list[dict[str, Any]]] = []
+            cpu: list[float] = []
+            for q, ns in asks:
+                if prof is not None:
+                    prof.enable()
+                t0 = time.process_time()
+                got = mem.search(q, k=K, namespace=ns, now=YEAR_END)
+                cpu.append(time.process_time() - t0)
+                if prof is not None:
+                    prof.disable()
+                results.append([r.to_dict() for r in got])
+            if prof is not None and profile is not None:
+                prof.dump_stats(str(profile))
+        finally:
+            mem.close()
+    out.write_bytes(pickle.dumps({"asks": asks, "results": results, "cpu": cpu}))
+    ms = sorted(c * 1000.0 for c in cpu)
+    print(
+        f"{len(asks)} searches over {len(names)} namespaces: CPU per search "
+        f"mean {statistics.fmean(ms):.2f} ms, p50 {ms[len(ms) // 2]:.2f} ms"
+    )
+
+
+def compare(a: Path, b: Path) -> int:
+    left, right = pickle.loads(a.read_bytes()), pickle.loads(b.read_bytes())
+    if left["asks"] != right["asks"]:
+        print("the two recordings ran different searches")
+        return 2
+    for i, (x, y) in enumerate(zip(left["results"], right["results"], strict=True)):
+        if x != y:
+            q, ns = left["asks"][i]
+            print(f"search {i} ({ns}: {q!r}) differs")
+            for j, (rx, ry) in enumerate(zip(x, y, strict=False)):
+                if rx != ry:
+                    keys = [key for key in rx if rx[key] != ry.get(key)]
+                    print(f"  result {j}: {keys}")
+                    for key in keys[:3]:
+                        print(f"    {key}: {rx[key]!r}\n    {' ' * len(key)}  {ry[key]!r}")
+                    break
+            return 1
+    count = sum(len(x) for x in left["results"])
+    print(f"identical: {len(left['asks'])} searches, {count} results")
+    return 0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--work", type=Path, required=True)
+    r.add_argument("--n", type=int, required=True)
+    r.add_argument("--searches", type=int, default=2000)
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--profile", type=Path)
+    c = sub.add_parser("compare")
+    c.add_argument("a", type=Path)
+    c.add_argument("b", type=Path)
+    args = ap.parse_args()
+    if args.cmd == "run":
+        run(args.work, args.n, args.searches, args.out, args.profile)
+    else:
+        sys.exit(compare(args.a, args.b))
+
+
+if __name__ == "__main__":
+    main()
