@@ -16,7 +16,9 @@ embedder and spaCy loaded, before opening anything):
   against ``chroma run --path folder``) and plain Chroma (the client and ``get_collection``)
   on the same store: ``open_s``, RSS after open, the first query of each cold namespace
   (Chroma's first one also loads its HNSW index), then steady-state p50/p95 over the same
-  namespaces (query embeddings precomputed for both).
+  namespaces (query embeddings precomputed for both). The server's first read of the
+  collection (it loads the collection's index: ``client_server_warm_s``) is done before any
+  client is measured, as on a server that is already serving.
 * ``workers`` (the largest size up to ``--workers-n``): one ``chroma run`` serving the store
   and 4 worker processes at once, each serving a disjoint quarter of the namespaces with
   mixed load (80 % searches, 20 % single-memory adds), first as Norax clients, then as plain
@@ -223,6 +225,17 @@ class ChromaServer:
                 time.sleep(0.5)
         self.__exit__()
         raise RuntimeError(f"chroma run did not start (log: {self.log.name})")
+
+    def warm(self, collection: str = "norax") -> float:
+        """Seconds of the server's first read of ``collection``.
+
+        It loads the collection's index, in proportion to the store: done once before any
+        client is measured, as on a server that is already serving, so neither system's first
+        query pays it.
+        """
+        t0 = time.perf_counter()
+        client_for(self.url).get_collection(collection).count()
+        return time.perf_counter() - t0
 
     def rss_mb(self) -> float:
         try:
@@ -598,6 +611,7 @@ def run(
                 if save:
                     save(report)
             with ChromaServer(folder, work / f"chroma-{n}.log") as server:
+                row["client_server_warm_s"] = server.warm()
                 # The Norax clients share a snapshot file: the first process loads the cold
                 # namespaces from Chroma and stores them at close, the second from the file.
                 snap_file = work / f"client-snapshots-{n}.sqlite3"
