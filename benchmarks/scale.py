@@ -723,6 +723,14 @@ def run_one(system: str, work: Path, args: argparse.Namespace) -> dict[str, Any]
     return res
 
 
+def _budgets(text: str | None) -> tuple[float, float] | None:
+    """``--worker-budgets DENSE,INDEX`` (MB), or ``None``."""
+    if not text:
+        return None
+    dense, index = (float(x) for x in text.split(","))
+    return dense, index
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
@@ -748,6 +756,10 @@ def main() -> None:
         help="the multi-process run uses the largest --stores size up to this",
     )
     ap.add_argument("--worker-ops", type=int, default=400, help="operations per worker process")
+    ap.add_argument(
+        "--worker-budgets",
+        help="the Norax workers' dense_cache_mb,index_cache_mb (default: NoraxConfig's)",
+    )
     ap.add_argument(
         "--keep",
         type=Path,
@@ -857,6 +869,7 @@ def main() -> None:
                 tmp=args.tmp,
                 workers_n=args.workers_n,
                 worker_ops=args.worker_ops,
+                worker_budgets=_budgets(args.worker_budgets),
                 save=save_stores,
                 keep=args.keep,
             )

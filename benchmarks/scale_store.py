@@ -16,7 +16,9 @@ embedder and spaCy loaded, before opening anything):
   against ``chroma run --path folder``) and plain Chroma (the client and ``get_collection``)
   on the same store: ``open_s``, RSS after open, the first query of each cold namespace
   (Chroma's first one also loads its HNSW index), then steady-state p50/p95 over the same
-  namespaces (query embeddings precomputed for both).
+  namespaces (query embeddings precomputed for both). The server's first read of the
+  collection (it loads the collection's index: ``client_server_warm_s``) is done before any
+  client is measured, as on a server that is already serving.
 * ``workers`` (the largest size up to ``--workers-n``): one ``chroma run`` serving the store
   and 4 worker processes at once, each serving a disjoint quarter of the namespaces with
   mixed load (80 % searches, 20 % single-memory adds), first as Norax clients, then as plain
@@ -224,6 +226,17 @@ class ChromaServer:
         self.__exit__()
         raise RuntimeError(f"chroma run did not start (log: {self.log.name})")
 
+    def warm(self, collection: str = "norax") -> float:
+        """Seconds of the server's first read of ``collection``.
+
+        It loads the collection's index, in proportion to the store: done once before any
+        client is measured, as on a server that is already serving, so neither system's first
+        query pays it.
+        """
+        t0 = time.perf_counter()
+        client_for(self.url).get_collection(collection).count()
+        return time.perf_counter() - t0
+
     def rss_mb(self) -> float:
         try:
             for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -414,8 +427,21 @@ def role_open(
     }
 
 
-def role_worker(work: Path, n: int, system: str, url: str, index: int, ops: int) -> dict[str, Any]:
-    """One of :data:`WORKERS` processes: mixed searches and adds on its own namespaces."""
+def role_worker(
+    work: Path,
+    n: int,
+    system: str,
+    url: str,
+    index: int,
+    ops: int,
+    budgets: tuple[float, float] | None = None,
+) -> dict[str, Any]:
+    """One of :data:`WORKERS` processes: mixed searches and adds on its own namespaces.
+
+    ``budgets``: a Norax worker's ``(dense_cache_mb, index_cache_mb)`` (default: the
+    defaults); its RSS is sampled every tenth of the operations (``rss_trace_mb``), with the
+    loads and evictions of its namespaces.
+    """
     from norax_core.entities import load_extractor
 
     texts, base, queries, qemb = _inputs(work)
@@ -441,9 +467,12 @@ def role_worker(work: Path, n: int, system: str, url: str, index: int, ops: int)
     prefix = f"w{index}-{system}-{os.getpid()}-"
     t0 = time.perf_counter()
     if system == "norax":
-        from norax_core import NoraxMemory
+        from norax_core import NoraxConfig, NoraxMemory
 
-        mem = NoraxMemory(client=client_for(url), embedder=emb, extractor=extractor)
+        config = NoraxConfig()
+        if budgets is not None:
+            config = NoraxConfig(dense_cache_mb=budgets[0], index_cache_mb=budgets[1])
+        mem = NoraxMemory(client=client_for(url), embedder=emb, extractor=extractor, config=config)
         opened = time.perf_counter() - t0
 
         def search(q: str, ns: str) -> list[str]:
@@ -479,7 +508,10 @@ def role_worker(work: Path, n: int, system: str, url: str, index: int, ops: int)
     writes: list[float] = []
     written: dict[str, str] = {}
     mixed = 0
+    trace: list[float] = []
     for i, (is_write, ns, qi, ti) in enumerate(plan):
+        if i % max(1, ops // 10) == 0:
+            trace.append(rss_mb())
         t0 = time.perf_counter()
         if is_write:
             mid = f"{prefix}{i}"
@@ -493,9 +525,17 @@ def role_worker(work: Path, n: int, system: str, url: str, index: int, ops: int)
     ids = list(written)
     back = stored(ids)
     lost = len(ids) - len(back)
+    extra: dict[str, Any] = {}
     if system == "chroma":  # the plain clients' writes lack Norax's metadata: remove them
         col.delete(ids=ids)
+    else:
+        idx = mem.store.indexes
+        extra = {"loads": idx.loads, "evictions": idx.evictions}
+        if budgets is not None:
+            extra["budgets_mb"] = list(budgets)
     return {
+        **extra,
+        "rss_trace_mb": trace,
         "open_s": opened,
         "rss_base_mb": base_rss,
         "rss_open_mb": rss_open,
@@ -551,6 +591,7 @@ def run(
     timeout: float = 3 * 3600.0,
     save: Any = None,
     keep: Path | None = None,
+    worker_budgets: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
     """Build each size, measure open / cold / steady (embedded and client mode, Norax and
     plain Chroma), then the worker processes on the largest size up to ``workers_n``.
@@ -598,6 +639,7 @@ def run(
                 if save:
                     save(report)
             with ChromaServer(folder, work / f"chroma-{n}.log") as server:
+                row["client_server_warm_s"] = server.warm()
                 # The Norax clients share a snapshot file: the first process loads the cold
                 # namespaces from Chroma and stores them at close, the second from the file.
                 snap_file = work / f"client-snapshots-{n}.sqlite3"
@@ -618,7 +660,9 @@ def run(
                     if save:
                         save(report)
                 if n == workers_at:
-                    report["workers"] = run_workers(work, n, folder, server, worker_ops, timeout)
+                    report["workers"] = run_workers(
+                        work, n, folder, server, worker_ops, timeout, worker_budgets
+                    )
                     report["workers"]["n"] = n
                     if save:
                         save(report)
@@ -631,9 +675,18 @@ def run(
 
 
 def run_workers(
-    work: Path, n: int, folder: Path, server: ChromaServer, ops: int, timeout: float
+    work: Path,
+    n: int,
+    folder: Path,
+    server: ChromaServer,
+    ops: int,
+    timeout: float,
+    budgets: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
-    """:data:`WORKERS` Norax clients at once, then as many plain Chroma clients at once."""
+    """:data:`WORKERS` Norax clients at once, then as many plain Chroma clients at once.
+
+    ``budgets``: the Norax workers' ``(dense_cache_mb, index_cache_mb)``.
+    """
     out: dict[str, Any] = {}
     for system in ("norax", "chroma"):
         procs = []
@@ -658,6 +711,7 @@ def run_workers(
                 str(i),
                 "--ops",
                 str(ops),
+                *(["--budgets", ",".join(map(str, budgets))] if budgets else []),
                 "--out",
                 str(res_file),
             ]
@@ -692,6 +746,7 @@ def main() -> None:
     ap.add_argument("--snapshots", type=Path, help="a Norax client's shared snapshot file")
     ap.add_argument("--index", type=int, default=0)
     ap.add_argument("--ops", type=int, default=WORKER_OPS)
+    ap.add_argument("--budgets", help="a Norax worker's dense_cache_mb,index_cache_mb")
     args = ap.parse_args()
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
     if args.role == "build":
@@ -701,7 +756,11 @@ def main() -> None:
             args.work, args.n, args.system, args.folder, args.url, args.cache, args.snapshots
         )
     else:
-        res = role_worker(args.work, args.n, args.system, args.url, args.index, args.ops)
+        budgets = None
+        if args.budgets:
+            dense, index = (float(x) for x in args.budgets.split(","))
+            budgets = (dense, index)
+        res = role_worker(args.work, args.n, args.system, args.url, args.index, args.ops, budgets)
     res["load_avg"] = list(os.getloadavg())
     args.out.write_text(json.dumps(res))
 

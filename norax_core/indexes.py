@@ -60,6 +60,12 @@ from norax_core.tokenize import Tokenizer
 logger = logging.getLogger("norax")
 
 CHROMA_PAGE = 5_000
+GRAPH_STATES_SHARE = 4
+"""A client keeps the saved communities of the namespaces it evicted (to reload them without
+recomputing) in its in-memory sidecar, up to ``index_cache_mb / GRAPH_STATES_SHARE`` of JSON,
+the most recently saved first: without a bound a worker's memory grows with every namespace it
+ever served (about 3 KB each, 20 KB for 1,000 memories)."""
+_TRIM_STATES_EVERY = 16  # evictions between trims (a trim reads every saved state's length)
 
 
 class DerivedIndexes:
@@ -229,6 +235,8 @@ class DerivedIndexes:
             self.sidecar.set_graph_states({namespace: _state_json(state)})
         if not self.source.complete:
             self.sidecar.drop_namespace(namespace)
+            if self.evictions % _TRIM_STATES_EVERY == 0:  # in memory: bounded, see below
+                self.sidecar.trim_graph_states(self.budget // GRAPH_STATES_SHARE)
         self.evictions += 1
 
     # -- snapshots (embedded stores) ------------------------------------------------------

@@ -406,6 +406,21 @@ class Sidecar(snapshot_table.SnapshotTable):
                 list(states.items()),
             )
 
+    def trim_graph_states(self, max_bytes: int) -> int:
+        """Delete the least recently saved graph communities beyond ``max_bytes`` of JSON.
+
+        A client's sidecar would otherwise keep one per namespace it ever evicted. A replaced
+        state counts as saved when it was replaced. Returns how many were deleted.
+        """
+        with self._lock, self._tx():
+            cur = self._conn.execute(
+                "DELETE FROM graph_state WHERE rowid IN (SELECT rowid FROM (SELECT rowid,"
+                " SUM(length(state)) OVER (ORDER BY rowid DESC) AS kept FROM graph_state)"
+                " WHERE kept > ?)",
+                (max(0, int(max_bytes)),),
+            )
+        return int(cur.rowcount)
+
 
 _ROW = "id, namespace, kind, created_at, tokens, entities, seq, role, inferred_kind"
 _IN_CHUNK = 500  # ids per ``IN (...)`` (SQLite allows 999 parameters in old builds)

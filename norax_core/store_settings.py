@@ -130,6 +130,11 @@ def settle(
     stored = read_settings(meta, collection=name, weights=weights is None)
     chosen = weights or stored.weights or get_preset("default")
     asked = EmbedSettings.of(config_for(chosen))
+    if stored == StoreSettings(chosen, asked):
+        # Nothing to warn about or record, empty or not: no read of the collection's data
+        # (a Chroma server's first read of a collection loads its index, in proportion to
+        # the store).
+        return chosen, asked
     if stored.embed is not None and collection.count() > 0:
         if asked != stored.embed:
             logger.warning(

@@ -8,7 +8,7 @@ reserved ``norax_*`` keys); :func:`memory_from_record` turns one back into a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -136,6 +136,9 @@ class ChromaRows:
     Other processes write to the server, so a client's sidecar only caches the namespaces
     it has loaded; a namespace is read by one ``get`` filtered on it (no other is read),
     which brings its vectors too: they go to ``vectors`` (the dense signal's matrix).
+    A namespace of more than :data:`ROWS_PER_GET` memories is read in parts (its ids, then
+    the rest by id), so that the JSON of one response, decoded to Python floats (about 60
+    KB per memory with a 384-dimension vector), stays bounded whatever the namespace's size.
 
     Args:
         collection: The memory collection.
@@ -156,17 +159,47 @@ class ChromaRows:
         self.vectors = vectors
 
     def rows(self, namespace: str) -> list[IndexRow]:
-        """Every row of ``namespace``, in one filtered ``get`` (no offset paging to shift)."""
+        """Every row of ``namespace``: one filtered ``get`` up to :data:`ROWS_PER_GET` rows.
+
+        A larger namespace: its ids (one filtered ``get`` of ids only), then the rows the
+        first ``get`` did not bring, by id, :data:`ROWS_PER_GET` at a time (no offset paging,
+        which a concurrent write would shift). A write in between is either read or named
+        by a change-log entry later than the read's time, as for the single ``get``.
+        """
         include = ["documents", "metadatas", *(["embeddings"] if self.vectors else [])]
-        got = self.collection.get(where={NAMESPACE_KEY: namespace}, include=include)
-        if self.vectors is not None and got.get("embeddings") is not None and len(got["ids"]):
+        ids: list[str] = []
+        out: list[IndexRow] = []
+        blocks: list[np.ndarray | None] = []
+        for got in self._parts(namespace, include):  # each decoded, then dropped
+            ids.extend(got["ids"])
+            out.extend(
+                self.row_from_record(mid, doc or "", dict(meta or {}))
+                for mid, doc, meta in zip(
+                    got["ids"], got["documents"], got["metadatas"], strict=True
+                )
+            )
+            if len(got["ids"]):
+                emb = got.get("embeddings")
+                blocks.append(None if emb is None else np.asarray(emb, dtype=np.float32))
+        arrays = [b for b in blocks if b is not None]
+        if self.vectors is not None and ids and len(arrays) == len(blocks):
             block = NamespaceMatrix()
-            block.put(got["ids"], np.asarray(got["embeddings"], dtype=np.float32))
+            block.put(ids, np.concatenate(arrays) if len(arrays) > 1 else arrays[0])
             self.vectors(namespace, block)
-        return [
-            self.row_from_record(mid, doc or "", dict(meta or {}))
-            for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
-        ]
+        return out
+
+    def _parts(self, namespace: str, include: list[str]) -> Iterator[dict[str, Any]]:
+        where = {NAMESPACE_KEY: namespace}
+        got = self.collection.get(where=where, include=include, limit=ROWS_PER_GET)
+        yield got
+        if len(got["ids"]) < ROWS_PER_GET:
+            return
+        first = set(got["ids"])
+        del got
+        listed = self.collection.get(where=where, include=[])["ids"]
+        rest = [m for m in listed if m not in first]
+        for s in range(0, len(rest), ROWS_PER_GET):
+            yield self.collection.get(ids=rest[s : s + ROWS_PER_GET], include=include)
 
     def homes(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
         """``id -> (namespace, seq)`` of the ``ids`` Chroma holds."""
@@ -202,3 +235,5 @@ class ChromaRows:
 
 
 _PAGE = 5_000
+ROWS_PER_GET = 1_024
+"""Rows of one namespace per ``get`` when a client reads it (see :class:`ChromaRows`)."""

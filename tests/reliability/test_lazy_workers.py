@@ -2,7 +2,7 @@
 
 A real ``chroma run`` on 127.0.0.1 and three worker processes, each serving its own disjoint
 set of namespaces with a mixed load (adds, upserts, deletes, searches) for a few seconds,
-with an index budget so small that nearly every switch of namespace evicts one. Each worker
+with index and vector budgets so small that nearly every switch of namespace evicts. Each worker
 checks as it goes that every search answers from the namespace it asked and finds the
 memory it looked for; at the end, every acknowledged write is found again (count, get and
 search) and the parent checks Chroma against the union of the workers' ledgers: nothing
@@ -40,7 +40,8 @@ WORKER = textwrap.dedent(
     mem = open_store(
         client=chromadb.HttpClient(host=u.hostname, port=u.port),
         collection=collection,
-        config=NoraxConfig(index_cache_mb=0.004),  # a few memories: switching evicts
+        # a few memories, one namespace's vectors: switching namespaces evicts both
+        config=NoraxConfig(index_cache_mb=0.004, dense_cache_mb=0.0005),
         sync_interval=0.5,
     )
     rng = random.Random(wid)
@@ -96,7 +97,8 @@ WORKER = textwrap.dedent(
             find(mid, ns, text)
     idx = mem.store.indexes
     print(json.dumps({"ops": ops, "searches": searches, "loads": idx.loads,
-                      "evictions": idx.evictions, "live": {m: s for m, (s, _) in live.items()},
+                      "evictions": idx.evictions, "vectors": len(idx.vectors.loaded()),
+                      "live": {m: s for m, (s, _) in live.items()},
                       "errors": errors}), flush=True)
     mem.close()
     """
@@ -128,10 +130,11 @@ def test_workers_serve_disjoint_namespaces_over_one_server(chroma_url: str) -> N
     for w, r in enumerate(reports):
         assert r["errors"] == [], (w, r["errors"][:10])
         assert r["searches"] > 0 and r["evictions"] > 0 and r["loads"] > r["evictions"] // 2
+        assert r["vectors"] <= 1  # the vector budget holds one namespace's at most
         assert all(ns.startswith(f"w{w}-") for ns in r["live"].values())
     print(
         "\nworkers:",
-        [{k: r[k] for k in ("ops", "searches", "loads", "evictions")} for r in reports],
+        [{k: r[k] for k in ("ops", "searches", "loads", "evictions", "vectors")} for r in reports],
     )
     want = {m: ns for r in reports for m, ns in r["live"].items()}
     u = urlparse(chroma_url)

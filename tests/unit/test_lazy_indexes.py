@@ -112,3 +112,45 @@ def test_roles_held_in_memory_follow_snapshots_and_writes(tmp_path: Path) -> Non
     del want["a-3"]
     idx.ensure("a")  # as a search does before reading them
     assert idx.roles("a", ids) == want
+
+
+class _ServerRows:
+    """A client's row source: every namespace is read from elsewhere, none kept."""
+
+    complete = False
+
+    def rows(self, namespace: str) -> list[IndexRow]:
+        return _rows(namespace, 10)
+
+    def homes(self, ids: object) -> dict[str, tuple[str, int]]:
+        return {}
+
+    def has(self, namespace: str) -> bool:
+        return True
+
+    def namespaces(self) -> list[str]:
+        return []
+
+    def count(self) -> int:
+        return 0
+
+
+def test_a_client_keeps_saved_communities_within_its_budget() -> None:
+    # A worker serving thousands of namespaces: each eviction saves the namespace's
+    # communities in the in-memory sidecar, which must not grow with every namespace served.
+    from norax_core.indexes import _TRIM_STATES_EVERY, GRAPH_STATES_SHARE
+
+    mb = 25 * row_bytes(_rows("a", 1)[0]) / 2**20  # two namespaces of 10 fit
+    idx = DerivedIndexes(Sidecar(None), NoraxConfig(index_cache_mb=mb), _ServerRows())
+    lengths = []
+    for i in range(300):
+        idx.ensure(f"n{i}")
+        saved = idx.sidecar._conn.execute("SELECT length(state) FROM graph_state").fetchall()
+        lengths.append(sum(n for (n,) in saved))
+    assert idx.evictions == 298 and max(n for (n,) in saved) > 0
+    largest = max(n for (n,) in saved)
+    bound = idx.budget // GRAPH_STATES_SHARE + _TRIM_STATES_EVERY * largest
+    assert max(lengths) <= bound < 300 * largest
+    # the most recently evicted keep theirs: reloaded without recomputing
+    assert idx.sidecar.graph_state("n297") is not None
+    idx.graph.close()

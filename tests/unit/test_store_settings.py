@@ -11,7 +11,7 @@ import chromadb
 import numpy as np
 import pytest
 
-from norax_core import NoraxMemory, Weights
+from norax_core import NoraxConfig, NoraxMemory, Weights
 from norax_core.cli import main as cli_main
 from norax_core.embedders import CallableEmbedder
 from norax_core.errors import WeightsError
@@ -171,3 +171,39 @@ def test_cli_add_with_a_preset_creates_a_store_that_keeps_it(
     assert cli_main([*store, "add", "--text", "second"]) == 0
     assert names == ["chat", "chat"]
     assert rec.seen[-1] == "second\nfirst"  # embedded with its context, as chat asks
+
+
+class _Reads:
+    """A Chroma collection that records which of its data reads were called."""
+
+    def __init__(self, collection: object) -> None:
+        self._collection = collection
+        self.reads: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        if name in ("count", "get", "peek", "query"):
+            self.reads.append(name)
+        return getattr(self._collection, name)
+
+
+def test_settling_a_recorded_store_reads_no_data(tmp_path: Path) -> None:
+    # A Chroma server's first read of a collection loads its index (0.3-0.9 s at 100k
+    # memories): a client's open must not read data when the recorded settings apply.
+    from norax_core.store_settings import settle
+
+    rec = Recorder()
+    with _open(tmp_path, rec, weights="chat") as mem:
+        mem.add(["a1", "a2"], created_at=[T0, T0 + 1])
+    client = chromadb.PersistentClient(path=str(tmp_path))
+    try:
+        col = _Reads(client.get_collection("norax"))
+        chat = get_preset("chat")
+        got = settle(col, "norax", None, lambda w: w.applied(NoraxConfig()), record=True)
+        assert got == (chat, EmbedSettings(2, 3600.0))
+        assert col.reads == []
+        # Other weights than recorded: the count decides (non-empty: the store's embedding).
+        other = get_preset("default")
+        got = settle(col, "norax", other, lambda w: w.applied(NoraxConfig()), record=True)
+        assert got == (other, EmbedSettings(2, 3600.0)) and col.reads == ["count"]
+    finally:
+        client.close()
