@@ -14,6 +14,7 @@ decision: the namespaces in use, loaded lazily under a budget (:mod:`norax_core.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -35,7 +36,7 @@ from norax_core.errors import InvalidInputError
 from norax_core.indexes import DerivedIndexes, chroma_pages
 from norax_core.locking import StoreLock
 from norax_core.models import Memory
-from norax_core.sidecar import IndexRow, Sidecar
+from norax_core.sidecar import IndexRow, Sidecar, record_json
 from norax_core.signals.dense import NAMESPACE_KEY, DenseSignal, chroma_where
 from norax_core.signals.vectors import NamespaceMatrix, load_namespace
 from norax_core.store.chroma import (
@@ -46,6 +47,7 @@ from norax_core.store.chroma import (
     seq,
 )
 from norax_core.store.kind_rule import rederive_kinds
+from norax_core.store.position import CountedCollection, PositionKeeper, read_position
 from norax_core.store.writes import WritePath
 from norax_core.sync import ChangeLog
 
@@ -138,6 +140,8 @@ class Store(WritePath):
             sidecar_path = None
         self.name = collection
         self.collection = open_collection(self.client, collection, self.embedder)
+        if self.path is not None:  # its writes are counted (norax_core.store.position)
+            self.collection = CountedCollection(self.collection)
         if client is None and self.path is None:
             self._finalizer = weakref.finalize(self, drop_collection, self.client, self.collection)
             self._finalizer.atexit = False  # the in-memory database ends with the process
@@ -165,9 +169,14 @@ class Store(WritePath):
             exact_limit=self.config.dense_exact_limit,
             on_load=lambda ns, block: self.indexes.vectors_read(ns, block),
         )
+        self.position = (
+            PositionKeeper(self.path, self.collection, self.indexes.sidecar)
+            if isinstance(self.collection, CountedCollection) and self.path is not None
+            else None
+        )
         self.indexes.load()
-        if reconcile:  # embedded: counts now, each namespace's ids as it loads; never a memory
-            self.indexes.reconcile(self.collection, self.row_from_record, lazy=True)
+        if reconcile:
+            self._reconcile_at_open()
         if reconcile and self.indexes.source.complete:  # a client reads Chroma's kinds
             sync = self.sync
             rederive_kinds(
@@ -176,6 +185,37 @@ class Store(WritePath):
                 self.row_from_record,
                 None if sync is None else lambda ids: sync.record("upsert", ids),
             )
+            self.checkpoint()
+
+    def _reconcile_at_open(self) -> None:
+        """Make the sidecar hold Chroma's ids, reading from Chroma only when it must.
+
+        An embedded store whose recorded write position is Chroma's, with nothing pending,
+        reads nothing (:mod:`norax_core.store.position`); one whose position differs or is
+        missing compares every id now and records the position; a store whose position
+        cannot be read (in memory, another Chroma) compares counts now and each namespace's
+        ids as it loads.
+        """
+        keeper = self.position
+        if keeper is not None and not self.indexes.sidecar.pending() and keeper.trusted():
+            return
+        before = None if self.path is None else read_position(self.path)
+        if keeper is None or before is None:
+            self.indexes.reconcile(self.collection, self.row_from_record, lazy=True)
+            return
+        self.indexes.reconcile(self.collection, self.row_from_record)
+        keeper.reconciled(before)
+
+    def holds(self) -> bool:
+        """Whether the collection holds a memory (the sidecar says, when it matches Chroma)."""
+        if self.position is not None and self.position.known:
+            return not self.indexes.sidecar.empty()
+        return int(self.collection.count()) > 0
+
+    def checkpoint(self) -> None:
+        """After a write reached Chroma and the indexes: record Chroma's new position."""
+        if self.position is not None:
+            self.position.checkpoint()
 
     # -- closing ------------------------------------------------------------------------
 
@@ -188,6 +228,7 @@ class Store(WritePath):
             if self.indexes.sidecar.path is not None:
                 self.indexes.finish(self._vectors_of)
                 self.indexes.save_state()
+                self.checkpoint()  # a write behind Norax's back meanwhile: forgotten
             self.indexes.publish()
             self.release()
 
@@ -241,7 +282,10 @@ class Store(WritePath):
         """
         with self.lock:
             started = time.time()
+            before = None if self.path is None else read_position(self.path)
             counts = self.indexes.reconcile(self.collection, self.row_from_record)
+            if self.position is not None:
+                self.position.reconciled(before)
             if self.sync is not None:
                 self.sync.reconciled(started)
             return counts
@@ -260,12 +304,26 @@ class Store(WritePath):
             self.maybe_sync()
             return self.indexes.namespaces()
 
-    def records(self, ids: Sequence[str]) -> dict[str, Memory]:
-        """The stored memory of each of ``ids`` that exists, by id."""
+    def records(self, ids: Sequence[str], *, local: bool = False) -> dict[str, Memory]:
+        """The stored memory of each of ``ids`` that exists, by id.
+
+        ``local``: read them from the sidecar where it holds them (an embedded or in-memory
+        store, whose sidecar this process alone writes: a search's results), Chroma for the
+        others; otherwise from Chroma.
+        """
         if not ids:
             return {}
-        got = self.collection.get(ids=list(dict.fromkeys(ids)), include=["documents", "metadatas"])
-        return {
+        wanted = list(dict.fromkeys(ids))
+        out: dict[str, Memory] = {}
+        if local and self.indexes.source.complete:
+            with self.lock:
+                held = self.indexes.sidecar.records(wanted)
+            out = {m: memory_from_record(m, d, json.loads(j)) for m, (d, j) in held.items()}
+            wanted = [m for m in wanted if m not in out]
+            if not wanted:
+                return out
+        got = self.collection.get(ids=wanted, include=["documents", "metadatas"])
+        return out | {
             mid: memory_from_record(mid, doc, dict(meta or {}))
             for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
         }
@@ -417,4 +475,6 @@ class Store(WritePath):
             seq(meta.get(SEQ_KEY)),
             role if isinstance(role, str) else "",
             mem.inferred_kind,
+            doc,
+            record_json(meta),
         )
