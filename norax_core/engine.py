@@ -376,9 +376,7 @@ class NoraxMemory:
             ranking = rank(table, plan, cands.k, extend)
             shown = set(cands.ids).intersection(ranking.ids())  # proposed: the breakdown
             matched = self._store.indexes.graph_signal.explain(cands.query, sorted(shown))
-        ns = cands.query.namespace  # documents and metadata: the sidecar's, where it holds them
-        found = self._store.records(ranking.ids(), local=True)
-        found = {mid: m for mid, m in found.items() if m.namespace == ns}
+        found = self._store.records(ranking.ids(), local=True, namespace=cands.query.namespace)
         return search_results(ranking, dataclasses.replace(cands, matched=matched), found, w)
 
     def candidates(

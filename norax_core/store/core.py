@@ -304,13 +304,18 @@ class Store(WritePath):
             self.maybe_sync()
             return self.indexes.namespaces()
 
-    def records(self, ids: Sequence[str], *, local: bool = False) -> dict[str, Memory]:
-        """The stored memory of each of ``ids`` that exists, by id.
+    def records(
+        self, ids: Sequence[str], *, local: bool = False, namespace: str | None = None
+    ) -> dict[str, Memory]:
+        """The stored memory of each of ``ids`` that exists (in ``namespace``), by id.
 
         ``local``: read them from the sidecar where it holds them (an embedded or in-memory
         store, whose sidecar this process alone writes: a search's results), Chroma for the
         others; otherwise from Chroma.
         """
+        if namespace is not None:
+            got = self.records(ids, local=local)
+            return {mid: m for mid, m in got.items() if m.namespace == namespace}
         if not ids:
             return {}
         wanted = list(dict.fromkeys(ids))
@@ -462,8 +467,13 @@ class Store(WritePath):
         return frozenset(got["ids"])
 
     def row_from_record(self, mid: str, doc: str, meta: dict[str, Any]) -> IndexRow:
-        """What the derived indexes hold of a Chroma record."""
+        """What the derived indexes hold of a Chroma record.
+
+        With the record itself (document, metadata) when the sidecar is complete (embedded,
+        in memory: a search's results are read from it); a client's cache does without.
+        """
         mem = memory_from_record(mid, doc, meta)
+        whole = self.indexes.source.complete
         role = meta.get("role")
         return IndexRow(
             mid,
@@ -475,6 +485,6 @@ class Store(WritePath):
             seq(meta.get(SEQ_KEY)),
             role if isinstance(role, str) else "",
             mem.inferred_kind,
-            doc,
-            record_json(meta),
+            doc if whole else None,
+            record_json(meta) if whole else None,
         )
