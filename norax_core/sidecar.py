@@ -6,9 +6,11 @@ the in-memory indexes without re-tokenising or re-running spaCy. Every write is 
 transaction, proportional to the batch (never a rewrite of the whole index). Rows are indexed
 by namespace, so one namespace loads without reading the others
 (:class:`~norax_core.indexes.DerivedIndexes` loads namespaces lazily), and each namespace's
-saved graph communities have a row of their own. The engine reconciles the sidecar with
-Chroma on open (pending ids, and every id when the counts differ) and on
-:meth:`NoraxMemory.refresh`.
+saved graph communities have a row of their own. Each row also keeps the memory's Chroma
+record (document, metadata), so an embedded store answers a search without reading Chroma.
+The engine reconciles the sidecar with Chroma on open (not at all when Chroma's write
+position is the one the sidecar recorded, :mod:`norax_core.store.position`; else pending
+ids, and every id) and on :meth:`NoraxMemory.refresh`.
 
 A write is crash-safe through a small intent log: the ids of a batch are recorded as
 *pending* before Chroma is written, and cleared in the same transaction that stores their
