@@ -44,8 +44,9 @@ reply rule, so a store written by 3 re-derives them at open; 5: ``role``, ``infe
 from the sidecar)."""
 
 POSITION_KEY = "chroma_position"
-"""Meta key: the position of Chroma's write log the rows match (:mod:`norax_core.store.position`);
-emptied with the rows."""
+"""Meta key: the position of Chroma's write log the rows match (:mod:`norax_core.store.position`).
+Deleted by a trigger on any change of ``memories`` (a hand edit too); the store records it
+again after each of its writes."""
 
 Links = Mapping[str, tuple[str, tuple[str, ...]]]
 """Supersession links a write changes: ``{newer id: (namespace, older ids)}``; no older ids
@@ -191,6 +192,12 @@ class Sidecar(snapshot_table.SnapshotTable):
                 " state TEXT NOT NULL)"
             )
             list(map(self._conn.execute, snapshot_table.SCHEMA))  # snapshots, their triggers
+            for event in ("INSERT", "UPDATE", "DELETE"):  # any change of rows, by hand too,
+                self._conn.execute(  # voids the recorded Chroma position (re-recorded after
+                    f"CREATE TRIGGER IF NOT EXISTS memories_{event.lower()}_position"  # a write)
+                    f" AFTER {event} ON memories BEGIN DELETE FROM meta"
+                    f" WHERE key = '{POSITION_KEY}'; END"
+                )
 
     def close(self) -> None:
         """Close the database."""

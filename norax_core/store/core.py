@@ -321,8 +321,7 @@ class Store(WritePath):
         wanted = list(dict.fromkeys(ids))
         out: dict[str, Memory] = {}
         if local and self.indexes.source.complete:
-            with self.lock:
-                held = self.indexes.sidecar.records(wanted)
+            held = self.indexes.sidecar.records(wanted)
             out = {m: memory_from_record(m, d, json.loads(j)) for m, (d, j) in held.items()}
             wanted = [m for m in wanted if m not in out]
             if not wanted:

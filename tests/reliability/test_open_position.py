@@ -171,3 +171,15 @@ def test_a_sidecar_emptied_for_a_rebuild_forgets_its_position(tmp_path: Path) ->
     with open_store(store) as mem:
         assert mem.count() == 59 and mem.check().ok
     assert _recorded(store)  # rebuilt, then recorded again
+
+
+def test_a_hand_edit_of_the_sidecar_voids_its_position(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    with open_store(store) as mem:
+        _fill(mem)
+    with sqlite3.connect(store / SIDECAR_FILE) as db:  # Chroma unchanged: only the trigger tells
+        db.execute("DELETE FROM memories WHERE id = 'b7'")
+    assert _recorded(store) == ""
+    with open_store(store) as mem:
+        assert mem.count("b") == 30 and mem.check().ok
+    assert _recorded(store)
