@@ -180,6 +180,8 @@ class Sidecar(snapshot_table.SnapshotTable):
             self._conn.execute(
                 "CREATE INDEX IF NOT EXISTS memories_namespace ON memories (namespace)"
             )
+            # max(seq) at open in one index probe, not a scan of every row
+            self._conn.execute("CREATE INDEX IF NOT EXISTS memories_seq ON memories (seq)")
             self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS supersedes (id TEXT PRIMARY KEY,"
                 " namespace TEXT NOT NULL, older TEXT NOT NULL)"
