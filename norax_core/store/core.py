@@ -14,7 +14,6 @@ decision: the namespaces in use, loaded lazily under a budget (:mod:`norax_core.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -36,18 +35,19 @@ from norax_core.errors import InvalidInputError
 from norax_core.indexes import DerivedIndexes, chroma_pages
 from norax_core.locking import StoreLock
 from norax_core.models import Memory
-from norax_core.sidecar import IndexRow, Sidecar, record_json
+from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.signals.dense import NAMESPACE_KEY, DenseSignal, chroma_where
 from norax_core.signals.vectors import NamespaceMatrix, load_namespace
 from norax_core.store.chroma import (
     ChromaRows,
     drop_collection,
-    memory_from_record,
+    index_row,
     open_collection,
+    read_records,
     seq,
 )
 from norax_core.store.kind_rule import rederive_kinds
-from norax_core.store.position import CountedCollection, PositionKeeper, read_position
+from norax_core.store.position import CountedCollection, keeper, reconcile_at_open
 from norax_core.store.writes import WritePath
 from norax_core.sync import ChangeLog
 
@@ -169,14 +169,11 @@ class Store(WritePath):
             exact_limit=self.config.dense_exact_limit,
             on_load=lambda ns, block: self.indexes.vectors_read(ns, block),
         )
-        self.position = (
-            PositionKeeper(self.path, self.collection, self.indexes.sidecar)
-            if isinstance(self.collection, CountedCollection) and self.path is not None
-            else None
-        )
+        self.position = keeper(self.path, self.collection, self.indexes.sidecar)
+        self.checkpoint = self.position.checkpoint  # after each write (WritePath)
         self.indexes.load()
-        if reconcile:
-            self._reconcile_at_open()
+        if reconcile:  # nothing read from Chroma when its write position is the recorded one
+            reconcile_at_open(self.position, self.indexes, self.collection, self.row_from_record)
         if reconcile and self.indexes.source.complete:  # a client reads Chroma's kinds
             sync = self.sync
             rederive_kinds(
@@ -185,37 +182,11 @@ class Store(WritePath):
                 self.row_from_record,
                 None if sync is None else lambda ids: sync.record("upsert", ids),
             )
-            self.checkpoint()
-
-    def _reconcile_at_open(self) -> None:
-        """Make the sidecar hold Chroma's ids, reading from Chroma only when it must.
-
-        An embedded store whose recorded write position is Chroma's, with nothing pending,
-        reads nothing (:mod:`norax_core.store.position`); one whose position differs or is
-        missing compares every id now and records the position; a store whose position
-        cannot be read (in memory, another Chroma) compares counts now and each namespace's
-        ids as it loads.
-        """
-        keeper = self.position
-        if keeper is not None and not self.indexes.sidecar.pending() and keeper.trusted():
-            return
-        before = None if self.path is None else read_position(self.path)
-        if keeper is None or before is None:
-            self.indexes.reconcile(self.collection, self.row_from_record, lazy=True)
-            return
-        self.indexes.reconcile(self.collection, self.row_from_record)
-        keeper.reconciled(before)
 
     def holds(self) -> bool:
         """Whether the collection holds a memory (the sidecar says, when it matches Chroma)."""
-        if self.position is not None and self.position.known:
-            return not self.indexes.sidecar.empty()
-        return int(self.collection.count()) > 0
-
-    def checkpoint(self) -> None:
-        """After a write reached Chroma and the indexes: record Chroma's new position."""
-        if self.position is not None:
-            self.position.checkpoint()
+        known = self.position.known
+        return not self.indexes.sidecar.empty() if known else int(self.collection.count()) > 0
 
     # -- closing ------------------------------------------------------------------------
 
@@ -282,10 +253,9 @@ class Store(WritePath):
         """
         with self.lock:
             started = time.time()
-            before = None if self.path is None else read_position(self.path)
+            before = self.position.now()
             counts = self.indexes.reconcile(self.collection, self.row_from_record)
-            if self.position is not None:
-                self.position.reconciled(before)
+            self.position.reconciled(before)
             if self.sync is not None:
                 self.sync.reconciled(started)
             return counts
@@ -307,30 +277,10 @@ class Store(WritePath):
     def records(
         self, ids: Sequence[str], *, local: bool = False, namespace: str | None = None
     ) -> dict[str, Memory]:
-        """The stored memory of each of ``ids`` that exists (in ``namespace``), by id.
-
-        ``local``: read them from the sidecar where it holds them (an embedded or in-memory
-        store, whose sidecar this process alone writes: a search's results), Chroma for the
-        others; otherwise from Chroma.
-        """
-        if namespace is not None:
-            got = self.records(ids, local=local)
-            return {mid: m for mid, m in got.items() if m.namespace == namespace}
-        if not ids:
-            return {}
-        wanted = list(dict.fromkeys(ids))
-        out: dict[str, Memory] = {}
-        if local and self.indexes.source.complete:
-            held = self.indexes.sidecar.records(wanted)
-            out = {m: memory_from_record(m, d, json.loads(j)) for m, (d, j) in held.items()}
-            wanted = [m for m in wanted if m not in out]
-            if not wanted:
-                return out
-        got = self.collection.get(ids=wanted, include=["documents", "metadatas"])
-        return out | {
-            mid: memory_from_record(mid, doc, dict(meta or {}))
-            for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
-        }
+        """Each of ``ids`` stored (in ``namespace``), by id; ``local``: see :func:`read_records`."""
+        sidecar = self.indexes.sidecar if local and self.indexes.source.complete else None
+        got = read_records(self.collection, sidecar, ids)
+        return {m: r for m, r in got.items() if namespace in (None, r.namespace)}
 
     def roles(self, namespace: str, ids: Sequence[str]) -> dict[str, str]:
         """The ``role`` of each of ``ids`` in the loaded ``namespace`` (held in memory)."""
@@ -466,24 +416,5 @@ class Store(WritePath):
         return frozenset(got["ids"])
 
     def row_from_record(self, mid: str, doc: str, meta: dict[str, Any]) -> IndexRow:
-        """What the derived indexes hold of a Chroma record.
-
-        With the record itself (document, metadata) when the sidecar is complete (embedded,
-        in memory: a search's results are read from it); a client's cache does without.
-        """
-        mem = memory_from_record(mid, doc, meta)
-        whole = self.indexes.source.complete
-        role = meta.get("role")
-        return IndexRow(
-            mid,
-            mem.namespace,
-            mem.kind,
-            float(meta.get(CREATED_KEY, 0.0)),  # the stored float: a datetime rounds to µs
-            tuple(self.indexes.tokenizer(doc)),
-            mem.entities,
-            seq(meta.get(SEQ_KEY)),
-            role if isinstance(role, str) else "",
-            mem.inferred_kind,
-            doc if whole else None,
-            record_json(meta) if whole else None,
-        )
+        """What the derived indexes hold of a Chroma record (:func:`index_row`)."""
+        return index_row(mid, doc, meta, self.indexes.tokenizer, self.indexes.source.complete)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -163,7 +164,58 @@ class PositionKeeper:
             self.sidecar.set_meta({POSITION_KEY: ""})
         self._base = None
 
+    def now(self) -> int | None:
+        """Chroma's position now (``None``: unreadable)."""
+        return read_position(self.folder)
+
     @property
     def known(self) -> bool:
         """Whether the sidecar matches a known position of Chroma's."""
         return self._base is not None
+
+
+class NoPosition:
+    """The keeper of a store whose position cannot be read (in memory, a client)."""
+
+    known = False
+
+    def trusted(self) -> bool:  # noqa: D102 (see PositionKeeper)
+        return False
+
+    def now(self) -> int | None:  # noqa: D102
+        return None
+
+    def reconciled(self, before: int | None) -> None:  # noqa: D102
+        return None
+
+    def checkpoint(self) -> None:  # noqa: D102
+        return None
+
+
+def keeper(folder: Path | None, collection: Any, sidecar: Any) -> PositionKeeper | NoPosition:
+    """The position keeper of an embedded store's counted collection."""
+    if folder is None or not isinstance(collection, CountedCollection):
+        return NoPosition()
+    return PositionKeeper(folder, collection, sidecar)
+
+
+def reconcile_at_open(
+    keeper: PositionKeeper | NoPosition,
+    indexes: Any,
+    collection: Any,
+    row_from_record: Callable[[str, str, dict[str, Any]], Any],
+) -> None:
+    """Make the sidecar hold Chroma's ids at open, reading Chroma only when it must.
+
+    Recorded position is Chroma's, nothing pending: nothing is read. Position differs or
+    is missing: every id is compared now and the position recorded. Unreadable (in memory,
+    another Chroma): counts now, each namespace's ids as it loads (``lazy``).
+    """
+    if not indexes.sidecar.pending() and keeper.trusted():
+        return
+    before = keeper.now()
+    if before is None:
+        indexes.reconcile(collection, row_from_record, lazy=True)
+        return
+    indexes.reconcile(collection, row_from_record)
+    keeper.reconciled(before)
