@@ -116,6 +116,7 @@ class NoraxMemory:
                 None if weights is None else self.weights,
                 lambda w: w.applied(self.config),
                 record=reconcile,
+                holds=self._store.holds,
             )
             if reconcile:
                 try:
@@ -375,7 +376,7 @@ class NoraxMemory:
             ranking = rank(table, plan, cands.k, extend)
             shown = set(cands.ids).intersection(ranking.ids())  # proposed: the breakdown
             matched = self._store.indexes.graph_signal.explain(cands.query, sorted(shown))
-        found = {m.id: m for m in self.get(ranking.ids(), namespace=cands.query.namespace)}
+        found = self._store.records(ranking.ids(), local=True, namespace=cands.query.namespace)
         return search_results(ranking, dataclasses.replace(cands, matched=matched), found, w)
 
     def candidates(

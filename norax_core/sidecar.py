@@ -6,9 +6,11 @@ the in-memory indexes without re-tokenising or re-running spaCy. Every write is 
 transaction, proportional to the batch (never a rewrite of the whole index). Rows are indexed
 by namespace, so one namespace loads without reading the others
 (:class:`~norax_core.indexes.DerivedIndexes` loads namespaces lazily), and each namespace's
-saved graph communities have a row of their own. The engine reconciles the sidecar with
-Chroma on open (pending ids, and every id when the counts differ) and on
-:meth:`NoraxMemory.refresh`.
+saved graph communities have a row of their own. Each row also keeps the memory's Chroma
+record (document, metadata), so an embedded store answers a search without reading Chroma.
+The engine reconciles the sidecar with Chroma on open (not at all when Chroma's write
+position is the one the sidecar recorded, :mod:`norax_core.store.position`; else pending
+ids, and every id) and on :meth:`NoraxMemory.refresh`.
 
 A write is crash-safe through a small intent log: the ids of a batch are recorded as
 *pending* before Chroma is written, and cleared in the same transaction that stores their
@@ -34,10 +36,17 @@ from typing import Protocol
 
 from norax_core import snapshot_table
 
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
 """Bumped when the rows change meaning; a sidecar of another version is rebuilt from Chroma
 (2: ``seq``; 3: the ``supersedes`` links; 4: links under the rule with value cues and the
-reply rule, so a store written by 3 re-derives them at open; 5: ``role``, ``inferred_kind``)."""
+reply rule, so a store written by 3 re-derives them at open; 5: ``role``, ``inferred_kind``;
+6: ``document``, ``metadata``, the record as Chroma holds it, so a search's results are read
+from the sidecar)."""
+
+POSITION_KEY = "chroma_position"
+"""Meta key: the position of Chroma's write log the rows match (:mod:`norax_core.store.position`).
+Deleted by a trigger on any change of ``memories`` (a hand edit too); the store records it
+again after each of its writes."""
 
 Links = Mapping[str, tuple[str, tuple[str, ...]]]
 """Supersession links a write changes: ``{newer id: (namespace, older ids)}``; no older ids
@@ -52,6 +61,8 @@ class IndexRow:
     order among memories that share ``created_at``; 0 for memories written before Norax kept
     one (they fall back to id order). ``role`` is its metadata ``role`` (``""`` without
     one) and ``inferred_kind`` its kind as :mod:`norax_core.kinds` read it at write time.
+    ``document`` and ``metadata`` (JSON) are its Chroma record as Chroma returns it (``None``:
+    not held, read from Chroma); they are written with the row, never read into the indexes.
     """
 
     id: str
@@ -63,6 +74,8 @@ class IndexRow:
     seq: int = 0
     role: str = ""
     inferred_kind: str = ""
+    document: str | None = None
+    metadata: str | None = None
 
 
 ROW_BYTES = 3_000
@@ -167,6 +180,8 @@ class Sidecar(snapshot_table.SnapshotTable):
             self._conn.execute(
                 "CREATE INDEX IF NOT EXISTS memories_namespace ON memories (namespace)"
             )
+            # max(seq) at open in one index probe, not a scan of every row
+            self._conn.execute("CREATE INDEX IF NOT EXISTS memories_seq ON memories (seq)")
             self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS supersedes (id TEXT PRIMARY KEY,"
                 " namespace TEXT NOT NULL, older TEXT NOT NULL)"
@@ -179,6 +194,12 @@ class Sidecar(snapshot_table.SnapshotTable):
                 " state TEXT NOT NULL)"
             )
             list(map(self._conn.execute, snapshot_table.SCHEMA))  # snapshots, their triggers
+            for event in ("INSERT", "UPDATE", "DELETE"):  # any change of rows, by hand too,
+                self._conn.execute(  # voids the recorded Chroma position (re-recorded after
+                    f"CREATE TRIGGER IF NOT EXISTS memories_{event.lower()}_position"  # a write)
+                    f" AFTER {event} ON memories BEGIN DELETE FROM meta"
+                    f" WHERE key = '{POSITION_KEY}'; END"
+                )
 
     def close(self) -> None:
         """Close the database."""
@@ -238,7 +259,7 @@ class Sidecar(snapshot_table.SnapshotTable):
             )
             self._conn.executemany("DELETE FROM pending WHERE id = ?", [(i,) for i in cleared])
             self._conn.executemany(
-                f"INSERT OR REPLACE INTO memories ({_ROW}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT OR REPLACE INTO memories ({_FULL}) VALUES ({', '.join('?' * 11)})",
                 [_values(r) for r in rows],
             )
 
@@ -290,11 +311,15 @@ class Sidecar(snapshot_table.SnapshotTable):
             self._conn.execute("DELETE FROM unlinked WHERE namespace = ?", (namespace,))
 
     def clear(self) -> None:
-        """Delete every row and link (before a full rebuild, or a client-mode cache at open)."""
+        """Delete every row and link (before a full rebuild, or a client-mode cache at open).
+
+        The recorded Chroma position goes with them: the rows no longer match it.
+        """
         with self._lock, self._tx():
             self._conn.execute("DELETE FROM memories")
             self._conn.execute("DELETE FROM supersedes")
             self._conn.execute("DELETE FROM unlinked")
+            self._conn.execute("DELETE FROM meta WHERE key = ?", (POSITION_KEY,))
 
     def ids(self) -> set[str]:
         """Every id the sidecar holds."""
@@ -307,12 +332,12 @@ class Sidecar(snapshot_table.SnapshotTable):
         while True:
             with self._lock:
                 chunk = self._conn.execute(
-                    f"SELECT {_ROW} FROM memories WHERE id > ? ORDER BY id LIMIT ?",
+                    f"SELECT {_FULL} FROM memories WHERE id > ? ORDER BY id LIMIT ?",
                     (last, batch),
                 ).fetchall()
             if not chunk:
                 return
-            yield from map(_row, chunk)
+            yield from (_row(r[:9], r[9], r[10]) for r in chunk)
             last = chunk[-1][0]
 
     def namespace_rows(self, namespace: str) -> list[IndexRow]:
@@ -338,6 +363,21 @@ class Sidecar(snapshot_table.SnapshotTable):
                 if role:
                     roles[m] = role
         return standing, roles
+
+    def records(self, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """``id -> (document, metadata JSON)`` of the ``ids`` whose record the sidecar holds."""
+        out: dict[str, tuple[str, str]] = {}
+        with self._lock:
+            for s in range(0, len(ids), _IN_CHUNK):
+                chunk = list(ids[s : s + _IN_CHUNK])
+                marks = ",".join("?" * len(chunk))
+                for mid, doc, meta in self._conn.execute(
+                    f"SELECT id, document, metadata FROM memories WHERE id IN ({marks})"
+                    " AND document IS NOT NULL AND metadata IS NOT NULL",
+                    chunk,
+                ):
+                    out[mid] = (doc, meta)
+        return out
 
     def homes(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
         """``id -> (namespace, seq)`` for the ``ids`` the sidecar holds."""
@@ -376,6 +416,11 @@ class Sidecar(snapshot_table.SnapshotTable):
         """Number of rows."""
         with self._lock:
             return int(self._conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+
+    def empty(self) -> bool:
+        """Whether no row is held (one row read at most)."""
+        with self._lock:
+            return self._conn.execute("SELECT 1 FROM memories LIMIT 1").fetchone() is None
 
     def max_seq(self) -> int:
         """The highest write sequence number held (0 when empty)."""
@@ -423,24 +468,35 @@ class Sidecar(snapshot_table.SnapshotTable):
 
 
 _ROW = "id, namespace, kind, created_at, tokens, entities, seq, role, inferred_kind"
+_FULL = _ROW + ", document, metadata"  # written, and read by a check; not by a load
 _IN_CHUNK = 500  # ids per ``IN (...)`` (SQLite allows 999 parameters in old builds)
 
 
 _LATER = {"seq": "INTEGER NOT NULL DEFAULT 0", "role": "TEXT NOT NULL DEFAULT ''"}
 _LATER["inferred_kind"] = _LATER["role"]
+_LATER["document"] = _LATER["metadata"] = "TEXT"
 """Columns later versions added to ``memories``, and their types."""
 
 
 def _values(r: IndexRow) -> tuple[object, ...]:
     tok, ent = (json.dumps(x, ensure_ascii=False) for x in (r.tokens, r.entities))
-    return (r.id, r.namespace, r.kind, r.created_at, tok, ent, r.seq, r.role, r.inferred_kind)
+    fields = (r.id, r.namespace, r.kind, r.created_at, tok, ent, r.seq, r.role, r.inferred_kind)
+    return (*fields, r.document, r.metadata)
 
 
-def _row(r: tuple[str, str, str, float, str, str, int, str, str]) -> IndexRow:
+def _row(
+    r: tuple[str, str, str, float, str, str, int, str, str],
+    document: str | None = None,
+    metadata: str | None = None,
+) -> IndexRow:
     mid, ns, kind, ts, tok, ent, seq, role, inferred = r
-    return IndexRow(
-        mid, ns, kind, ts, tuple(json.loads(tok)), tuple(json.loads(ent)), seq, role, inferred
-    )
+    tokens, entities = tuple(json.loads(tok)), tuple(json.loads(ent))
+    return IndexRow(mid, ns, kind, ts, tokens, entities, seq, role, inferred, document, metadata)
+
+
+def record_json(meta: Mapping[str, object]) -> str:
+    """A Chroma record's metadata as the sidecar keeps it (:attr:`IndexRow.metadata`)."""
+    return json.dumps(dict(meta), ensure_ascii=False, sort_keys=True)
 
 
 class _Transaction:

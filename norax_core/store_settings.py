@@ -112,6 +112,7 @@ def settle(
     config_for: Callable[[Weights], NoraxConfig],
     *,
     record: bool,
+    holds: Callable[[], bool] | None = None,
 ) -> tuple[Weights, EmbedSettings]:
     """A store's default weights and embedding settings at open; records them if it is empty.
 
@@ -122,6 +123,7 @@ def settle(
             (else ``"default"``).
         config_for: The store's configuration with a weights' parameters applied.
         record: Write the settings into an empty (or unrecorded) collection's metadata.
+        holds: Whether the collection holds a memory (default: ask Chroma for its count).
 
     Returns:
         ``(default weights, embedding settings for every add)``.
@@ -135,7 +137,8 @@ def settle(
         # (a Chroma server's first read of a collection loads its index, in proportion to
         # the store).
         return chosen, asked
-    if stored.embed is not None and collection.count() > 0:
+    held = holds if holds is not None else lambda: collection.count() > 0
+    if stored.embed is not None and held():
         if asked != stored.embed:
             logger.warning(
                 "norax: collection %r was embedded with %s; memories added now use the same, "

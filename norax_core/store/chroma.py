@@ -7,6 +7,7 @@ reserved ``norax_*`` keys); :func:`memory_from_record` turns one back into a
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -24,7 +25,7 @@ from norax_core.models import (
     Memory,
     utc_from_timestamp,
 )
-from norax_core.sidecar import IndexRow
+from norax_core.sidecar import IndexRow, Sidecar, record_json
 from norax_core.signals.dense import NAMESPACE_KEY
 from norax_core.signals.vectors import NamespaceMatrix
 from norax_core.store.writes import CHROMA_BATCH
@@ -237,3 +238,48 @@ class ChromaRows:
 _PAGE = 5_000
 ROWS_PER_GET = 1_024
 """Rows of one namespace per ``get`` when a client reads it (see :class:`ChromaRows`)."""
+
+
+def read_records(collection: Any, sidecar: Sidecar | None, ids: Sequence[str]) -> dict[str, Memory]:
+    """The memory of each of ``ids`` that exists, by id.
+
+    From ``sidecar`` where it holds the record (an embedded or in-memory store, whose sidecar
+    this process alone writes: a search's results), else (and without one) from Chroma.
+    """
+    wanted, out = list(dict.fromkeys(ids)), {}
+    if sidecar is not None and wanted:
+        held = sidecar.records(wanted)
+        out = {m: memory_from_record(m, d, json.loads(j)) for m, (d, j) in held.items()}
+        wanted = [m for m in wanted if m not in out]
+    if not wanted:
+        return out
+    got = collection.get(ids=wanted, include=["documents", "metadatas"])
+    return out | {
+        mid: memory_from_record(mid, doc, dict(meta or {}))
+        for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+    }
+
+
+def index_row(
+    mid: str, doc: str, meta: dict[str, Any], tokenizer: Callable[[str], Any], whole: bool
+) -> IndexRow:
+    """What the derived indexes hold of a Chroma record.
+
+    ``whole``: with the record itself (document, metadata), for a complete sidecar (a
+    search's results are read from it); a client's cache does without.
+    """
+    mem = memory_from_record(mid, doc, meta)
+    role = meta.get("role")
+    return IndexRow(
+        mid,
+        mem.namespace,
+        mem.kind,
+        float(meta.get(CREATED_KEY, 0.0)),  # the stored float: a datetime rounds to µs
+        tuple(tokenizer(doc)),
+        mem.entities,
+        seq(meta.get(SEQ_KEY)),
+        role if isinstance(role, str) else "",
+        mem.inferred_kind,
+        doc if whole else None,
+        record_json(meta) if whole else None,
+    )

@@ -13,6 +13,7 @@ Chroma's records derive; a memory whose links disagree is reported stale (``supe
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -178,8 +179,8 @@ def check(store: Store, *, deep: bool = True) -> CheckReport:
     Args:
         store: An open store.
         deep: Also compare each sidecar row's namespace, kind, time, tokens and entities
-            (and write sequence number) with what Chroma's record derives; otherwise compare
-            ids only.
+            (write sequence number, and the document and metadata it holds) with what
+            Chroma's record derives; otherwise compare ids only.
 
     Returns:
         The report; ``report.ok`` tells whether everything agrees.
@@ -315,7 +316,19 @@ def _differences(a: IndexRow, b: IndexRow) -> tuple[str, ...]:
     out += [f for f in ("tokens", "entities") if tuple(getattr(a, f)) != tuple(getattr(b, f))]
     if a.seq != b.seq:
         out.append("seq")
+    # the record a search's results are read from, where the sidecar holds it (``a``)
+    if a.document is not None and a.document != b.document:
+        out.append("document")
+    if a.metadata is not None and _loads(a.metadata) != _loads(b.metadata):
+        out.append("metadata")
     return tuple(out)
+
+
+def _loads(text: str | None) -> object:
+    try:
+        return None if text is None else json.loads(text)
+    except ValueError:
+        return text
 
 
 def _label(namespace: str) -> str:

@@ -41,11 +41,13 @@ from norax_core.signals.vectors import NamespaceMatrix, load_namespace
 from norax_core.store.chroma import (
     ChromaRows,
     drop_collection,
-    memory_from_record,
+    index_row,
     open_collection,
+    read_records,
     seq,
 )
 from norax_core.store.kind_rule import rederive_kinds
+from norax_core.store.position import CountedCollection, keeper, reconcile_at_open
 from norax_core.store.writes import WritePath
 from norax_core.sync import ChangeLog
 
@@ -138,6 +140,8 @@ class Store(WritePath):
             sidecar_path = None
         self.name = collection
         self.collection = open_collection(self.client, collection, self.embedder)
+        if self.path is not None:  # its writes are counted (norax_core.store.position)
+            self.collection = CountedCollection(self.collection)
         if client is None and self.path is None:
             self._finalizer = weakref.finalize(self, drop_collection, self.client, self.collection)
             self._finalizer.atexit = False  # the in-memory database ends with the process
@@ -165,9 +169,11 @@ class Store(WritePath):
             exact_limit=self.config.dense_exact_limit,
             on_load=lambda ns, block: self.indexes.vectors_read(ns, block),
         )
+        self.position = keeper(self.path, self.collection, self.indexes.sidecar)
+        self.checkpoint = self.position.checkpoint  # after each write (WritePath)
         self.indexes.load()
-        if reconcile:  # embedded: counts now, each namespace's ids as it loads; never a memory
-            self.indexes.reconcile(self.collection, self.row_from_record, lazy=True)
+        if reconcile:  # nothing read from Chroma when its write position is the recorded one
+            reconcile_at_open(self.position, self.indexes, self.collection, self.row_from_record)
         if reconcile and self.indexes.source.complete:  # a client reads Chroma's kinds
             sync = self.sync
             rederive_kinds(
@@ -176,6 +182,11 @@ class Store(WritePath):
                 self.row_from_record,
                 None if sync is None else lambda ids: sync.record("upsert", ids),
             )
+
+    def holds(self) -> bool:
+        """Whether the collection holds a memory (the sidecar says, when it matches Chroma)."""
+        known = self.position.known
+        return not self.indexes.sidecar.empty() if known else int(self.collection.count()) > 0
 
     # -- closing ------------------------------------------------------------------------
 
@@ -188,6 +199,7 @@ class Store(WritePath):
             if self.indexes.sidecar.path is not None:
                 self.indexes.finish(self._vectors_of)
                 self.indexes.save_state()
+                self.checkpoint()  # a write behind Norax's back meanwhile: forgotten
             self.indexes.publish()
             self.release()
 
@@ -241,7 +253,9 @@ class Store(WritePath):
         """
         with self.lock:
             started = time.time()
+            before = self.position.now()
             counts = self.indexes.reconcile(self.collection, self.row_from_record)
+            self.position.reconciled(before)
             if self.sync is not None:
                 self.sync.reconciled(started)
             return counts
@@ -260,15 +274,13 @@ class Store(WritePath):
             self.maybe_sync()
             return self.indexes.namespaces()
 
-    def records(self, ids: Sequence[str]) -> dict[str, Memory]:
-        """The stored memory of each of ``ids`` that exists, by id."""
-        if not ids:
-            return {}
-        got = self.collection.get(ids=list(dict.fromkeys(ids)), include=["documents", "metadatas"])
-        return {
-            mid: memory_from_record(mid, doc, dict(meta or {}))
-            for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
-        }
+    def records(
+        self, ids: Sequence[str], *, local: bool = False, namespace: str | None = None
+    ) -> dict[str, Memory]:
+        """Each of ``ids`` stored (in ``namespace``), by id; ``local``: see :func:`read_records`."""
+        sidecar = self.indexes.sidecar if local and self.indexes.source.complete else None
+        got = read_records(self.collection, sidecar, ids)
+        return {m: r for m, r in got.items() if namespace in (None, r.namespace)}
 
     def roles(self, namespace: str, ids: Sequence[str]) -> dict[str, str]:
         """The ``role`` of each of ``ids`` in the loaded ``namespace`` (held in memory)."""
@@ -404,17 +416,5 @@ class Store(WritePath):
         return frozenset(got["ids"])
 
     def row_from_record(self, mid: str, doc: str, meta: dict[str, Any]) -> IndexRow:
-        """What the derived indexes hold of a Chroma record."""
-        mem = memory_from_record(mid, doc, meta)
-        role = meta.get("role")
-        return IndexRow(
-            mid,
-            mem.namespace,
-            mem.kind,
-            float(meta.get(CREATED_KEY, 0.0)),  # the stored float: a datetime rounds to µs
-            tuple(self.indexes.tokenizer(doc)),
-            mem.entities,
-            seq(meta.get(SEQ_KEY)),
-            role if isinstance(role, str) else "",
-            mem.inferred_kind,
-        )
+        """What the derived indexes hold of a Chroma record (:func:`index_row`)."""
+        return index_row(mid, doc, meta, self.indexes.tokenizer, self.indexes.source.complete)

@@ -8,6 +8,7 @@ interrupted write is finished at the next open.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +34,7 @@ from norax_core.embedders import Embedder
 from norax_core.errors import DuplicateIdError, InvalidInputError, NoraxError
 from norax_core.indexes import DerivedIndexes
 from norax_core.models import DEFAULT_NAMESPACE
-from norax_core.sidecar import IndexRow
+from norax_core.sidecar import IndexRow, record_json
 from norax_core.signals.dense import NAMESPACE_KEY
 from norax_core.sync import ChangeLog
 
@@ -63,6 +64,7 @@ class WritePath:
     add_config: Callable[[], NoraxConfig]
     row_from_record: Callable[[str, str, dict[str, Any]], IndexRow]
     texts: Callable[[list[str]], dict[str, str]]
+    checkpoint: Callable[[], None]
 
     def embedding_texts(
         self,
@@ -160,7 +162,7 @@ class WritePath:
                     tried.extend(chunk)
             if not upsert and not self.indexes.source.complete:  # another process may write
                 _refuse_duplicates(p.ids, {m: "" for m in set(p.ids) - set(self._own(p.ids, p))})
-            self.indexes.apply(p.rows)
+            self.indexes.apply(self._as_stored(p) if self.indexes.source.complete else p.rows)
             if self.sync is not None:
                 self.sync.record("upsert" if upsert else "add", p.ids, _spaces(p))
         except BaseException as exc:  # KeyboardInterrupt too: the store stays usable
@@ -170,6 +172,28 @@ class WritePath:
                     logger.error("norax: %s", undo)
                 raise
             raise InvalidInputError(f"Chroma rejected the batch: {exc}{undo}") from exc
+        self.checkpoint()
+
+    def _as_stored(self, p: Prepared) -> list[IndexRow]:
+        """The batch's rows with their records read back from Chroma (document, metadata).
+
+        Read back, not taken from the batch: Chroma returns some float metadata one ulp off
+        what it was given, and a search's results read from the sidecar must be what
+        Chroma's records say (:meth:`~norax_core.store.Store.records`).
+        """
+        held: dict[str, tuple[str, str]] = {}
+        for s in range(0, len(p.ids), CHROMA_BATCH):
+            got = self.collection.get(
+                ids=list(p.ids[s : s + CHROMA_BATCH]), include=["documents", "metadatas"]
+            )
+            for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
+                held[mid] = (doc or "", record_json(meta or {}))
+        return [
+            dataclasses.replace(r, document=held[r.id][0], metadata=held[r.id][1])
+            if r.id in held
+            else r
+            for r in p.rows
+        ]
 
     def _own(self, ids: Sequence[str], p: Prepared) -> list[str]:
         """The ``ids`` whose Chroma record is the one ``p`` wrote (not another process's)."""
@@ -222,6 +246,7 @@ class WritePath:
         spaces = {namespace} if namespace is not None else {home.get(m) for m in ids}
         self.collection.delete(ids=ids, where=where)
         self.indexes.remove(ids)
+        self.checkpoint()
         if self.sync is not None:  # an id of an unloaded namespace: any namespace
             self.sync.record("delete", ids, None if None in spaces else {*filter(None, spaces)})
 
@@ -282,6 +307,7 @@ class WritePath:
                 self.sync.record("upsert", ids, spaces)
         finally:  # some may have been updated
             self.indexes.vectors_changed(ids)
+            self.checkpoint()
 
     def mark_restating(self, ids: Sequence[str], *, add: bool) -> None:
         """Add ``ids`` to (or remove them from) the sidecar's list of memories to re-embed."""

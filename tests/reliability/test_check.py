@@ -85,7 +85,8 @@ def test_every_kind_of_damage_is_found_then_repaired(tmp_path):
     con.execute("UPDATE memories SET tokens = '[\"bogus\"]' WHERE id = 'm2'")  # stale
     con.execute("UPDATE memories SET namespace = 'b' WHERE id = 'm3'")  # wrong namespace
     con.execute(
-        "INSERT INTO memories VALUES ('ghost', 'a', 'episodic', 0, '[\"colbi\"]', '[]', 0, '', '')"
+        "INSERT INTO memories VALUES ('ghost', 'a', 'episodic', 0, '[\"colbi\"]', '[]', 0, '', ''"
+        ", NULL, NULL)"
     )
     con.execute("INSERT INTO pending VALUES ('m4')")  # an interrupted write
     con.execute("UPDATE memories SET inferred_kind = 'instruction' WHERE id = 'm0'")  # stale

@@ -297,7 +297,8 @@ def test_a_crash_between_chroma_and_the_sidecar_is_repaired_at_open(tmp_path):
     with open_store(store, reconcile=False) as mem:  # as the crash left it
         report = mem.check()
         assert report.pending == ("u1",)
-        assert report.namespaces[0].stale == {"u1": ("created_at", "tokens", "entities")}
+        stale = ("created_at", "tokens", "entities", "document", "metadata")  # the old record
+        assert report.namespaces[0].stale == {"u1": stale}
     with open_store(store) as mem:  # an ordinary open
         assert mem.check().ok
         assert [r.id for r in mem.search("zqnewx", k=1, weights=ONLY)] == ["u1"]
