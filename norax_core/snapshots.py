@@ -12,15 +12,17 @@ arrays, no pickled object graphs); :func:`restore` hands them back, after checki
 agree on the ids. Restoring builds few Python objects: BM25 keeps its postings as arrays
 until a write, the supersession rows are built at their first use. The vectors, as read
 from Chroma (never as a write sent them: Chroma may store a vector one float32 ulp off), are
-a second blob, added once they have been read.
+a second blob, added once they have been read. The entity graph keeps its postings and
+edges as arrays until something other than a search needs them
+(:mod:`norax_core.signals.graph_arrays`).
 
 Snapshots live in the embedded store's sidecar (:mod:`norax_core.snapshot_table`, which
 deletes a namespace's snapshot in the transaction of any write to it) and are written when
-a namespace leaves memory (eviction, close) or its vectors are first read. The entity graph
-is still pickled inside the blob (like Chroma's own index metadata in the same folder:
-whoever can write the store's folder can already run code through Chroma's files, so this
-adds no new trust). :func:`layout` names the format; a snapshot of another layout (other
-code) is ignored and the namespace loads from its rows.
+a namespace leaves memory (eviction, close) or its vectors are first read. No object is
+unpickled from a sidecar snapshot (a client's rows, :func:`pack_rows`, still are; like
+Chroma's own index metadata in the same folder, whoever can write the file can already run
+code through Chroma's files). :func:`layout` names the format; a snapshot of another layout
+(other code) is ignored and the namespace loads from its rows.
 """
 
 from __future__ import annotations
@@ -35,13 +37,14 @@ import numpy as np
 
 from norax_core import snapshot_format as fmt
 from norax_core.sidecar import IndexRow
+from norax_core.signals import graph_arrays
 from norax_core.signals.bm25 import BM25Index, _Partition
 from norax_core.signals.entity_graph import STATE_VERSION, EntityGraph, NamespaceGraph
 from norax_core.signals.temporal import TemporalSignal, _Namespace
 from norax_core.signals.vectors import NamespaceMatrix
 from norax_core.supersession import SupersessionIndex, _Space
 
-FORMAT = "3"
+FORMAT = "4"
 """Bumped when what a snapshot holds changes in a way the attribute names do not show."""
 
 
@@ -93,8 +96,9 @@ def capture(
         arrays.update(_prefixed("supersede", got))
     shape = graph.export(namespace)
     if shape is not None:
-        blob = pickle.dumps(shape, protocol=pickle.HIGHEST_PROTOCOL)
-        arrays["graph"] = np.frombuffer(blob, dtype=np.uint8)
+        meta["graph"], got = graph_arrays.to_arrays(shape[0])
+        meta["graph_saved"] = shape[1]
+        arrays.update(_prefixed("graph", got))
     return fmt.pack(meta, arrays)
 
 
@@ -116,8 +120,10 @@ def ids_of(blob: bytes) -> tuple[dict[str, Any], set[str]]:
             else None
         )
         graph = None
-        if "graph" in arrays:
-            graph = pickle.loads(arrays["graph"].tobytes())  # noqa: S301 - see the module docstring
+        if "graph" in meta:
+            space_graph = graph_arrays.from_arrays(meta["graph"], _part("graph", arrays))
+            saved = meta.get("graph_saved")
+            graph = (space_graph, dict(saved) if isinstance(saved, dict) else None)
         kinds = [str(k) for k in meta["kinds"]]
         nbytes = int(meta["nbytes"])
     except Exception as exc:  # any unreadable blob: the namespace loads from its rows
