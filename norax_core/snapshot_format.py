@@ -73,14 +73,18 @@ def unpack(blob: bytes) -> tuple[dict[str, Any], Arrays]:
 
 
 def pack_strs(items: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Strings as ``(utf-8 bytes, offsets)``: the i-th is ``text[offsets[i]:offsets[i + 1]]``.
+    """Strings as ``(utf-8 bytes, offsets)``, for :func:`unpack_strs`.
 
-    Offsets count characters of the decoded text, so :func:`unpack_strs` slices, no search.
+    Joined by NUL when none holds one (offsets ``[-1, count]``: the reader splits, in C);
+    else the i-th is ``text[offsets[i]:offsets[i + 1]]`` (offsets in characters).
     """
+    text = _SEP.join(items)
+    if text.count(_SEP) == max(len(items) - 1, 0):
+        return _utf8(text), np.array([-1, len(items)], dtype=np.int64)
     offsets = np.zeros(len(items) + 1, dtype=np.int64)
     if items:
         np.cumsum([len(s) for s in items], out=offsets[1:])
-    return np.frombuffer("".join(items).encode("utf-8"), dtype=np.uint8), offsets
+    return _utf8("".join(items)), offsets
 
 
 def unpack_strs(data: np.ndarray, offsets: np.ndarray) -> list[str]:
@@ -91,6 +95,18 @@ def unpack_strs(data: np.ndarray, offsets: np.ndarray) -> list[str]:
     """
     text = data.tobytes().decode("utf-8")
     cuts = offsets.tolist()
+    if len(cuts) == 2 and cuts[0] == -1:
+        got = text.split(_SEP) if cuts[1] else []
+        if len(got) != cuts[1]:
+            raise ValueError("string count does not fit its text")
+        return got
     if not cuts or cuts[0] != 0 or cuts[-1] != len(text):
         raise ValueError("string offsets do not fit their text")
     return [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+
+
+_SEP = "\0"
+
+
+def _utf8(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8)

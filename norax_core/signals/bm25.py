@@ -189,7 +189,10 @@ class _Partition:
         part.alive = np.zeros(cap, dtype=np.bool_)
         part.alive[:n] = alive
         part.id_at = id_at
-        part.slot_of = {m: i for i, m in enumerate(id_at) if m is not None}
+        if len(part.alive) and bool(alive.all()):
+            part.slot_of = dict(zip(id_at, range(n), strict=True))  # type: ignore[arg-type]
+        else:
+            part.slot_of = {m: i for i, m in enumerate(id_at) if m is not None}
         part.total_len = int(meta["total_len"])
         part.terms = terms
         part.vocab = dict(zip(terms, range(len(terms)), strict=True))

@@ -68,7 +68,7 @@ class NamespaceMatrix:
         if mat.ndim != 2 or mat.shape[0] != len(block.ids) or mat.dtype != np.float32:
             raise ValueError("the vector arrays do not fit together")
         block._mat = mat.copy()
-        block._pos = {m: i for i, m in enumerate(block.ids)}
+        block._pos = dict(zip(block.ids, range(len(block.ids)), strict=True))
         block.max_norm = float(meta["max_norm"])
         return block
 
