@@ -16,7 +16,7 @@ entry after Chroma stored it, and a write killed in between leaves none: like ev
 made without Norax, it is not seen until :func:`~norax_core.maintenance.repair_store` (which
 drops the snapshots) or the next Norax write to the namespace; the periodic reconcile
 corrects the loaded indexes meanwhile. Each snapshot is one SQLite statement (all or
-nothing); one that does not unpickle, or whose parts disagree, is ignored and deleted, and
+nothing); one that does not read back, or whose parts disagree, is ignored and deleted, and
 the namespace loads from Chroma.
 """
 

@@ -6,19 +6,23 @@ co-occurrence edges) and supersession rows, then reading its vectors from Chroma
 embedded Chroma serves from its HNSW index (read whole, for the whole store, at the first
 such read). Measured on a 1,000-memory namespace of a 10k store, the index building alone
 is about 60 % of a cold first query's CPU. A snapshot holds the finished structures
-instead: each index exports its namespace as it is (:meth:`BM25Index.export` and friends)
-and :func:`capture` pickles them together; :func:`restore` hands them back, after checking
-that they agree on the ids. The vectors, as read from Chroma (never as a write sent them:
-Chroma may store a vector one float32 ulp off), are a second blob, added once they have been
-read.
+instead: each index exports its namespace as flat arrays (:meth:`_Partition.to_arrays` and
+friends) and :func:`capture` packs them together (:mod:`norax_core.snapshot_format`: numpy
+arrays, no pickled object graphs); :func:`restore` hands them back, after checking that they
+agree on the ids. Restoring builds few Python objects: BM25 keeps its postings as arrays
+until a write, the supersession rows are built at their first use. The vectors, as read
+from Chroma (never as a write sent them: Chroma may store a vector one float32 ulp off), are
+a second blob, added once they have been read. The entity graph keeps its postings and
+edges as arrays until something other than a search needs them
+(:mod:`norax_core.signals.graph_arrays`).
 
 Snapshots live in the embedded store's sidecar (:mod:`norax_core.snapshot_table`, which
 deletes a namespace's snapshot in the transaction of any write to it) and are written when
-a namespace leaves memory (eviction, close) or its vectors are first read. They use pickle,
-like Chroma's own index metadata in the same folder: whoever can write the store's folder
-can already run code through Chroma's files, so this adds no new trust. :func:`layout` names
-the format; a snapshot of another layout (other code) is ignored and the namespace loads from
-its rows.
+a namespace leaves memory (eviction, close) or its vectors are first read. No object is
+unpickled from a sidecar snapshot (a client's rows, :func:`pack_rows`, still are; like
+Chroma's own index metadata in the same folder, whoever can write the file can already run
+code through Chroma's files). :func:`layout` names the format; a snapshot of another layout
+(other code) is ignored and the namespace loads from its rows.
 """
 
 from __future__ import annotations
@@ -29,14 +33,18 @@ import hashlib
 import pickle
 from typing import Any
 
+import numpy as np
+
+from norax_core import snapshot_format as fmt
 from norax_core.sidecar import IndexRow
+from norax_core.signals import graph_arrays
 from norax_core.signals.bm25 import BM25Index, _Partition
 from norax_core.signals.entity_graph import STATE_VERSION, EntityGraph, NamespaceGraph
 from norax_core.signals.temporal import TemporalSignal, _Namespace
 from norax_core.signals.vectors import NamespaceMatrix
 from norax_core.supersession import SupersessionIndex, _Space
 
-FORMAT = "2"
+FORMAT = "4"
 """Bumped when what a snapshot holds changes in a way the attribute names do not show."""
 
 
@@ -53,6 +61,15 @@ def layout() -> str:
     return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
 
 
+def _prefixed(prefix: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {f"{prefix}.{k}": v for k, v in arrays.items()}
+
+
+def _part(prefix: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    cut = len(prefix) + 1
+    return {k[cut:]: v for k, v in arrays.items() if k.startswith(prefix + ".")}
+
+
 def capture(
     namespace: str,
     bm25: BM25Index,
@@ -61,40 +78,75 @@ def capture(
     supersede: SupersessionIndex,
     nbytes: int,
 ) -> bytes:
-    """The namespace's state in every index, pickled (``nbytes``: its estimated size)."""
-    state = {
-        "bm25": bm25.export(namespace),
-        "temporal": temporal.export(namespace),
-        "graph": graph.export(namespace),
-        "supersede": supersede.export(namespace),
-        "nbytes": nbytes,
-    }
-    return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+    """The namespace's state in every index, packed (``nbytes``: its estimated size)."""
+    part, recency, space = (
+        bm25.export(namespace),
+        temporal.export(namespace),
+        supersede.export(namespace),
+    )
+    if not isinstance(recency, tuple) or not isinstance(recency[0], _Namespace):
+        raise ValueError(f"namespace {namespace!r} is not loaded")
+    meta: dict[str, Any] = {"nbytes": nbytes, "kinds": recency[1]}
+    arrays = _prefixed("temporal", recency[0].to_arrays())
+    if isinstance(part, _Partition):
+        meta["bm25"], got = part.to_arrays()
+        arrays.update(_prefixed("bm25", got))
+    if isinstance(space, _Space):
+        meta["supersede"], got = space.to_arrays()
+        arrays.update(_prefixed("supersede", got))
+    shape = graph.export(namespace)
+    if shape is not None:
+        meta["graph"], got = graph_arrays.to_arrays(shape[0])
+        meta["graph_saved"] = shape[1]
+        arrays.update(_prefixed("graph", got))
+    return fmt.pack(meta, arrays)
 
 
 def ids_of(blob: bytes) -> tuple[dict[str, Any], set[str]]:
-    """Unpickle a :func:`capture` and check that its indexes hold the same ids.
+    """Read a :func:`capture` and check that its indexes hold the same ids.
 
     Raises:
         ValueError: The blob is not a snapshot, or its indexes disagree.
     """
+    meta, arrays = fmt.unpack(blob)
     try:
-        state = pickle.loads(blob)  # noqa: S301 - see the module docstring
+        recency = _Namespace.from_arrays(_part("temporal", arrays))
+        part = (
+            _Partition.from_arrays(meta["bm25"], _part("bm25", arrays)) if "bm25" in meta else None
+        )
+        space = (
+            _Space.from_arrays(meta["supersede"], _part("supersede", arrays))
+            if "supersede" in meta
+            else None
+        )
+        graph = None
+        if "graph" in meta:
+            space_graph = graph_arrays.from_arrays(meta["graph"], _part("graph", arrays))
+            saved = meta.get("graph_saved")
+            graph = (space_graph, dict(saved) if isinstance(saved, dict) else None)
+        kinds = [str(k) for k in meta["kinds"]]
+        nbytes = int(meta["nbytes"])
     except Exception as exc:  # any unreadable blob: the namespace loads from its rows
         raise ValueError(f"unreadable snapshot: {exc}") from exc
-    if not isinstance(state, dict) or not isinstance(state.get("temporal"), tuple):
-        raise ValueError("not a namespace snapshot")
-    recency = state["temporal"][0]
-    if not isinstance(recency, _Namespace):
+    if graph is not None and not (
+        isinstance(graph, tuple) and isinstance(graph[0], NamespaceGraph)
+    ):
         raise ValueError("not a namespace snapshot")
     ids = set(recency.slot)
     held = [
-        set(state["bm25"].slot_of) if isinstance(state["bm25"], _Partition) else None,
-        set(state["graph"][0].slot) if state["graph"] is not None else None,
-        set(state["supersede"].rows) if isinstance(state["supersede"], _Space) else None,
+        set(part.slot_of) if part is not None else None,
+        set(graph[0].slot) if graph is not None else None,
+        set(space.ids()) if space is not None else None,
     ]
-    if any(h != ids for h in held):
+    if any(h != ids for h in held) or (space is not None and len(space.ids()) != len(ids)):
         raise ValueError("the snapshot's indexes disagree")
+    state = {
+        "bm25": part,
+        "temporal": (recency, kinds),
+        "graph": graph,
+        "supersede": space,
+        "nbytes": nbytes,
+    }
     return state, ids
 
 
@@ -115,17 +167,18 @@ def restore(
 
 
 def pack_vectors(block: NamespaceMatrix) -> bytes:
-    """A namespace's matrix, pickled (the rows in use)."""
-    return pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
+    """A namespace's matrix as raw float32 rows and their ids."""
+    meta, arrays = block.to_arrays()
+    return fmt.pack(meta, arrays)
 
 
 def unpack_vectors(blob: bytes, ids: set[str]) -> NamespaceMatrix | None:
     """The matrix of :func:`pack_vectors` if it holds exactly ``ids``, else ``None``."""
     try:
-        block = pickle.loads(blob)  # noqa: S301 - see the module docstring
+        block = NamespaceMatrix.from_arrays(*fmt.unpack(blob))
     except Exception:  # noqa: BLE001 - unreadable: read the vectors from Chroma again
         return None
-    if not isinstance(block, NamespaceMatrix) or block.stale or set(block.ids) != ids:
+    if set(block.ids) != ids or len(block.ids) != len(ids):
         return None
     return block
 

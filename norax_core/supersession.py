@@ -27,6 +27,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from norax_core.latest import NOW_WORDS, SHIFT_WORDS
 from norax_core.link_rule import (
@@ -41,6 +44,7 @@ from norax_core.link_rule import (
     value_changed,
 )
 from norax_core.sidecar import IndexRow, Sidecar
+from norax_core.snapshot_format import pack_strs, unpack_strs
 from norax_core.tokenize import Tokenizer
 
 __all__ = [
@@ -90,6 +94,104 @@ class _Space:
         self.keys: dict[str, list[Key]] = {}  # newer -> its links' keys, best first
         self.values: dict[str, Quantities] = {}  # the quantities read so far (see _values)
 
+    def __getattr__(self, name: str) -> Any:
+        # A space restored from arrays (from_arrays) builds its rows and links at first use.
+        if name in _SPACE_FIELDS and "_packed" in self.__dict__:
+            self._thaw()
+            return self.__dict__[name]
+        raise AttributeError(name)
+
+    def ids(self) -> list[str]:
+        """The ids of its rows (without building them)."""
+        packed = self.__dict__.get("_packed")
+        return list(self.rows) if packed is None else packed[0]
+
+    def to_arrays(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Rows, links and link keys as flat arrays, for :meth:`from_arrays`.
+
+        The quantities read so far are a cache, left out.
+        """
+        packed = self.__dict__.get("_packed")
+        if packed is not None:
+            return packed[1], packed[2]
+        ids = list(self.rows)
+        rows = [self.rows[m] for m in ids]
+        linked = list(self.older)
+        keyed = list(self.keys)
+        keys = [k for m in keyed for k in self.keys[m]]
+        arrays = {
+            **_strs("ids", ids),
+            **_strs("order_s", [r.order[2] for r in rows]),
+            "order_f": np.array([r.order[0] for r in rows], dtype=np.float64),
+            "order_i": np.array([r.order[1] for r in rows], dtype=np.int64),
+            "flags": np.array([[r.cue, r.outright] for r in rows], dtype=np.bool_).reshape(-1, 2),
+            **_nested("tokens", [sorted(r.tokens) for r in rows]),
+            **_nested("entities", [sorted(r.entities) for r in rows]),
+            **_nested("words", [list(r.words) for r in rows]),
+            **_strs("linked", linked),
+            **_nested("older", [list(self.older[m]) for m in linked]),
+            **_strs("keyed", keyed),
+            "key_ptr": _ptr([len(self.keys[m]) for m in keyed]),
+            "key_f": np.array([k[:2] for k in keys], dtype=np.float64).reshape(-1, 2),
+            "key_i": np.array([k[2] for k in keys], dtype=np.int64),
+            **_strs("key_s", [k[3] for k in keys]),
+        }
+        last = None if self.last is None else list(self.last)
+        return {"last": last}, arrays
+
+    @classmethod
+    def from_arrays(cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> _Space:
+        """A space of :meth:`to_arrays`, whose rows are built at first use.
+
+        Raises:
+            ValueError: The arrays do not fit together.
+        """
+        space = cls.__new__(cls)
+        ids = unpack_strs(arrays["ids_s"], arrays["ids_o"])
+        if len(ids) != arrays["order_f"].size or arrays["tokens_ptr"].size != len(ids) + 1:
+            raise ValueError("the supersession arrays do not fit together")
+        space.__dict__["_packed"] = (ids, dict(meta), dict(arrays))
+        return space
+
+    def _thaw(self) -> None:
+        ids, meta, a = self.__dict__.pop("_packed")
+        order_s = unpack_strs(a["order_s_s"], a["order_s_o"])
+        tokens, entities, words = (_unnest(a, k) for k in ("tokens", "entities", "words"))
+        flags = a["flags"].tolist()
+        self.rows = {
+            m: _Row((f, i, o), frozenset(t), frozenset(e), cue, outright, tuple(w))
+            for m, f, i, o, t, e, w, (cue, outright) in zip(
+                ids,
+                a["order_f"].tolist(),
+                a["order_i"].tolist(),
+                order_s,
+                tokens,
+                entities,
+                words,
+                flags,
+                strict=True,
+            )
+        }
+        self.postings = {}
+        for m, row in self.rows.items():
+            for e in row.entities:
+                self.postings.setdefault(e, set()).add(m)
+        self.older, self.newer = {}, {}
+        linked = unpack_strs(a["linked_s"], a["linked_o"])
+        for m, older in zip(linked, _unnest(a, "older"), strict=True):
+            self.set_links(m, tuple(older))
+        last = meta.get("last")
+        self.last = None if last is None else (float(last[0]), int(last[1]), str(last[2]))
+        keyed = unpack_strs(a["keyed_s"], a["keyed_o"])
+        key_s = unpack_strs(a["key_s_s"], a["key_s_o"])
+        flat = [
+            (f1, f2, i, s)
+            for (f1, f2), i, s in zip(a["key_f"].tolist(), a["key_i"].tolist(), key_s, strict=True)
+        ]
+        cuts = a["key_ptr"].tolist()
+        self.keys = {m: flat[x:y] for m, x, y in zip(keyed, cuts, cuts[1:], strict=False)}
+        self.values = {}
+
     def sharing(self, row: _Row) -> set[str]:
         """Ids of the memories that share an entity with ``row``."""
         out: set[str] = set()
@@ -108,6 +210,37 @@ class _Space:
             self.older[mid] = older
             for o in older:
                 self.newer.setdefault(o, set()).add(mid)
+
+
+_SPACE_FIELDS = frozenset({"rows", "postings", "older", "newer", "last", "keys", "values"})
+
+
+def _ptr(sizes: Sequence[int]) -> np.ndarray:
+    ptr = np.zeros(len(sizes) + 1, dtype=np.int64)
+    if sizes:
+        np.cumsum(sizes, out=ptr[1:])
+    return ptr
+
+
+def _strs(name: str, items: Sequence[str]) -> dict[str, np.ndarray]:
+    data, offsets = pack_strs(items)
+    return {f"{name}_s": data, f"{name}_o": offsets}
+
+
+def _nested(name: str, groups: Sequence[Sequence[str]]) -> dict[str, np.ndarray]:
+    """Lists of strings as one string table and per-list offsets into it."""
+    return {
+        **_strs(name, [x for g in groups for x in g]),
+        f"{name}_ptr": _ptr([len(g) for g in groups]),
+    }
+
+
+def _unnest(arrays: Mapping[str, np.ndarray], name: str) -> list[list[str]]:
+    flat = unpack_strs(arrays[f"{name}_s"], arrays[f"{name}_o"])
+    cuts = arrays[f"{name}_ptr"].tolist()
+    if not cuts or cuts[-1] != len(flat):
+        raise ValueError(f"the supersession {name} do not fit together")
+    return [flat[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
 
 
 class SupersessionIndex:

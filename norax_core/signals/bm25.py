@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,11 +21,25 @@ import numpy.typing as npt
 
 from norax_core.errors import DuplicateIdError, InvalidInputError
 from norax_core.signals.base import Query
+from norax_core.snapshot_format import pack_strs, unpack_strs
 from norax_core.tokenize import Tokenizer
 
 __all__ = ["BM25Index", "BM25Scores", "BM25Signal", "lucene_idf", "okapi_scores"]
 
 _COMPACT_RATIO = 0.3
+_THAWED = frozenset({"doc_terms", "post_slots", "post_tfs"})
+_EMPTY = array("i")
+
+
+def _flatten(parts: Sequence[array[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(offsets, values)``: int arrays joined end to end (CSR)."""
+    ptr = np.zeros(len(parts) + 1, dtype=np.int64)
+    if parts:
+        np.cumsum([len(p) for p in parts], out=ptr[1:])
+    values = np.frombuffer(b"".join(p.tobytes() for p in parts), dtype=np.intc)
+    return ptr, values
+
+
 """Rebuild a namespace once this share of its slots holds deleted documents."""
 
 
@@ -115,9 +129,98 @@ class _Partition:
     def __len__(self) -> int:
         return len(self.slot_of)
 
-    def __getstate__(self) -> dict[str, Any]:
-        # a snapshot (norax_core.snapshots) leaves the lazy caches out
-        return {**self.__dict__, "_post_np": {}, "_avg_idf": None}
+    def __getattr__(self, name: str) -> Any:
+        # A partition restored from arrays (from_arrays) builds its per-document and
+        # per-term lists at the first write that needs them; searches read the arrays.
+        if name in _THAWED and "_csr" in self.__dict__:
+            self._thaw()
+            return self.__dict__[name]
+        raise AttributeError(name)
+
+    def to_arrays(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The partition as flat arrays (slots as they are), for :meth:`from_arrays`."""
+        n = len(self.id_at)
+        csr = self.__dict__.get("_csr")
+        if csr is not None:
+            post_ptr, post_slot, post_tf, doc_ptr, doc_pack = csr
+        else:
+            post_ptr, post_slot = _flatten(self.post_slots)
+            post_tf = _flatten(self.post_tfs)[1]
+            doc_ptr, doc_pack = _flatten([d if d is not None else _EMPTY for d in self.doc_terms])
+        ids_s, ids_o = pack_strs([m if m is not None else "" for m in self.id_at])
+        terms_s, terms_o = pack_strs(self.terms)
+        arrays = {
+            "ids_s": ids_s,
+            "ids_o": ids_o,
+            "terms_s": terms_s,
+            "terms_o": terms_o,
+            "alive": self.alive[:n],
+            "doc_len": self.doc_len[:n],
+            "df": np.frombuffer(self.df, dtype=np.int64) if len(self.df) else np.zeros(0, np.int64),
+            "post_ptr": post_ptr,
+            "post_slot": post_slot,
+            "post_tf": post_tf,
+            "doc_ptr": doc_ptr,
+            "doc_pack": doc_pack,
+        }
+        return {"total_len": int(self.total_len)}, arrays
+
+    @classmethod
+    def from_arrays(cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> _Partition:
+        """A partition from :meth:`to_arrays` (the arrays may be read-only views).
+
+        Raises:
+            ValueError: The arrays do not fit together.
+        """
+        part = cls.__new__(cls)
+        id_at: list[str | None] = list(unpack_strs(arrays["ids_s"], arrays["ids_o"]))
+        alive = arrays["alive"].astype(np.bool_)
+        n = len(id_at)
+        terms = unpack_strs(arrays["terms_s"], arrays["terms_o"])
+        post_ptr, doc_ptr = arrays["post_ptr"], arrays["doc_ptr"]
+        sizes = (alive.size, arrays["doc_len"].size, arrays["df"].size, post_ptr.size, doc_ptr.size)
+        if sizes != (n, n, len(terms), len(terms) + 1, n + 1):
+            raise ValueError("the BM25 arrays do not fit together")
+        for i in np.flatnonzero(~alive).tolist():
+            id_at[i] = None
+        cap = max(16, n)
+        part.doc_len = np.zeros(cap, dtype=np.float64)
+        part.doc_len[:n] = arrays["doc_len"]
+        part.alive = np.zeros(cap, dtype=np.bool_)
+        part.alive[:n] = alive
+        part.id_at = id_at
+        if len(part.alive) and bool(alive.all()):
+            part.slot_of = dict(zip(id_at, range(n), strict=True))  # type: ignore[arg-type]
+        else:
+            part.slot_of = {m: i for i, m in enumerate(id_at) if m is not None}
+        part.total_len = int(meta["total_len"])
+        part.terms = terms
+        part.vocab = dict(zip(terms, range(len(terms)), strict=True))
+        part.df = array("q", arrays["df"].astype(np.int64).tobytes())
+        part._post_np = {}
+        part.__dict__["_csr"] = (
+            post_ptr.astype(np.int64),
+            arrays["post_slot"].astype(np.intc),
+            arrays["post_tf"].astype(np.intc),
+            doc_ptr.astype(np.int64),
+            arrays["doc_pack"].astype(np.intc),
+        )
+        return part
+
+    def _thaw(self) -> None:
+        post_ptr, post_slot, post_tf, doc_ptr, doc_pack = self.__dict__.pop("_csr")
+        cuts = post_ptr.tolist()
+        self.post_slots = [
+            array("i", post_slot[a:b].tobytes()) for a, b in zip(cuts, cuts[1:], strict=False)
+        ]
+        self.post_tfs = [
+            array("i", post_tf[a:b].tobytes()) for a, b in zip(cuts, cuts[1:], strict=False)
+        ]
+        cuts = doc_ptr.tolist()
+        self.doc_terms = [
+            array("i", doc_pack[a:b].tobytes()) if m is not None else None
+            for m, a, b in zip(self.id_at, cuts, cuts[1:], strict=False)
+        ]
 
     @property
     def dead(self) -> int:
@@ -196,7 +299,12 @@ class _Partition:
 
     def postings(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
         cached = self._post_np.get(tid)
-        if cached is None:
+        csr = self.__dict__.get("_csr")
+        if cached is None and csr is not None:
+            a, b = int(csr[0][tid]), int(csr[0][tid + 1])
+            cached = (csr[1][a:b].astype(np.intp), csr[2][a:b].astype(np.float64))
+            self._post_np[tid] = cached
+        elif cached is None:
             slots = np.frombuffer(self.post_slots[tid], dtype=np.intc).astype(np.intp)
             tfs = np.frombuffer(self.post_tfs[tid], dtype=np.intc).astype(np.float64)
             cached = self._post_np[tid] = (slots, tfs)

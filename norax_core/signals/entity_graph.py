@@ -145,6 +145,13 @@ MAX_EDGE_ENTITIES = 64
 """Only the first this many entities of a memory get co-occurrence edges (bounds one huge
 text at 2,016 edges); all of them are still indexed."""
 _CLOCK = count(1)  # versions unique across spaces: a recreated namespace misses the cache
+
+
+def next_version() -> int:
+    """A version no namespace graph has had (a restored one starts with a fresh one)."""
+    return next(_CLOCK)
+
+
 BACKGROUND_MIN_EDGES = 2_000
 """Namespaces with at least this many edges recompute communities in the worker thread."""
 
@@ -355,20 +362,20 @@ class NamespaceGraph:
         self.version = next(_CLOCK)
         self._memo: dict[str, tuple[int, Any]] = {}  # key -> (version, value): see memo()
 
-    def __getstate__(self) -> dict[str, Any]:
-        # a snapshot (norax_core.snapshots) leaves the derived caches and run tracking out
-        return {
-            **self.__dict__,
-            "post_arr": {},
-            "adj_arr": {},
-            "mask_arr": {},
-            "_memo": {},
-            "touched": None,
-        }
+    def __getattr__(self, name: str) -> Any:
+        # A graph restored from arrays (norax_core.signals.graph_arrays) builds its postings
+        # and edges as sets and dicts at their first use other than a search's.
+        if name in ("post", "adj") and "_gcsr" in self.__dict__:
+            self._thaw()
+            return self.__dict__[name]
+        raise AttributeError(name)
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self.version = next(_CLOCK)  # a fresh object: no reader's memo may match it
+    def _thaw(self) -> None:
+        post_at, post_ptr, post_rows, adj_at, adj_ptr, adj_nbr, adj_w = self.__dict__.pop("_gcsr")
+        rows, nbrs, weights = post_rows.tolist(), adj_nbr.tolist(), adj_w.tolist()
+        self.post = {e: set(rows[post_ptr[i] : post_ptr[i + 1]]) for e, i in post_at.items()}
+        spans = {e: slice(adj_ptr[i], adj_ptr[i + 1]) for e, i in adj_at.items()}
+        self.adj = {e: dict(zip(nbrs[at], weights[at], strict=True)) for e, at in spans.items()}
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -494,7 +501,12 @@ class NamespaceGraph:
     def rows_of(self, e: int) -> np.ndarray:
         """Rows of the memories mentioning entity ``e`` (cached until ``e`` changes)."""
         arr = self.post_arr.get(e)
-        if arr is None:
+        lazy = self.__dict__.get("_gcsr")
+        if arr is None and lazy is not None:
+            i, ptr = lazy[0][e], lazy[1]
+            rows = set(lazy[2][ptr[i] : ptr[i + 1]].tolist())  # in the order the set would
+            arr = self.post_arr[e] = np.fromiter(rows, np.int64, len(rows))
+        elif arr is None:
             arr = np.fromiter(self.post[e], np.int64, len(self.post[e]))
             self.post_arr[e] = arr
         return arr
@@ -511,7 +523,13 @@ class NamespaceGraph:
     def neighbours(self, e: int) -> tuple[np.ndarray, np.ndarray]:
         """Entity ``e``'s neighbours and co-occurrence weights, as two aligned arrays."""
         arrs = self.adj_arr.get(e)
-        if arrs is None:
+        lazy = self.__dict__.get("_gcsr")
+        if arrs is None and lazy is not None:
+            i, ptr = lazy[3][e], lazy[4]
+            a, b = ptr[i], ptr[i + 1]
+            arrs = (lazy[5][a:b].astype(np.int64), lazy[6][a:b].astype(np.float64))
+            self.adj_arr[e] = arrs
+        elif arrs is None:
             nbrs = self.adj[e]
             arrs = (
                 np.fromiter(nbrs.keys(), np.int64, len(nbrs)),
@@ -723,7 +741,7 @@ def _state_of(space: NamespaceGraph) -> dict[str, Any]:
     """A namespace's communities with the fingerprint of their graph and its changes since."""
     space.place()
     groups: dict[int, list[str]] = {}
-    for e in space.post:
+    for e in space.eid.values():  # the entities with postings (left as arrays if restored)
         groups.setdefault(int(space.comm[e]), []).append(space.names[e])
     return {
         "fingerprint": f"{space.fingerprint:016x}",

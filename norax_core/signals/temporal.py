@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from norax_core.signals.base import Query
 from norax_core.signals.context import neighbour_map, session_numbers, session_positions
+from norax_core.snapshot_format import pack_strs, unpack_strs
 
 SECONDS_PER_DAY = 86_400.0
 
@@ -47,6 +48,39 @@ class _Namespace:
         self.alive = np.empty(0, dtype=bool)
         self.n = 0
         self.timeline: tuple[list[str], list[float], dict[str, int], list[int]] | None = None
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The slots as flat arrays, for :meth:`from_arrays` (the cached order is left out)."""
+        n = self.n
+        ids_s, ids_o = pack_strs(self.ids[:n])
+        return {
+            "ids_s": ids_s,
+            "ids_o": ids_o,
+            "ts": self.ts[:n],
+            "kind": self.kind[:n],
+            "seq": self.seq[:n],
+            "alive": self.alive[:n],
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> _Namespace:
+        """The slots of :meth:`to_arrays` (copied: writes change them in place).
+
+        Raises:
+            ValueError: The arrays do not fit together.
+        """
+        ns = cls()
+        ns.ids = unpack_strs(arrays["ids_s"], arrays["ids_o"])
+        ns.n = n = len(ns.ids)
+        if any(arrays[k].shape != (n,) for k in ("ts", "kind", "seq", "alive")):
+            raise ValueError("the temporal arrays do not fit together")
+        ns.ts = arrays["ts"].astype(np.float64)
+        ns.kind = arrays["kind"].astype(np.int32)
+        ns.seq = arrays["seq"].astype(np.int64)
+        ns.alive = arrays["alive"].astype(bool)
+        names = ns.ids
+        ns.slot = {names[i]: i for i in np.flatnonzero(ns.alive).tolist()}
+        return ns
 
     def _grow(self) -> None:
         cap = max(16, 2 * len(self.ts))

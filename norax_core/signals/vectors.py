@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from norax_core.snapshot_format import pack_strs, unpack_strs
 
 NAMESPACE_KEY = "norax_namespace"
 PAGE = 5_000
@@ -46,9 +48,29 @@ class NamespaceMatrix:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def __getstate__(self) -> dict[str, Any]:
-        # a snapshot (norax_core.snapshots): the rows in use, not the spare capacity
-        return {**self.__dict__, "_mat": self.matrix.copy()}
+    def to_arrays(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The rows in use (not the spare capacity) and their ids, for :meth:`from_arrays`."""
+        ids_s, ids_o = pack_strs(self.ids)
+        return {"max_norm": self.max_norm}, {"ids_s": ids_s, "ids_o": ids_o, "mat": self.matrix}
+
+    @classmethod
+    def from_arrays(
+        cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]
+    ) -> NamespaceMatrix:
+        """The matrix of :meth:`to_arrays` (copied: writes change it in place).
+
+        Raises:
+            ValueError: The arrays do not fit together.
+        """
+        block = cls()
+        block.ids = unpack_strs(arrays["ids_s"], arrays["ids_o"])
+        mat = arrays["mat"]
+        if mat.ndim != 2 or mat.shape[0] != len(block.ids) or mat.dtype != np.float32:
+            raise ValueError("the vector arrays do not fit together")
+        block._mat = mat.copy()
+        block._pos = dict(zip(block.ids, range(len(block.ids)), strict=True))
+        block.max_norm = float(meta["max_norm"])
+        return block
 
     def __contains__(self, mid: object) -> bool:
         return mid in self._pos

@@ -14,6 +14,7 @@ import sqlite3
 from pathlib import Path
 
 import chromadb
+import numpy as np
 import pytest
 from _support import open_store
 
@@ -207,3 +208,89 @@ def test_a_row_replaced_into_another_namespace_outdates_both(tmp_path: Path) -> 
         assert side.snapshot("c", "L") == (b"state", None) and side.snapshot("c", "M") is None
     finally:
         side.close()
+
+
+def _updates(mem: NoraxMemory, ns: str) -> None:
+    mem.add(
+        [
+            "The Kestrel launch deadline is Monday",
+            "Priya owns the Kestrel budget review",
+            "The Kestrel launch deadline moved to Friday",
+            "Priya no longer owns the Kestrel budget review, Omar does",
+        ],
+        ids=[f"{ns}u{i}" for i in range(4)],
+        namespace=ns,
+        created_at=[NOW - 50 + 10 * i for i in range(4)],
+    )
+
+
+def test_a_snapshot_is_flat_arrays_that_load_into_few_objects(tmp_path: Path) -> None:
+    """BM25, recency, entity graph, supersession and vectors load from numpy arrays, not
+    pickled graphs of objects: restoring a namespace of 44 memories leaves a handful of
+    objects for the garbage collector to scan."""
+    import gc
+
+    from norax_core import snapshot_format, snapshots
+    from norax_core.signals import graph_arrays
+    from norax_core.signals.bm25 import _Partition
+    from norax_core.signals.temporal import _Namespace
+    from norax_core.supersession import _Space
+
+    store = tmp_path / "s"
+    with open_store(store) as mem:
+        _fill(mem)
+        _updates(mem, "a")
+    with sqlite3.connect(store / SIDECAR_FILE) as db:
+        state, vectors = db.execute(
+            "SELECT state, vectors FROM snapshots WHERE namespace = 'a'"
+        ).fetchone()
+    meta, arrays = snapshot_format.unpack(bytes(state))
+    assert all(a.dtype != object for a in arrays.values()) and meta["supersede"] is not None
+    _, matrix = snapshot_format.unpack(bytes(vectors))
+    assert matrix["mat"].dtype == np.float32 and matrix["mat"].shape[0] == 44
+
+    def part(prefix: str) -> dict[str, np.ndarray]:
+        return {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith(prefix + ".")}
+
+    gc.collect()
+    before = len(gc.get_objects())
+    held = (
+        _Partition.from_arrays(meta["bm25"], part("bm25")),
+        _Namespace.from_arrays(part("temporal")),
+        _Space.from_arrays(meta["supersede"], part("supersede")),
+        graph_arrays.from_arrays(meta["graph"], part("graph")),
+    )
+    gc.collect()  # what survives it (tuples of ints do not stay tracked) is scanned again
+    assert len(gc.get_objects()) - before < 30  # was about 30 per memory, unpickled
+    loaded, ids = snapshots.ids_of(bytes(state))
+    assert len(ids) == 44 and len(held[0]) == 44 and loaded["supersede"].ids() == held[2].ids()
+
+
+def test_writes_after_a_restore_answer_as_after_a_rebuild(tmp_path: Path) -> None:
+    """A restored namespace builds its write structures (BM25 lists, supersession rows) at
+    its first write: adds, replacements and deletes then rank as on a rebuilt namespace."""
+    runs = []
+    for restored in (True, False):
+        store = tmp_path / f"s{restored}"
+        with open_store(store) as mem:
+            _fill(mem)
+            _updates(mem, "a")
+        if not restored:
+            with sqlite3.connect(store / SIDECAR_FILE) as db:
+                db.execute("DELETE FROM snapshots")
+        with open_store(store) as mem:
+            before = _ranking(mem, "a")
+            assert mem.store.indexes.supersede.links("a")  # the updates link to what they replace
+            mem.add(
+                "The Kestrel launch deadline moved again, to next Monday",
+                ids="au9",
+                namespace="a",
+                created_at=NOW,
+            )
+            mem.upsert("a note 3 about Colby, rewritten: harbour ship 3", ids="a3", namespace="a")
+            mem.delete(["a5", "au1"], namespace="a")
+            after = _ranking(mem, "a")
+            links = mem.store.indexes.supersede.links("a")
+            assert mem.store.indexes.restored == int(restored) and mem.check().ok
+        runs.append((before, after, links))
+    assert runs[0] == runs[1]

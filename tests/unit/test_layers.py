@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "norax_core.presets",
             "norax_core.query",  # weights files pick per-intent overrides by its Intent
             "norax_core.sidecar",
+            "norax_core.snapshot_format",  # the byte form of snapshots, numpy only
             "norax_core.snapshot_table",
             "norax_core.store_settings",
             "norax_core.tokenize",

@@ -1,0 +1,129 @@
+"""A namespace's entity graph as flat arrays, for snapshots (:mod:`norax_core.snapshots`).
+
+:func:`to_arrays` writes every field of a :class:`NamespaceGraph` but its derived caches;
+:func:`from_arrays` reads them back into a graph whose postings and co-occurrence edges stay
+CSR arrays (``_gcsr``) until something other than a search needs them as sets and dicts
+(:meth:`NamespaceGraph._thaw`): a search reads an entity's rows and neighbours from the
+arrays. Rows come out in the order of a set built from the captured set's items in its
+iteration order: as the thawed set gives them, and as the pickled graphs of earlier
+snapshots did (checked: 1,000 searches rank identically).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from itertools import count
+from typing import Any
+
+import numpy as np
+
+from norax_core.signals.entity_graph import NamespaceGraph, next_version
+from norax_core.snapshot_format import pack_strs, unpack_strs
+
+_INTS = ("next_comm", "changes", "edges", "generation", "fingerprint")
+
+
+def _ints(values: Sequence[int] | Any) -> np.ndarray:
+    return np.fromiter(values, np.int64)
+
+
+def _csr(groups: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    ptr = np.zeros(len(groups) + 1, dtype=np.int64)
+    if groups:
+        np.cumsum([len(g) for g in groups], out=ptr[1:])
+    return ptr, _ints(x for g in groups for x in g)
+
+
+def to_arrays(space: NamespaceGraph) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The graph's fields as flat arrays and JSON numbers, for :func:`from_arrays`."""
+    post, adj = space.post, space.adj  # built if the graph was itself restored
+    ents_ptr, ents = _csr(space.ents)
+    post_ptr, post_rows = _csr([list(rows) for rows in post.values()])
+    adj_ptr, adj_nbr = _csr([list(n) for n in adj.values()])
+    ids_s, ids_o = pack_strs([m if m is not None else "" for m in space.ids])
+    slot_s, slot_o = pack_strs(list(space.slot))
+    eid_s, eid_o = pack_strs(list(space.eid))
+    names_s, names_o = pack_strs(space.names)
+    arrays = {
+        "ids_s": ids_s,
+        "ids_o": ids_o,
+        "free": np.array([m is None for m in space.ids], dtype=np.bool_),
+        "slot_s": slot_s,
+        "slot_o": slot_o,
+        "slot_rows": _ints(space.slot.values()),
+        "ents_ptr": ents_ptr,
+        "ents": ents,
+        "row_tie": space.row_tie,
+        "free_rows": _ints(space.free_rows),
+        "eid_s": eid_s,
+        "eid_o": eid_o,
+        "eid_ids": _ints(space.eid.values()),
+        "len_words": _ints(space.lengths.keys()),
+        "len_count": _ints(space.lengths.values()),
+        "names_s": names_s,
+        "names_o": names_o,
+        "free_eids": _ints(space.free_eids),
+        "counts": _ints(space.counts),
+        "df": space._df,
+        "stale": _ints(space._stale),
+        "tie": space.tie,
+        "comm": space.comm,
+        "post_keys": _ints(post.keys()),
+        "post_ptr": post_ptr,
+        "post_rows": post_rows,
+        "adj_keys": _ints(adj.keys()),
+        "adj_ptr": adj_ptr,
+        "adj_nbr": adj_nbr,
+        "adj_w": _ints(w for n in adj.values() for w in n.values()),
+        "unplaced": _ints(space.unplaced),
+    }
+    return {name: int(getattr(space, name)) for name in _INTS}, arrays
+
+
+def from_arrays(meta: Mapping[str, Any], a: Mapping[str, np.ndarray]) -> NamespaceGraph:
+    """A graph of :func:`to_arrays`; its postings and edges are built at first need.
+
+    Raises:
+        ValueError: The arrays do not fit together.
+    """
+    g = NamespaceGraph.__new__(NamespaceGraph)
+    ids: list[str | None] = list(unpack_strs(a["ids_s"], a["ids_o"]))
+    for row in np.flatnonzero(a["free"]).tolist():
+        ids[row] = None
+    cuts = a["ents_ptr"].tolist()
+    flat = a["ents"].tolist()
+    if len(cuts) != len(ids) + 1 or cuts[-1] != len(flat):
+        raise ValueError("the graph's rows do not fit together")
+    g.ids = ids
+    g.ents = [tuple(flat[x:y]) for x, y in zip(cuts, cuts[1:], strict=False)]
+    g.slot = dict(zip(unpack_strs(a["slot_s"], a["slot_o"]), a["slot_rows"].tolist(), strict=True))
+    g.row_tie = a["row_tie"].astype(np.int64)
+    g.free_rows = a["free_rows"].tolist()
+    g.eid = dict(zip(unpack_strs(a["eid_s"], a["eid_o"]), a["eid_ids"].tolist(), strict=True))
+    g.lengths = dict(zip(a["len_words"].tolist(), a["len_count"].tolist(), strict=True))
+    g.names = unpack_strs(a["names_s"], a["names_o"])
+    g.free_eids = a["free_eids"].tolist()
+    g.counts = a["counts"].tolist()
+    g._df = a["df"].astype(np.int64)
+    g._stale = set(a["stale"].tolist())
+    g.tie = a["tie"].astype(np.int64)
+    g.comm = a["comm"].astype(np.int64)
+    g.post_arr, g.adj_arr, g.mask_arr, g._memo = {}, {}, {}, {}
+    g.unplaced = set(a["unplaced"].tolist())
+    for name in _INTS:
+        setattr(g, name, int(meta[name]))
+    g.touched = None
+    g.version = next_version()
+    post_keys, adj_keys = a["post_keys"].tolist(), a["adj_keys"].tolist()
+    if len(post_keys) + 1 != a["post_ptr"].size or len(adj_keys) + 1 != a["adj_ptr"].size:
+        raise ValueError("the graph's postings do not fit together")
+    g.__dict__["_gcsr"] = (
+        dict(zip(post_keys, count(), strict=False)),
+        a["post_ptr"].tolist(),
+        a["post_rows"],
+        dict(zip(adj_keys, count(), strict=False)),
+        a["adj_ptr"].tolist(),
+        a["adj_nbr"],
+        a["adj_w"],
+    )
+    return g

@@ -1,0 +1,112 @@
+"""The byte form of a namespace snapshot: named numpy arrays and a little JSON, no pickle.
+
+A snapshot (:mod:`norax_core.snapshots`) is read at a namespace's first use, so reading it
+must cost little CPU and create few Python objects: every object a load creates is one more
+for the garbage collector to scan at its next full collection of the process (spaCy, ONNX and
+Chroma objects included). The indexes therefore export their namespace as flat arrays
+(postings as CSR arrays, ids as one string and its offsets) and restore from read-only views
+of the blob (:func:`numpy.frombuffer`), building dicts and lists only where a search needs
+them.
+
+Layout: an 8-byte little-endian header length, the JSON header (``meta`` and, per array, its
+name, dtype, shape and offset), then each array's raw bytes at an offset aligned to 8.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+Arrays = dict[str, np.ndarray]
+
+_ALIGN = 8
+
+
+def pack(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> bytes:
+    """``meta`` (JSON values) and ``arrays`` in one blob, for :func:`unpack`."""
+    table: list[list[Any]] = []
+    chunks: list[bytes] = []
+    at = 0
+    for name, arr in arrays.items():
+        data = np.ascontiguousarray(arr)
+        if data.dtype.hasobject:
+            raise TypeError(f"array {name!r} holds Python objects")
+        raw = data.tobytes()
+        table.append([name, data.dtype.str, list(data.shape), at])
+        pad = -len(raw) % _ALIGN
+        chunks.append(raw + b"\0" * pad)
+        at += len(raw) + pad
+    header = json.dumps({"meta": dict(meta), "arrays": table}, separators=(",", ":")).encode()
+    header += b" " * (-(len(header) + 8) % _ALIGN)
+    return b"".join([struct.pack("<Q", len(header)), header, *chunks])
+
+
+def unpack(blob: bytes) -> tuple[dict[str, Any], Arrays]:
+    """``(meta, arrays)`` of a :func:`pack` blob; the arrays are read-only views of ``blob``.
+
+    Raises:
+        ValueError: The blob is not of this form.
+    """
+    try:
+        (size,) = struct.unpack_from("<Q", blob, 0)
+        header = json.loads(blob[8 : 8 + size])
+        base = 8 + size
+        arrays: Arrays = {}
+        for name, dtype, shape, at in header["arrays"]:
+            kind = np.dtype(dtype)
+            if kind.hasobject:
+                raise ValueError("an object array")
+            count = int(np.prod(shape)) if shape else 1
+            arrays[name] = np.frombuffer(blob, dtype=kind, count=count, offset=base + at).reshape(
+                shape
+            )
+        meta = header["meta"]
+    except Exception as exc:  # any malformed blob
+        raise ValueError(f"not a snapshot blob: {exc}") from exc
+    if not isinstance(meta, dict):
+        raise ValueError("not a snapshot blob: no meta")
+    return meta, arrays
+
+
+def pack_strs(items: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Strings as ``(utf-8 bytes, offsets)``, for :func:`unpack_strs`.
+
+    Joined by NUL when none holds one (offsets ``[-1, count]``: the reader splits, in C);
+    else the i-th is ``text[offsets[i]:offsets[i + 1]]`` (offsets in characters).
+    """
+    text = _SEP.join(items)
+    if text.count(_SEP) == max(len(items) - 1, 0):
+        return _utf8(text), np.array([-1, len(items)], dtype=np.int64)
+    offsets = np.zeros(len(items) + 1, dtype=np.int64)
+    if items:
+        np.cumsum([len(s) for s in items], out=offsets[1:])
+    return _utf8("".join(items)), offsets
+
+
+def unpack_strs(data: np.ndarray, offsets: np.ndarray) -> list[str]:
+    """The strings of :func:`pack_strs`.
+
+    Raises:
+        ValueError: The offsets do not fit the text.
+    """
+    text = data.tobytes().decode("utf-8")
+    cuts = offsets.tolist()
+    if len(cuts) == 2 and cuts[0] == -1:
+        got = text.split(_SEP) if cuts[1] else []
+        if len(got) != cuts[1]:
+            raise ValueError("string count does not fit its text")
+        return got
+    if not cuts or cuts[0] != 0 or cuts[-1] != len(text):
+        raise ValueError("string offsets do not fit their text")
+    return [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+
+
+_SEP = "\0"
+
+
+def _utf8(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
