@@ -233,6 +233,9 @@ COHESIVE = {
     "signals/bm25.py": "the incremental per-namespace BM25 index and its scorer",
     "signals/entity_graph.py": "per-namespace co-occurrence graphs, postings and communities",
     "signals/graph.py": "the graph signal's scoring formula",
+    "signals/temporal.py": "the per-namespace recency catalog (slots, timelines, session "
+    "splits and time neighbours, kept until the timeline changes, and its compact snapshot "
+    "form) and the temporal signal that reads it",
 }
 
 
