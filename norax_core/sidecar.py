@@ -32,7 +32,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from norax_core import snapshot_table
 
@@ -366,30 +366,22 @@ class Sidecar(snapshot_table.SnapshotTable):
 
     def records(self, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
         """``id -> (document, metadata JSON)`` of the ``ids`` whose record the sidecar holds."""
-        out: dict[str, tuple[str, str]] = {}
-        with self._lock:
-            for s in range(0, len(ids), _IN_CHUNK):
-                chunk = list(ids[s : s + _IN_CHUNK])
-                marks = ",".join("?" * len(chunk))
-                for mid, doc, meta in self._conn.execute(
-                    f"SELECT id, document, metadata FROM memories WHERE id IN ({marks})"
-                    " AND document IS NOT NULL AND metadata IS NOT NULL",
-                    chunk,
-                ):
-                    out[mid] = (doc, meta)
-        return out
+        sql = "SELECT id, document, metadata FROM memories WHERE id IN ({})"
+        sql += " AND document IS NOT NULL AND metadata IS NOT NULL"
+        return {mid: (doc, meta) for mid, doc, meta in self._by_ids(sql, ids)}
 
     def homes(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
         """``id -> (namespace, seq)`` for the ``ids`` the sidecar holds."""
-        out: dict[str, tuple[str, int]] = {}
+        sql = "SELECT id, namespace, seq FROM memories WHERE id IN ({})"
+        return {mid: (ns, int(seq)) for mid, ns, seq in self._by_ids(sql, ids)}
+
+    def _by_ids(self, sql: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+        """The rows of ``sql``, its ``IN ({})`` filled with ``ids`` (:data:`_IN_CHUNK` a time)."""
+        out: list[tuple[Any, ...]] = []
         with self._lock:
             for s in range(0, len(ids), _IN_CHUNK):
                 chunk = list(ids[s : s + _IN_CHUNK])
-                marks = ",".join("?" * len(chunk))
-                for mid, ns, seq in self._conn.execute(
-                    f"SELECT id, namespace, seq FROM memories WHERE id IN ({marks})", chunk
-                ):
-                    out[mid] = (ns, int(seq))
+                out += self._conn.execute(sql.format(",".join("?" * len(chunk))), chunk)
         return out
 
     def has_namespace(self, namespace: str) -> bool:

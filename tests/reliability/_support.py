@@ -59,3 +59,21 @@ def assert_context_vectors(mem: NoraxMemory, order: Sequence[str], before: int) 
         prev = [texts[p] for p in order[max(0, i - before) : i]]
         want = context_vector(texts[mid], prev)
         assert np.allclose(vectors[mid], want, atol=1e-5), f"{mid} has a stale context"
+
+
+def spy_chroma(
+    monkeypatch: Any, names: Sequence[str] = ("count", "get", "query", "peek")
+) -> list[str]:
+    """Record the name of every call of ``names`` on any Chroma collection (calls pass on)."""
+    from chromadb.api.models.Collection import Collection
+
+    calls: list[str] = []
+    for name in names:
+        real = getattr(Collection, name)
+
+        def spy(self: Any, *a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
+            calls.append(_name)
+            return _real(self, *a, **k)
+
+        monkeypatch.setattr(Collection, name, spy)
+    return calls

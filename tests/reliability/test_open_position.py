@@ -14,7 +14,7 @@ from typing import Any
 
 import chromadb
 import pytest
-from _support import open_store
+from _support import open_store, spy_chroma
 
 from norax_core import NoraxMemory
 from norax_core.engine import SIDECAR_FILE
@@ -75,17 +75,7 @@ def test_an_open_after_norax_writes_asks_chroma_nothing(
     with open_store(store) as mem:
         _fill(mem)
     assert _recorded(store).endswith(f":{read_position(store)}")
-    calls: list[str] = []
-    from chromadb.api.models.Collection import Collection
-
-    for name in ("count", "get", "query", "peek"):
-        real = getattr(Collection, name)
-
-        def spy(self: Any, *a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
-            calls.append(_name)
-            return _real(self, *a, **k)
-
-        monkeypatch.setattr(Collection, name, spy)
+    calls = spy_chroma(monkeypatch, ("count", "get", "query", "peek"))
     with open_store(store) as mem:
         assert calls == [] and mem.store.position is not None and mem.store.position.known
         assert mem.count() == 59 and mem.namespaces() == ["a", "b"]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import open_store
+from _support import open_store, spy_chroma
 
 from norax_core import NoraxMemory
 from norax_core.engine import SIDECAR_FILE
@@ -84,17 +84,7 @@ def test_a_search_of_a_loaded_namespace_asks_chroma_nothing(
     store = tmp_path / "s"
     with open_store(store) as mem:
         _fill(mem)
-    calls: list[str] = []
-    from chromadb.api.models.Collection import Collection
-
-    for name in ("count", "get", "query"):
-        real = getattr(Collection, name)
-
-        def spy(self: Any, *a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
-            calls.append(_name)
-            return _real(self, *a, **k)
-
-        monkeypatch.setattr(Collection, name, spy)
+    calls = spy_chroma(monkeypatch, ("count", "get", "query"))
     with open_store(store) as mem:
         got = mem.search("harbour ship 3", k=10, namespace="b", now=NOW)
         assert len(got) == 10 and calls == []  # snapshot, sidecar rows and records
