@@ -40,6 +40,14 @@ SCHEMA = (
 )
 
 
+ROWS_VERSION = 2
+"""The rows blob's form (2: stored columns as plain tuples), part of each snapshot's layout."""
+
+
+def _layout() -> str:
+    return f"{snapshots.layout()}/rows{ROWS_VERSION}"
+
+
 class ClientSnapshots:
     """The snapshots of one collection in a shared snapshot file, and the log that vouches.
 
@@ -75,7 +83,7 @@ class ClientSnapshots:
             row = self._conn.execute(
                 "SELECT taken FROM client_snapshots WHERE collection = ? AND namespace = ?"
                 " AND layout = ?",
-                (self.collection, namespace, snapshots.layout()),
+                (self.collection, namespace, _layout()),
             ).fetchone()
         if row is None:
             return None
@@ -93,7 +101,7 @@ class ClientSnapshots:
             row = self._conn.execute(
                 "SELECT state, vectors, rows FROM client_snapshots WHERE collection = ?"
                 " AND namespace = ? AND taken = ? AND layout = ?",
-                (self.collection, namespace, taken, snapshots.layout()),
+                (self.collection, namespace, taken, _layout()),
             ).fetchone()
         if row is None:
             return None
@@ -108,7 +116,7 @@ class ClientSnapshots:
                 "INSERT OR REPLACE INTO client_snapshots"
                 " (collection, namespace, taken, layout, state, vectors, rows)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (self.collection, namespace, taken, snapshots.layout(), state, vectors, rows),
+                (self.collection, namespace, taken, _layout(), state, vectors, rows),
             )
 
     def stored(self) -> dict[str, float]:
@@ -116,7 +124,7 @@ class ClientSnapshots:
         with self._lock:
             got = self._conn.execute(
                 "SELECT namespace, taken FROM client_snapshots WHERE collection = ? AND layout = ?",
-                (self.collection, snapshots.layout()),
+                (self.collection, _layout()),
             ).fetchall()
         return dict(got)
 
