@@ -66,6 +66,7 @@ recomputing) in its in-memory sidecar, up to ``index_cache_mb / GRAPH_STATES_SHA
 the most recently saved first: without a bound a worker's memory grows with every namespace it
 ever served (about 3 KB each, 20 KB for 1,000 memories)."""
 _TRIM_STATES_EVERY = 16  # evictions between trims (a trim reads every saved state's length)
+_ROLE, _INFERRED = 7, 8  # columns of a stored row (Sidecar.namespace_records)
 
 
 class DerivedIndexes:
@@ -282,7 +283,7 @@ class DerivedIndexes:
             return False
         try:
             state, ids = snapshots.ids_of(got[0])
-            rows = snapshots.unpack_rows(got[2], ids)
+            rows = snapshots.unpack_rows(got[2], ids, namespace)
             if any(self.namespace_of.get(m, namespace) != namespace for m in ids):
                 raise ValueError("it holds an id loaded in another namespace")
             snapshots.restore(
@@ -293,10 +294,9 @@ class DerivedIndexes:
             self._drop(namespace)
             self.shared.drop([namespace])
             return False
-        self.sidecar.drop_namespace(namespace)
-        self.sidecar.upsert(rows, done=())  # the client's sidecar caches them
-        self._standing[namespace] = {r.id for r in rows if r.inferred_kind in STANDING}
-        self._roles[namespace] = {r.id: r.role for r in rows if r.role}
+        self.sidecar.cache(namespace, rows)  # the client's sidecar caches them
+        self._standing[namespace] = {str(r[0]) for r in rows if r[_INFERRED] in STANDING}
+        self._roles[namespace] = {str(r[0]): str(r[_ROLE]) for r in rows if r[_ROLE]}
         self.namespace_of.update(dict.fromkeys(ids, namespace))
         self._loaded[namespace] = int(state["nbytes"])
         self.last_seq = max(self.last_seq, self.temporal.last_seq)
@@ -325,8 +325,8 @@ class DerivedIndexes:
         block = _covering(self.vectors.fresh(namespace), ids)
         if self.shared is None or not ids or stored or (stored is False and block is None):
             return
-        rows = self.sidecar.namespace_rows(namespace)
-        if {r.id for r in rows} != ids:
+        rows = self.sidecar.namespace_records(namespace)
+        if {r[0] for r in rows} != ids:
             return
         state = self._capture(namespace)
         vectors = snapshots.pack_vectors(block) if block is not None else None

@@ -193,12 +193,16 @@ class Sidecar(snapshot_table.SnapshotTable):
                 "CREATE TABLE IF NOT EXISTS graph_state (namespace TEXT PRIMARY KEY,"
                 " state TEXT NOT NULL)"
             )
-            list(map(self._conn.execute, snapshot_table.SCHEMA))  # snapshots, their triggers
-            for event in ("INSERT", "UPDATE", "DELETE"):  # any change of rows, by hand too,
-                self._conn.execute(  # voids the recorded Chroma position (re-recorded after
-                    f"CREATE TRIGGER IF NOT EXISTS memories_{event.lower()}_position"  # a write)
-                    f" AFTER {event} ON memories BEGIN DELETE FROM meta"
-                    f" WHERE key = '{POSITION_KEY}'; END"
+            # The triggers guard a file's snapshots and recorded Chroma position. An in-memory
+            # sidecar (in-memory store, client) never holds either (DerivedIndexes._snapshot,
+            # store.position.keeper), and per-row triggers would triple its bulk inserts.
+            schema = snapshot_table.SCHEMA if path is not None else snapshot_table.SCHEMA[:1]
+            list(map(self._conn.execute, schema))  # snapshots, their triggers
+            for event in ("INSERT", "UPDATE", "DELETE") if path is not None else ():
+                self._conn.execute(  # any change of rows, by hand too, voids the recorded
+                    f"CREATE TRIGGER IF NOT EXISTS memories_{event.lower()}_position"  # Chroma
+                    f" AFTER {event} ON memories BEGIN DELETE FROM meta"  # position (recorded
+                    f" WHERE key = '{POSITION_KEY}'; END"  # again after a write)
                 )
 
     def close(self) -> None:
@@ -426,6 +430,28 @@ class Sidecar(snapshot_table.SnapshotTable):
             self._conn.execute("DELETE FROM memories WHERE namespace = ?", (namespace,))
             self._conn.execute("DELETE FROM supersedes WHERE namespace = ?", (namespace,))
             self._conn.execute("DELETE FROM unlinked WHERE namespace = ?", (namespace,))
+
+    def namespace_records(self, namespace: str) -> list[tuple[object, ...]]:
+        """One namespace's rows as stored (every column, JSON undecoded: :meth:`cache`)."""
+        with self._lock:
+            return self._conn.execute(
+                f"SELECT {_FULL} FROM memories WHERE namespace = ?", (namespace,)
+            ).fetchall()
+
+    def cache(self, namespace: str, records: Sequence[tuple[object, ...]]) -> None:
+        """Replace one namespace's rows by :meth:`namespace_records` of a like sidecar.
+
+        A client's cache of a namespace read from a shared snapshot: one transaction, no
+        JSON encoding; its links and unlinked marks go (the loaded indexes hold its links).
+        """
+        with self._lock, self._tx():
+            self._conn.execute("DELETE FROM memories WHERE namespace = ?", (namespace,))
+            self._conn.execute("DELETE FROM supersedes WHERE namespace = ?", (namespace,))
+            self._conn.execute("DELETE FROM unlinked WHERE namespace = ?", (namespace,))
+            self._conn.executemany(
+                f"INSERT OR REPLACE INTO memories ({_FULL}) VALUES ({', '.join('?' * 11)})",
+                records,
+            )
 
     def graph_state(self, namespace: str) -> str | None:
         """The saved graph communities of ``namespace`` (JSON), or ``None``."""

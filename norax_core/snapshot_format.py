@@ -15,6 +15,7 @@ name, dtype, shape and offset), then each array's raw bytes at an offset aligned
 from __future__ import annotations
 
 import json
+import math
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -60,7 +61,7 @@ def unpack(blob: bytes) -> tuple[dict[str, Any], Arrays]:
             kind = np.dtype(dtype)
             if kind.hasobject:
                 raise ValueError("an object array")
-            count = int(np.prod(shape)) if shape else 1
+            count = math.prod(shape)  # 1 for a scalar; Python ints: no numpy call per array
             arrays[name] = np.frombuffer(blob, dtype=kind, count=count, offset=base + at).reshape(
                 shape
             )

@@ -183,23 +183,33 @@ def unpack_vectors(blob: bytes, ids: set[str]) -> NamespaceMatrix | None:
     return block
 
 
-def pack_rows(rows: list[IndexRow]) -> bytes:
-    """A namespace's rows, pickled (a client's sidecar caches them; every field rides along)."""
-    return pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
+def pack_rows(records: list[tuple[object, ...]]) -> bytes:
+    """A namespace's :meth:`~norax_core.sidecar.Sidecar.namespace_records`, pickled.
+
+    Plain tuples of the stored columns (JSON undecoded): a client's sidecar caches them as
+    they are, and unpickling builds no objects beyond them.
+    """
+    return pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def unpack_rows(blob: bytes, ids: set[str]) -> list[IndexRow]:
-    """The rows of :func:`pack_rows` if they are exactly ``ids``.
+def unpack_rows(blob: bytes, ids: set[str], namespace: str) -> list[tuple[object, ...]]:
+    """The records of :func:`pack_rows` if they are exactly ``ids``, all of ``namespace``.
 
     Raises:
-        ValueError: The blob is not such rows, or holds other ids.
+        ValueError: The blob is not such records, or holds other ids or namespaces.
     """
     try:
         rows = pickle.loads(blob)  # noqa: S301 - see the module docstring
     except Exception as exc:  # any unreadable blob: the namespace loads from Chroma
         raise ValueError(f"unreadable snapshot rows: {exc}") from exc
-    if not isinstance(rows, list) or not all(isinstance(r, IndexRow) for r in rows):
+    if not isinstance(rows, list) or not all(
+        type(r) is tuple and len(r) == _COLUMNS and r[1] == namespace for r in rows
+    ):
         raise ValueError("not snapshot rows")
-    if {r.id for r in rows} != ids or len(rows) != len(ids):
+    if len(rows) != len(ids) or {r[0] for r in rows} != ids:
         raise ValueError("the snapshot's rows and indexes disagree")
     return rows
+
+
+_COLUMNS = 11
+"""Columns of a stored row (:data:`norax_core.sidecar._FULL`)."""

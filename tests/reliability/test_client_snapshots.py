@@ -23,7 +23,7 @@ import chromadb
 import pytest
 from _support import open_store
 
-from norax_core import NoraxMemory
+from norax_core import NoraxMemory, snapshots
 from norax_core.maintenance import check_store, repair_store
 from norax_core.sync import LOG_SUFFIX
 
@@ -205,3 +205,31 @@ def test_a_corrupt_snapshot_is_rebuilt_and_a_write_behind_norax_is_repaired(
         assert check_store(mem).ok
     with _open(chroma_url, collection, snap) as mem:
         assert _search(mem)[0][0] == "a3"
+
+
+def test_a_restored_namespace_caches_the_rows_a_chroma_read_would(
+    chroma_url: str, tmp_path: Path
+) -> None:
+    collection, snap = f"snap-{uuid.uuid4().hex[:8]}", tmp_path / "snap.sqlite3"
+    _seed(chroma_url, collection, snap)
+    with open_store(client=_client(chroma_url), collection=collection) as mem:  # no file
+        _search(mem)
+        read = sorted(mem.store.indexes.sidecar.namespace_records("a"))
+        standing, roles = mem.store.indexes.standing("a"), mem.store.indexes._roles["a"]
+    with _open(chroma_url, collection, snap) as mem:
+        _search(mem)
+        assert mem.store.indexes.restored == 1 and mem.rows_read == []
+        assert sorted(mem.store.indexes.sidecar.namespace_records("a")) == read
+        assert mem.store.indexes.standing("a") == standing
+        assert mem.store.indexes._roles["a"] == roles
+        assert check_store(mem).ok
+
+
+def test_a_snapshot_of_the_former_rows_form_is_not_served(chroma_url: str, tmp_path: Path) -> None:
+    collection, snap = f"snap-{uuid.uuid4().hex[:8]}", tmp_path / "snap.sqlite3"
+    before = _seed(chroma_url, collection, snap)
+    with sqlite3.connect(snap) as db:  # as written before ROWS_VERSION 2
+        db.execute("UPDATE client_snapshots SET layout = ?", (snapshots.layout(),))
+    with _open(chroma_url, collection, snap) as mem:
+        assert _search(mem) == before
+        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
