@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -192,11 +193,36 @@ def search_table(
         got = newer_of(ids).values()
         return [m for m in dict.fromkeys(x for v in got for x in v) if m not in known]
 
+    # A row's scores, creation time, kind, standing and graph row depend on its id alone: a
+    # grown table (existing rows first, :func:`extend`) reads them for its new rows only.
+    grown: list[Any] = []  # [ids, scores, created, kinds, standing, graph rows]
+
+    def columns(ids: list[str]) -> list[Any]:
+        have = len(grown[0]) if grown else 0
+        if not have or grown[0] != ids[:have]:
+            have, grown[:] = 0, []
+        new = ids[have:]
+        got = state["signals"]
+        part = [
+            np.array([[got[s].get(m, 0.0) for m in new] for s in SIGNALS], dtype=np.float64),
+            np.array(catalog.created(q.namespace, new), dtype=np.float64),
+            np.array(catalog.kinds(q.namespace, new), dtype=str),
+            np.array([m in standing for m in new], dtype=bool),
+            None if bridge is None else bridge.graph.rows_for(new),
+        ]
+        if have:
+            axis = [1, 0, 0, 0, 0]
+            part = [
+                None if a is None else np.concatenate([b, a], axis=x)
+                for a, b, x in zip(part, grown[1:], axis, strict=True)
+            ]
+        grown[:] = [list(ids), *part]
+        return [a if a is None else a.copy() for a in part]
+
     def table(ids: list[str]) -> Table:
         rows = {m: r for r, m in enumerate(ids)}
         n = len(ids)
-        got = state["signals"]
-        scores = np.array([[got[s].get(m, 0.0) for m in ids] for s in SIGNALS], dtype=np.float64)
+        scores, created, kinds, standing_rows, graph_rows = columns(ids)
         proposed = np.full((len(SIGNALS), 1, n), NEVER, dtype=np.int32)
         for i, s in enumerate(SIGNALS):
             for p, m in enumerate(cands.proposed.get(s, ())):
@@ -232,17 +258,17 @@ def search_table(
             valid=np.ones((1, n), dtype=bool),
             tie=tie[None, :],
             size=np.array([cands.size], dtype=np.int64),
-            created=np.array([catalog.created(q.namespace, ids)], dtype=np.float64),
+            created=created.reshape(1, n),
             neighbours=neighbours,
             ids=[ids],
             plans=[q.plan],
-            entities=None if bridge is None else [bridge.at(ids)],
+            entities=None if bridge is None else [bridge.view(graph_rows)],
             sessions=sessions,
             positions=positions,
             users=users,
             newer=link_slots([rows], [newer_of(ids)], n),
-            kinds=np.array([catalog.kinds(q.namespace, ids)], dtype=str).reshape(1, n),
-            standing=np.array([[m in standing for m in ids]], dtype=bool).reshape(1, n),
+            kinds=kinds.reshape(1, n),
+            standing=standing_rows.reshape(1, n),
             statements=Statements(
                 query=[query_words],
                 words=words,
@@ -288,6 +314,10 @@ class BridgeSource:
     def at(self, ids: Sequence[str], pad: int | None = None) -> BridgeInput:
         """The view of a table whose rows are ``ids`` (padded with none to ``pad`` rows)."""
         return BridgeInput(self.graph, self.graph.rows_for(ids, pad), self.query, self.allowed)
+
+    def view(self, rows: np.ndarray) -> BridgeInput:
+        """The view of a table whose rows are the graph rows ``rows`` (-1: none)."""
+        return BridgeInput(self.graph, rows, self.query, self.allowed)
 
 
 def bridge_source(indexes: DerivedIndexes, q: Query) -> BridgeSource | None:

@@ -226,14 +226,24 @@ def bridge_scores(
         p_ent /= p_ent.sum()
     x_mem, x_ent = p_mem.copy(), p_ent.copy()
     dangling = np.flatnonzero(dangling)  # the same memories, summed in the same order
+    # the same operations as ``damping * bincount(.., weights=x[idx] * share) + restart * p``,
+    # into buffers kept across the steps (the walk is ~24 steps of small arrays)
+    pair, diff_mem, diff_ent = np.empty(len(rows)), np.empty(n), np.empty(e)
     for _ in range(MAX_ITER):
         lost = x_mem[dangling].sum()
-        new_ent = damping * np.bincount(ents, weights=x_mem[rows] * to_ent, minlength=e)
-        new_mem = damping * np.bincount(rows, weights=x_ent[ents] * to_mem, minlength=n)
+        np.multiply(np.take(x_mem, rows, out=pair), to_ent, out=pair)
+        new_ent = np.bincount(ents, weights=pair, minlength=e)
+        np.multiply(new_ent, damping, out=new_ent)
+        np.multiply(np.take(x_ent, ents, out=pair), to_mem, out=pair)
+        new_mem = np.bincount(rows, weights=pair, minlength=n)
+        np.multiply(new_mem, damping, out=new_mem)
         restart = 1.0 - damping + damping * lost
         new_mem += restart * p_mem
         new_ent += restart * p_ent
-        change = np.abs(new_mem - x_mem).sum() + np.abs(new_ent - x_ent).sum()
+        change = (
+            np.abs(np.subtract(new_mem, x_mem, out=diff_mem), out=diff_mem).sum()
+            + np.abs(np.subtract(new_ent, x_ent, out=diff_ent), out=diff_ent).sum()
+        )
         x_mem, x_ent = new_mem, new_ent
         if change < TOL:
             break
