@@ -5,7 +5,7 @@ must cost little CPU and create few Python objects: every object a load creates 
 for the garbage collector to scan at its next full collection of the process (spaCy, ONNX and
 Chroma objects included). The indexes therefore export their namespace as flat arrays
 (postings as CSR arrays, ids as one string and its offsets) and restore from read-only views
-of the blob (:func:`numpy.frombuffer`), building dicts and lists only where a search needs
+of the blob (``numpy.frombuffer``), building dicts and lists only where a search needs
 them.
 
 Layout: an 8-byte little-endian header length, the JSON header (``meta`` and, per array, its
