@@ -273,6 +273,18 @@ def load_namespace(
     return block
 
 
+def fetch_ids(collection: Any, ids: Collection[str]) -> NamespaceMatrix:
+    """The vectors of ``ids`` (one namespace's, all known), read from Chroma by id.
+
+    A lookup per id, where :func:`load_namespace`'s ``where`` filter costs Chroma a scan of
+    the whole collection's metadata: a close that snapshots every namespace of a 1M-memory
+    store spent about 0.2 s per namespace on it (10,000 namespaces: over half an hour).
+    """
+    block = NamespaceMatrix()
+    fetch_into(collection, block, sorted(ids), set(ids).__contains__)
+    return block
+
+
 def fetch_into(
     collection: Any, block: NamespaceMatrix, ids: Sequence[str], member: Callable[[str], bool]
 ) -> None:

@@ -37,7 +37,7 @@ from norax_core.locking import StoreLock
 from norax_core.models import Memory
 from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.signals.dense import NAMESPACE_KEY, DenseSignal, chroma_where
-from norax_core.signals.vectors import NamespaceMatrix, load_namespace
+from norax_core.signals.vectors import NamespaceMatrix, fetch_ids
 from norax_core.store.chroma import (
     ChromaRows,
     drop_collection,
@@ -224,10 +224,10 @@ class Store(WritePath):
             self._store_lock = None
 
     def _vectors_of(self, namespace: str, ids: set[str]) -> NamespaceMatrix | None:
-        """A namespace's vectors read from Chroma for its snapshot, if it ranks from a matrix."""
+        """A namespace's vectors for its snapshot, if it ranks from a matrix (by id)."""
         if len(ids) > self.config.dense_exact_limit:
             return None
-        block = load_namespace(self.collection, namespace, ids.__contains__, ids)
+        block = fetch_ids(self.collection, ids)
         return block if len(block) == len(ids) else None
 
     # -- other processes' writes --------------------------------------------------------

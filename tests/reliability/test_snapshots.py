@@ -294,3 +294,26 @@ def test_writes_after_a_restore_answer_as_after_a_rebuild(tmp_path: Path) -> Non
             assert mem.store.indexes.restored == int(restored) and mem.check().ok
         runs.append((before, after, links))
     assert runs[0] == runs[1]
+
+
+def test_the_close_reads_a_namespaces_vectors_by_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``where`` on the namespace scans the whole collection in Chroma: a close that
+    snapshots every namespace written since open must look its vectors up by id."""
+    from chromadb.api.models.Collection import Collection
+
+    store = tmp_path / "s"
+    wheres: list[object] = []
+    real = Collection.get
+
+    def spy(self: Collection, *a: object, **k: object) -> object:
+        if "embeddings" in (k.get("include") or ()):  # type: ignore[operator]
+            wheres.append(k.get("where"))
+        return real(self, *a, **k)  # type: ignore[arg-type]
+
+    with open_store(store) as mem:
+        _fill(mem)
+        monkeypatch.setattr(Collection, "get", spy)
+    assert _snapshots(store) == {"a": True, "b": True}
+    assert wheres and all(w is None for w in wheres)
