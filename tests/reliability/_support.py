@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import chromadb
 import numpy as np
 
 from norax_core import CallableEmbedder, NoraxMemory
@@ -77,3 +78,24 @@ def spy_chroma(
 
         monkeypatch.setattr(Collection, name, spy)
     return calls
+
+
+def behind_norax(store: Path, act: Any) -> None:
+    """Run ``act(collection)`` with plain Chroma on the embedded store's folder (Norax closed)."""
+    client = chromadb.PersistentClient(path=str(store))  # Chroma alone: the sidecar sleeps
+    try:
+        act(client.get_collection("norax"))
+    finally:
+        client.close()
+
+
+def swap_record(col: Any) -> None:
+    """Replace memory a5 by x1 (same count, same namespace), behind Norax's back."""
+    got = col.get(ids=["a5"], include=["embeddings", "metadatas"])
+    col.delete(ids=["a5"])
+    col.add(
+        ids=["x1"],
+        embeddings=got["embeddings"],
+        documents=["a lighthouse keeper named Priya"],
+        metadatas=got["metadatas"],
+    )

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import chromadb
 import pytest
-from _support import open_store, spy_chroma
+from _support import behind_norax, open_store, spy_chroma, swap_record
 
 from norax_core import NoraxMemory
 from norax_core.engine import SIDECAR_FILE
@@ -40,26 +39,6 @@ def _recorded(store: Path) -> str:
     with sqlite3.connect(store / SIDECAR_FILE) as db:
         got = db.execute("SELECT value FROM meta WHERE key = ?", (POSITION_KEY,)).fetchone()
     return "" if got is None else str(got[0])
-
-
-def _behind(store: Path, act: Any) -> None:
-    client = chromadb.PersistentClient(path=str(store))  # Chroma alone: the sidecar sleeps
-    try:
-        act(client.get_collection("norax"))
-    finally:
-        client.close()
-
-
-def _swap(col: Any) -> None:
-    """Replace a5 by x1 (same count, same namespace)."""
-    got = col.get(ids=["a5"], include=["embeddings", "metadatas"])
-    col.delete(ids=["a5"])
-    col.add(
-        ids=["x1"],
-        embeddings=got["embeddings"],
-        documents=["a lighthouse keeper named Priya"],
-        metadatas=got["metadatas"],
-    )
 
 
 def _found_swap(mem: NoraxMemory) -> None:
@@ -92,11 +71,11 @@ def test_a_change_behind_norax_between_sessions_is_found_at_open(tmp_path: Path)
     store = tmp_path / "s"
     with open_store(store) as mem:
         _fill(mem)
-    _behind(store, _swap)
+    behind_norax(store, swap_record)
     with open_store(store) as mem:
         _found_swap(mem)
         assert mem.store.position is not None and mem.store.position.known  # recorded again
-    _behind(store, lambda col: col.delete(ids=["b3"]))
+    behind_norax(store, lambda col: col.delete(ids=["b3"]))
     with open_store(store) as mem:
         assert mem.count("b") == 29 and "b3" not in mem.store.indexes.sidecar.ids()
 
@@ -109,7 +88,7 @@ def test_a_change_behind_norax_during_a_session_is_found_at_the_next_open(
         _fill(mem)
     with open_store(store) as mem:
         mem.add(["b note 99"], ids=["b99"], namespace="b", created_at=NOW)
-        _behind(store, _swap)  # another client of the same folder, while Norax has it open
+        behind_norax(store, swap_record)  # another client of the folder, while Norax has it open
         mem.add(["b note 98"], ids=["b98"], namespace="b", created_at=NOW)
         assert mem.store.position is not None and not mem.store.position.known
     assert _recorded(store) == ""
@@ -122,7 +101,7 @@ def test_a_change_after_the_last_norax_write_is_found(tmp_path: Path) -> None:
     store = tmp_path / "s"
     with open_store(store) as mem:
         _fill(mem)
-        _behind(store, _swap)  # after the last write, before the close
+        behind_norax(store, swap_record)  # after the last write, before the close
     with open_store(store) as mem:
         _found_swap(mem)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import chromadb
 import numpy as np
 import pytest
-from _support import open_store
+from _support import behind_norax, open_store, swap_record
 
 from norax_core import NoraxConfig, NoraxMemory
 from norax_core.bench.cache import CachedEmbedder, CachedExtractor, TextCache
@@ -151,19 +151,7 @@ def test_a_lazy_open_finds_a_same_size_change_behind_the_sidecar(tmp_path: Path)
     store = tmp_path / "s"
     with open_store(store) as mem:
         _fill(mem)
-    client = chromadb.PersistentClient(path=str(store))  # Chroma alone: the sidecar sleeps
-    try:
-        col = client.get_collection("norax")
-        got = col.get(ids=["a5"], include=["embeddings", "metadatas"])
-        col.delete(ids=["a5"])
-        col.add(
-            ids=["x1"],
-            embeddings=got["embeddings"],
-            documents=["a lighthouse keeper named Priya"],
-            metadatas=got["metadatas"],
-        )
-    finally:
-        client.close()
+    behind_norax(store, swap_record)
     with open_store(store) as mem:  # same count: the open reads no id
         assert mem.store.indexes.loaded() == []
         hits = {r.id for r in mem.search("lighthouse Priya", k=40, namespace="a", now=NOW)}
