@@ -183,6 +183,8 @@ class ChromaRows:
             if len(got["ids"]):
                 emb = got.get("embeddings")
                 blocks.append(None if emb is None else np.asarray(emb, dtype=np.float32))
+                del emb
+            del got  # before the next part is read: one decoded response at a time
         arrays = [b for b in blocks if b is not None]
         if self.vectors is not None and ids and len(arrays) == len(blocks):
             block = NamespaceMatrix()
