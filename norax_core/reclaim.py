@@ -30,7 +30,7 @@ READ_BYTES_PER_ROW = 64 * 1024
 def _malloc_trim() -> Callable[[int], int] | None:
     try:
         fn = ctypes.CDLL(None).malloc_trim  # the C library this process runs on
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # TypeError: Windows needs a library name
         return None
     fn.argtypes = [ctypes.c_size_t]
     fn.restype = ctypes.c_int

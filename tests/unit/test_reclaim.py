@@ -166,3 +166,30 @@ def test_memory_held_does_not_grow_with_the_namespaces_served(trims: _Trims) -> 
     per_ns = sum(row_bytes(r) for r in _rows("x"))
     assert grown < 4 * per_ns  # 200 more namespaces served: about one namespace's worth
     idx.graph.close()
+
+
+def test_a_c_library_without_malloc_trim_is_a_no_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    class _NoTrim:  # musl, macOS: no such symbol
+        def __init__(self, name: object) -> None:
+            pass
+
+        def __getattr__(self, name: str) -> object:
+            raise AttributeError(name)
+
+    monkeypatch.setattr(reclaim.ctypes, "CDLL", _NoTrim)
+    assert reclaim._malloc_trim() is None
+
+    def _windows(name: object) -> object:
+        raise TypeError("expected a library name")
+
+    monkeypatch.setattr(reclaim.ctypes, "CDLL", _windows)
+    assert reclaim._malloc_trim() is None
+
+
+@pytest.mark.skipif(not reclaim.available(), reason="this C library has no malloc_trim")
+def test_the_real_trim_runs() -> None:
+    rec = Reclaimer(threshold=1)
+    junk = [bytearray(4096) for _ in range(2_000)]  # freed heap memory to give back
+    rec.freed(sum(map(len, junk)))
+    del junk
+    assert rec.settle() and rec.trims == 1 and rec.cpu_s < 1.0
