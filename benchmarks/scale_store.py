@@ -440,7 +440,8 @@ def role_worker(
 
     ``budgets``: a Norax worker's ``(dense_cache_mb, index_cache_mb)`` (default: the
     defaults); its RSS is sampled every tenth of the operations (``rss_trace_mb``), with the
-    loads and evictions of its namespaces.
+    loads and evictions of its namespaces and the heap trims that gave freed memory back
+    (:mod:`norax_core.reclaim`: ``trims``, ``trim_cpu_s``).
     """
     from norax_core.entities import load_extractor
 
@@ -530,7 +531,12 @@ def role_worker(
         col.delete(ids=ids)
     else:
         idx = mem.store.indexes
-        extra = {"loads": idx.loads, "evictions": idx.evictions}
+        extra = {
+            "loads": idx.loads,
+            "evictions": idx.evictions,
+            "trims": idx.reclaim.trims,
+            "trim_cpu_s": idx.reclaim.cpu_s,
+        }
         if budgets is not None:
             extra["budgets_mb"] = list(budgets)
     return {

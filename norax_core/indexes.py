@@ -47,6 +47,7 @@ from norax_core import snapshots
 from norax_core.client_snapshots import ClientSnapshots
 from norax_core.config import NoraxConfig
 from norax_core.kinds import STANDING
+from norax_core.reclaim import READ_BYTES_PER_ROW, Reclaimer
 from norax_core.sidecar import SCHEMA_VERSION, IndexRow, RowSource, Sidecar, SidecarRows, row_bytes
 from norax_core.signals.bm25 import BM25Index, BM25Signal
 from norax_core.signals.dense import NAMESPACE_KEY
@@ -103,7 +104,9 @@ class DerivedIndexes:
         self.namespace_of: dict[str, str] = {}
         self._standing: dict[str, set[str]] = {}  # namespace -> instruction/preference ids
         self._roles: dict[str, dict[str, str]] = {}  # namespace -> {id: role}, roles only
-        self.vectors = VectorCache(int(config.dense_cache_mb * 2**20))
+        self.reclaim = Reclaimer()
+        """Returns the memory freed by reads and evictions to the OS (:mod:`norax_core.reclaim`)."""
+        self.vectors = VectorCache(int(config.dense_cache_mb * 2**20), freed=self.reclaim.freed)
         self.budget = int(config.index_cache_mb * 2**20)
         self._loaded: OrderedDict[str, int] = OrderedDict()  # namespace -> est. bytes, LRU first
         self._held = 0  # > 0: nothing is evicted (a check reads every namespace)
@@ -164,6 +167,8 @@ class DerivedIndexes:
             return
         read_at = None if self.shared is None else self.shared.now()
         rows = self.source.rows(namespace)
+        if not self.source.complete:  # the read's decoded response is garbage now
+            self.reclaim.freed(len(rows) * READ_BYTES_PER_ROW)
         if read_at is not None:
             self._bases[namespace] = (read_at, None)
         if not self.source.complete:  # the sidecar caches the loaded namespaces' rows
@@ -211,6 +216,10 @@ class DerivedIndexes:
     def _trim(self, keep: str | None) -> None:
         if self._held:
             return
+        self._evict_over(keep)
+        self.reclaim.settle()
+
+    def _evict_over(self, keep: str | None) -> None:
         # An empty namespace's estimate is 0 bytes, but its entries are not free: searches of
         # many empty namespaces would pile them up beyond any budget. Nothing to reload.
         for ns in self._empty - {keep}:
@@ -229,7 +238,7 @@ class DerivedIndexes:
             return
         self._snapshot(namespace, evicting=True)
         self._publish(namespace)
-        del self._loaded[namespace]
+        self.reclaim.freed(self._loaded.pop(namespace))
         self._empty.discard(namespace)
         state = self._drop(namespace)
         if state is not None:

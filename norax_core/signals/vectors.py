@@ -149,10 +149,12 @@ class VectorCache:
 
     Args:
         budget_bytes: Memory for matrices; the one in use is kept even if it alone exceeds it.
+        freed: Told the bytes of each matrix dropped (:class:`~norax_core.reclaim.Reclaimer`).
     """
 
-    def __init__(self, budget_bytes: int) -> None:
+    def __init__(self, budget_bytes: int, freed: Callable[[int], None] | None = None) -> None:
         self.budget_bytes = budget_bytes
+        self._freed = freed
         self.lock = threading.RLock()
         self._blocks: OrderedDict[str, NamespaceMatrix] = OrderedDict()
 
@@ -223,7 +225,9 @@ class VectorCache:
     def evict(self, namespace: str) -> None:
         """Forget one namespace's matrix (it is reloaded on use)."""
         with self.lock:
-            self._blocks.pop(namespace, None)
+            got = self._blocks.pop(namespace, None)
+            if got is not None and self._freed is not None:
+                self._freed(got.nbytes)
 
     def clear(self) -> None:
         """Forget every matrix (they are reloaded on use)."""
@@ -236,7 +240,10 @@ class VectorCache:
             if total <= self.budget_bytes:
                 return
             if ns != keep:
-                total -= self._blocks.pop(ns).nbytes
+                nbytes = self._blocks.pop(ns).nbytes
+                total -= nbytes
+                if self._freed is not None:
+                    self._freed(nbytes)
 
 
 def load_namespace(

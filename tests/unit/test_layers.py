@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "norax_core.models",
             "norax_core.presets",
             "norax_core.query",  # weights files pick per-intent overrides by its Intent
+            "norax_core.reclaim",  # malloc_trim through ctypes, standard library only
             "norax_core.sidecar",
             "norax_core.snapshot_format",  # the byte form of snapshots, numpy only
             "norax_core.snapshot_table",
