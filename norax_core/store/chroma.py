@@ -248,8 +248,8 @@ def read_records(collection: Any, sidecar: Sidecar | None, ids: Sequence[str]) -
     """
     wanted, out = list(dict.fromkeys(ids)), {}
     if sidecar is not None and wanted:
-        held = sidecar.records(wanted)
-        out = {m: memory_from_record(m, d, json.loads(j)) for m, (d, j) in held.items()}
+        held = sidecar.parsed_records(wanted, _decoded)
+        out = {m: _copy(r) for m, r in held.items()}  # the sidecar keeps its own
         wanted = [m for m in wanted if m not in out]
     if not wanted:
         return out
@@ -258,6 +258,25 @@ def read_records(collection: Any, sidecar: Sidecar | None, ids: Sequence[str]) -
         mid: memory_from_record(mid, doc, dict(meta or {}))
         for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
     }
+
+
+def _decoded(mid: str, doc: str, meta: str) -> Memory:
+    """The memory a sidecar record (id, document, metadata JSON) holds."""
+    return memory_from_record(mid, doc, json.loads(meta))
+
+
+def _copy(mem: Memory) -> Memory:
+    """``mem`` with a metadata dict of its own (its values are scalars)."""
+    return Memory(
+        mem.id,
+        mem.text,
+        mem.kind,
+        mem.created_at,
+        mem.namespace,
+        dict(mem.metadata),
+        mem.entities,
+        mem.inferred_kind,
+    )
 
 
 def index_row(
