@@ -47,7 +47,7 @@ from the sidecar)."""
 POSITION_KEY = "chroma_position"
 
 PARSED_RECORDS = 2_048
-"""How many decoded records :meth:`Sidecar.parsed_records` keeps (the most recently read)."""
+"""How many records of a kind :meth:`Sidecar.kept_records` keeps (the most recently read)."""
 
 T = TypeVar("T")
 """Meta key: the position of Chroma's write log the rows match (:mod:`norax_core.store.position`).
@@ -167,8 +167,9 @@ class Sidecar(snapshot_table.SnapshotTable):
             isolation_level=None,  # explicit BEGIN/COMMIT below
         )
         self._lock = threading.Lock()
-        # id -> decoded record (parsed_records), per decoder; a write of the row drops it
-        self._parsed: dict[Callable[..., Any], OrderedDict[str, Any]] = {}
+        # kind -> id -> record (kept_records); a write of the row drops it
+        self._parsed: dict[str, OrderedDict[str, Any]] = {}
+        self._writes = 0
         with self._lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -330,7 +331,7 @@ class Sidecar(snapshot_table.SnapshotTable):
         The recorded Chroma position goes with them: the rows no longer match it.
         """
         with self._lock, self._tx():
-            self._parsed.clear()
+            self._forget()
             self._conn.execute("DELETE FROM memories")
             self._conn.execute("DELETE FROM supersedes")
             self._conn.execute("DELETE FROM unlinked")
@@ -385,38 +386,48 @@ class Sidecar(snapshot_table.SnapshotTable):
         sql += " AND document IS NOT NULL AND metadata IS NOT NULL"
         return {mid: (doc, meta) for mid, doc, meta in self._by_ids(sql, ids)}
 
-    def parsed_records(
-        self, ids: Sequence[str], parse: Callable[[str, str, str], T]
+    def kept_records(
+        self,
+        kind: str,
+        ids: Sequence[str],
+        read: Callable[[list[str]], tuple[Mapping[str, T], bool]],
     ) -> dict[str, T]:
-        """``id -> parse(id, document, metadata JSON)`` of the ``ids`` whose record it holds.
+        """The records of ``ids`` by id: kept from an earlier call, else ``read``.
 
-        Decoded once: the last :data:`PARSED_RECORDS` results of each ``parse`` are kept
-        until a write (:meth:`upsert`, :meth:`delete`, :meth:`clear`, a namespace's drop or
-        :meth:`cache`) changes their row. ``parse`` must be a pure function of its arguments,
-        and the caller must not change what it returns (copy what it hands out).
+        ``read(ids)`` returns the records and whether to keep them.
+
+        The last :data:`PARSED_RECORDS` of each ``kind`` are kept until a write
+        (:meth:`upsert`, :meth:`delete`, :meth:`clear`, a namespace's drop or :meth:`cache`)
+        changes their row; what ``read`` returned while such a write ran is not kept. The
+        caller must not change what it gets (it copies what it hands out).
         """
         wanted = list(dict.fromkeys(ids))
-        if not wanted:
-            return {}
-        sql = "SELECT id, document, metadata FROM memories WHERE id IN ({})"
-        sql += " AND document IS NOT NULL AND metadata IS NOT NULL"
-        with self._lock:  # read, decode and keep under the lock: no write comes between
-            kept = self._parsed.setdefault(parse, OrderedDict())
+        with self._lock:
+            kept = self._parsed.setdefault(kind, OrderedDict())
             out = {m: kept[m] for m in wanted if m in kept}
             for m in out:
                 kept.move_to_end(m)
-            rest = [m for m in wanted if m not in out]
-            for s in range(0, len(rest), _IN_CHUNK):
-                chunk = rest[s : s + _IN_CHUNK]
-                got = self._conn.execute(sql.format(",".join("?" * len(chunk))), chunk)
-                for mid, doc, meta in got:
-                    out[mid] = kept[mid] = parse(mid, doc, meta)
-            while len(kept) > PARSED_RECORDS:
-                kept.popitem(last=False)
-        return out
+            writes = self._writes
+        rest = [m for m in wanted if m not in out]
+        if not rest:
+            return out
+        got, keep = read(rest)
+        with self._lock:
+            if keep and self._writes == writes:  # no row changed meanwhile
+                kept.update(got)
+                while len(kept) > PARSED_RECORDS:
+                    kept.popitem(last=False)
+        return out | dict(got)
 
-    def _forget(self, ids: Iterable[str]) -> None:
-        """Drop the decoded records of ``ids`` (their rows change); the caller holds the lock."""
+    def _forget(self, ids: Iterable[str] | None = None) -> None:
+        """Drop the kept records of ``ids`` (all: ``None``): their rows change.
+
+        The caller holds the lock.
+        """
+        self._writes += 1
+        if ids is None:
+            self._parsed.clear()
+            return
         for kept in self._parsed.values():
             for m in ids:
                 kept.pop(m, None)
@@ -474,7 +485,7 @@ class Sidecar(snapshot_table.SnapshotTable):
     def drop_namespace(self, namespace: str) -> None:
         """Delete one namespace's rows and links (a cache of Chroma's, in client mode)."""
         with self._lock, self._tx():
-            self._parsed.clear()  # the namespace's ids are not known here
+            self._forget()  # the namespace's ids are not known here
             self._conn.execute("DELETE FROM memories WHERE namespace = ?", (namespace,))
             self._conn.execute("DELETE FROM supersedes WHERE namespace = ?", (namespace,))
             self._conn.execute("DELETE FROM unlinked WHERE namespace = ?", (namespace,))
@@ -493,7 +504,7 @@ class Sidecar(snapshot_table.SnapshotTable):
         JSON encoding; its links and unlinked marks go (the loaded indexes hold its links).
         """
         with self._lock, self._tx():
-            self._parsed.clear()  # the namespace's ids are not known here
+            self._forget()  # the namespace's ids are not known here
             self._conn.execute("DELETE FROM memories WHERE namespace = ?", (namespace,))
             self._conn.execute("DELETE FROM supersedes WHERE namespace = ?", (namespace,))
             self._conn.execute("DELETE FROM unlinked WHERE namespace = ?", (namespace,))

@@ -248,8 +248,8 @@ def read_records(collection: Any, sidecar: Sidecar | None, ids: Sequence[str]) -
     """
     wanted, out = list(dict.fromkeys(ids)), {}
     if sidecar is not None and wanted:
-        held = sidecar.parsed_records(wanted, _decoded)
-        out = {m: _copy(r) for m, r in held.items()}  # the sidecar keeps its own
+        held = sidecar.kept_records("sidecar", wanted, lambda rest: _decoded(sidecar, rest))
+        out = {m: copied(r) for m, r in held.items()}  # the sidecar keeps its own
         wanted = [m for m in wanted if m not in out]
     if not wanted:
         return out
@@ -260,12 +260,13 @@ def read_records(collection: Any, sidecar: Sidecar | None, ids: Sequence[str]) -
     }
 
 
-def _decoded(mid: str, doc: str, meta: str) -> Memory:
-    """The memory a sidecar record (id, document, metadata JSON) holds."""
-    return memory_from_record(mid, doc, json.loads(meta))
+def _decoded(sidecar: Sidecar, ids: Sequence[str]) -> tuple[dict[str, Memory], bool]:
+    """The memories whose record (document, metadata JSON) ``sidecar`` holds, to keep."""
+    held = sidecar.records(ids)
+    return {m: memory_from_record(m, d, json.loads(j)) for m, (d, j) in held.items()}, True
 
 
-def _copy(mem: Memory) -> Memory:
+def copied(mem: Memory) -> Memory:
     """``mem`` with a metadata dict of its own (its values are scalars)."""
     return Memory(
         mem.id,
