@@ -183,8 +183,9 @@ def search_table(
         # same namespace by construction; an excluded memory never joins
         return links.newer(q.namespace, ids, q.allowed) if supersede else {}
 
+    signals = signal_set(indexes, dense, cfg)
+
     def scored(extra: list[str]) -> None:
-        signals = signal_set(indexes, dense, cfg)
         old = state["signals"]
         state["signals"] = {s: {**old[s], **signals[s].score(q, extra)} for s in SIGNALS}
 

@@ -260,6 +260,40 @@ def read_records(collection: Any, sidecar: Sidecar | None, ids: Sequence[str]) -
     }
 
 
+def store_records(
+    collection: Any,
+    indexes: Any,
+    sync: object,
+    ids: Sequence[str],
+    local: bool,
+    namespace: str | None,
+) -> dict[str, Memory]:
+    """The records of ``ids`` (in ``namespace``) by id; ``local``: a search's results.
+
+    A search's results of an embedded or in-memory store are read from its sidecar
+    (:func:`read_records`). A client with sync on (a ``sync`` change log) reads a loaded
+    namespace's from Chroma, then its sidecar keeps them (:meth:`Sidecar.kept_records`)
+    until its own write, a pulled write (:mod:`norax_core.sync`), a reconcile or the
+    namespace's eviction or reload changes their row: as current as the indexes that
+    ranked them. Nothing read while the namespace is not loaded is kept (an eviction after
+    that check counts as a write). Anything else is read from Chroma.
+    """
+    if not local:
+        got = read_records(collection, None, ids)
+        return {m: r for m, r in got.items() if namespace in (None, r.namespace)}
+    sidecar: Sidecar = indexes.sidecar
+    if not indexes.source.complete and sync is not None and namespace is not None:
+
+        def read(rest: list[str]) -> tuple[dict[str, Memory], bool]:
+            keep = indexes.holds(namespace)
+            return read_records(collection, None, rest), keep
+
+        kept = sidecar.kept_records("chroma", ids, read)
+        return {m: copied(r) for m, r in kept.items() if r.namespace == namespace}
+    got = read_records(collection, sidecar if indexes.source.complete else None, ids)
+    return {m: r for m, r in got.items() if namespace in (None, r.namespace)}
+
+
 def _decoded(sidecar: Sidecar, ids: Sequence[str]) -> tuple[dict[str, Memory], bool]:
     """The memories whose record (document, metadata JSON) ``sidecar`` holds, to keep."""
     held = sidecar.records(ids)

@@ -40,12 +40,11 @@ from norax_core.signals.dense import NAMESPACE_KEY, DenseSignal, chroma_where
 from norax_core.signals.vectors import NamespaceMatrix, fetch_ids
 from norax_core.store.chroma import (
     ChromaRows,
-    copied,
     drop_collection,
     index_row,
     open_collection,
-    read_records,
     seq,
+    store_records,
 )
 from norax_core.store.kind_rule import rederive_kinds
 from norax_core.store.position import CountedCollection, keeper, reconcile_at_open
@@ -278,32 +277,8 @@ class Store(WritePath):
     def records(
         self, ids: Sequence[str], *, local: bool = False, namespace: str | None = None
     ) -> dict[str, Memory]:
-        """Each of ``ids`` stored (in ``namespace``), by id.
-
-        ``local`` (a search's results, of the loaded ``namespace``): from the sidecar of an
-        embedded or in-memory store (:func:`read_records`). A client with sync on keeps the
-        records it read from Chroma (:meth:`Sidecar.kept_records`) until its own write, a
-        pulled write (:mod:`norax_core.sync`), a reconcile or the namespace's eviction
-        changes their row: they are as current as the indexes that ranked them.
-        """
-        complete = self.indexes.source.complete
-        if local and not complete and self.sync is not None and namespace is not None:
-            got = self.indexes.sidecar.kept_records(
-                "chroma", ids, lambda rest: self._loaded_records(rest, namespace)
-            )
-            return {m: copied(r) for m, r in got.items() if r.namespace == namespace}
-        sidecar = self.indexes.sidecar if local and complete else None
-        got = read_records(self.collection, sidecar, ids)
-        return {m: r for m, r in got.items() if namespace in (None, r.namespace)}
-
-    def _loaded_records(self, ids: list[str], namespace: str) -> tuple[dict[str, Memory], bool]:
-        """Chroma's records of ``ids``, and whether to keep them: ``namespace`` is loaded.
-
-        Checked after :meth:`Sidecar.kept_records` noted its write count: an eviction after
-        this check counts as a write, so nothing read of an unloaded namespace is kept.
-        """
-        loaded = self.indexes.holds(namespace)
-        return read_records(self.collection, None, ids), loaded
+        """Each of ``ids`` stored (in ``namespace``), by id; ``local``: :func:`store_records`."""
+        return store_records(self.collection, self.indexes, self.sync, ids, local, namespace)
 
     def roles(self, namespace: str, ids: Sequence[str]) -> dict[str, str]:
         """The ``role`` of each of ``ids`` in the loaded ``namespace`` (held in memory)."""
