@@ -561,7 +561,7 @@ def _context(
         table = extend(table, seeds)
         pad = table.valid.shape[1] - n0
         if pad:
-            cand, seeds = (np.pad(a, ((0, 0), (0, pad))) for a in (cand, seeds))
+            cand, seeds = _padded(cand, pad), _padded(seeds, pad)
             fused = _fuse(table, plan, cand)
     if table.neighbours is None:
         raise ValueError("context propagation needs the table's neighbours")
@@ -576,6 +576,11 @@ def _context(
     if plan.method is FusionMethod.RRF:  # ranks among the candidates changed
         fused = _fuse(table, plan, known)
     return table, known, fused, _borrow(plan, slots, known, fused)
+
+
+def _padded(a: np.ndarray, pad: int) -> np.ndarray:
+    """``a`` with ``pad`` zero columns appended (``np.pad``'s result, without its overhead)."""
+    return np.concatenate([a, np.zeros((a.shape[0], pad), dtype=a.dtype)], axis=1)
 
 
 def _borrow(

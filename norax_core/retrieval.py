@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -182,8 +183,9 @@ def search_table(
         # same namespace by construction; an excluded memory never joins
         return links.newer(q.namespace, ids, q.allowed) if supersede else {}
 
+    signals = signal_set(indexes, dense, cfg)
+
     def scored(extra: list[str]) -> None:
-        signals = signal_set(indexes, dense, cfg)
         old = state["signals"]
         state["signals"] = {s: {**old[s], **signals[s].score(q, extra)} for s in SIGNALS}
 
@@ -203,8 +205,9 @@ def search_table(
             have, grown[:] = 0, []
         new = ids[have:]
         got = state["signals"]
+        zero = repeat(0.0)
         part = [
-            np.array([[got[s].get(m, 0.0) for m in new] for s in SIGNALS], dtype=np.float64),
+            np.array([list(map(got[s].get, new, zero)) for s in SIGNALS], dtype=np.float64),
             np.array(catalog.created(q.namespace, new), dtype=np.float64),
             np.array(catalog.kinds(q.namespace, new), dtype=str),
             np.array([m in standing for m in new], dtype=bool),
@@ -225,8 +228,9 @@ def search_table(
         scores, created, kinds, standing_rows, graph_rows = columns(ids)
         proposed = np.full((len(SIGNALS), 1, n), NEVER, dtype=np.int32)
         for i, s in enumerate(SIGNALS):
-            for p, m in enumerate(cands.proposed.get(s, ())):
-                proposed[i, 0, rows[m]] = p
+            top = cands.proposed.get(s, ())
+            if top:
+                proposed[i, 0, [rows[m] for m in top]] = np.arange(len(top))
         tie = np.empty(n, dtype=np.int64)
         tie[sorted(range(n), key=ids.__getitem__)] = np.arange(n)
 
@@ -347,9 +351,19 @@ def neighbour_slots(
 ) -> list[np.ndarray]:
     """One query's neighbour slots (see :data:`Neighbours`) from ``{id: neighbour ids}``."""
     out = np.full((2 * window, 1, pad), pad, dtype=np.int64)
+    slot: list[int] = []  # one assignment for all rows: (slot, row) -> neighbour row
+    col: list[int] = []
+    val: list[int] = []
+    get = near.get
     for r, m in enumerate(ids):
-        found = [rows_of[x] for x in near.get(m, ()) if x in rows_of]
-        out[: len(found), 0, r] = found
+        nb = get(m)
+        if nb:
+            found = [rows_of[x] for x in nb if x in rows_of]
+            slot += range(len(found))
+            col += [r] * len(found)
+            val += found
+    if val:
+        out[slot, 0, col] = val
     return list(out)
 
 

@@ -29,10 +29,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from norax_core import snapshot_table
 
@@ -44,6 +45,11 @@ reply rule, so a store written by 3 re-derives them at open; 5: ``role``, ``infe
 from the sidecar)."""
 
 POSITION_KEY = "chroma_position"
+
+PARSED_RECORDS = 2_048
+"""How many records of a kind :meth:`Sidecar.kept_records` keeps (the most recently read)."""
+
+T = TypeVar("T")
 """Meta key: the position of Chroma's write log the rows match (:mod:`norax_core.store.position`).
 Deleted by a trigger on any change of ``memories`` (a hand edit too); the store records it
 again after each of its writes."""
@@ -161,6 +167,9 @@ class Sidecar(snapshot_table.SnapshotTable):
             isolation_level=None,  # explicit BEGIN/COMMIT below
         )
         self._lock = threading.Lock()
+        # kind -> id -> record (kept_records); a write of the row drops it
+        self._parsed: dict[str, OrderedDict[str, Any]] = {}
+        self._writes = 0
         with self._lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -256,6 +265,7 @@ class Sidecar(snapshot_table.SnapshotTable):
         """
         cleared = [r.id for r in rows] if done is None else list(done)
         with self._lock, self._tx():
+            self._forget([r.id for r in rows])
             self._write_links(links or {})
             self._conn.executemany(
                 "INSERT OR REPLACE INTO unlinked (id, namespace) VALUES (?, ?)",
@@ -275,6 +285,7 @@ class Sidecar(snapshot_table.SnapshotTable):
         """
         with self._lock, self._tx():
             gone = [(i,) for i in ids]
+            self._forget([i for (i,) in gone])
             self._conn.executemany("DELETE FROM memories WHERE id = ?", gone)
             self._conn.executemany("DELETE FROM supersedes WHERE id = ?", gone)
             self._conn.executemany("DELETE FROM unlinked WHERE id = ?", gone)
@@ -320,6 +331,7 @@ class Sidecar(snapshot_table.SnapshotTable):
         The recorded Chroma position goes with them: the rows no longer match it.
         """
         with self._lock, self._tx():
+            self._forget()
             self._conn.execute("DELETE FROM memories")
             self._conn.execute("DELETE FROM supersedes")
             self._conn.execute("DELETE FROM unlinked")
@@ -374,6 +386,52 @@ class Sidecar(snapshot_table.SnapshotTable):
         sql += " AND document IS NOT NULL AND metadata IS NOT NULL"
         return {mid: (doc, meta) for mid, doc, meta in self._by_ids(sql, ids)}
 
+    def kept_records(
+        self,
+        kind: str,
+        ids: Sequence[str],
+        read: Callable[[list[str]], tuple[Mapping[str, T], bool]],
+    ) -> dict[str, T]:
+        """The records of ``ids`` by id: kept from an earlier call, else ``read``.
+
+        ``read(ids)`` returns the records and whether to keep them.
+
+        The last :data:`PARSED_RECORDS` of each ``kind`` are kept until a write
+        (:meth:`upsert`, :meth:`delete`, :meth:`clear`, a namespace's drop or :meth:`cache`)
+        changes their row; what ``read`` returned while such a write ran is not kept. The
+        caller must not change what it gets (it copies what it hands out).
+        """
+        wanted = list(dict.fromkeys(ids))
+        with self._lock:
+            kept = self._parsed.setdefault(kind, OrderedDict())
+            out = {m: kept[m] for m in wanted if m in kept}
+            for m in out:
+                kept.move_to_end(m)
+            writes = self._writes
+        rest = [m for m in wanted if m not in out]
+        if not rest:
+            return out
+        got, keep = read(rest)
+        with self._lock:
+            if keep and self._writes == writes:  # no row changed meanwhile
+                kept.update(got)
+                while len(kept) > PARSED_RECORDS:
+                    kept.popitem(last=False)
+        return out | dict(got)
+
+    def _forget(self, ids: Iterable[str] | None = None) -> None:
+        """Drop the kept records of ``ids`` (all: ``None``): their rows change.
+
+        The caller holds the lock.
+        """
+        self._writes += 1
+        if ids is None:
+            self._parsed.clear()
+            return
+        for kept in self._parsed.values():
+            for m in ids:
+                kept.pop(m, None)
+
     def homes(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
         """``id -> (namespace, seq)`` for the ``ids`` the sidecar holds."""
         sql = "SELECT id, namespace, seq FROM memories WHERE id IN ({})"
@@ -427,6 +485,7 @@ class Sidecar(snapshot_table.SnapshotTable):
     def drop_namespace(self, namespace: str) -> None:
         """Delete one namespace's rows and links (a cache of Chroma's, in client mode)."""
         with self._lock, self._tx():
+            self._forget()  # the namespace's ids are not known here
             self._conn.execute("DELETE FROM memories WHERE namespace = ?", (namespace,))
             self._conn.execute("DELETE FROM supersedes WHERE namespace = ?", (namespace,))
             self._conn.execute("DELETE FROM unlinked WHERE namespace = ?", (namespace,))
@@ -445,6 +504,7 @@ class Sidecar(snapshot_table.SnapshotTable):
         JSON encoding; its links and unlinked marks go (the loaded indexes hold its links).
         """
         with self._lock, self._tx():
+            self._forget()  # the namespace's ids are not known here
             self._conn.execute("DELETE FROM memories WHERE namespace = ?", (namespace,))
             self._conn.execute("DELETE FROM supersedes WHERE namespace = ?", (namespace,))
             self._conn.execute("DELETE FROM unlinked WHERE namespace = ?", (namespace,))

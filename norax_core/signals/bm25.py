@@ -385,12 +385,13 @@ class BM25Scores:
         raw, part, allowed = self._raw, self._part, self._allowed
         if raw is None or part is None:
             return dict.fromkeys(ids, 0.0)
-        out: dict[str, float] = {}
-        for doc_id in ids:
-            slot = part.slot_of.get(doc_id)
-            ok = slot is not None and (allowed is None or doc_id in allowed)
-            out[doc_id] = float(raw[slot]) if ok else 0.0
-        return out
+        wanted = list(ids)
+        get = part.slot_of.get
+        slots = [get(m, -1) for m in wanted]
+        if allowed is not None:
+            slots = [s if m in allowed else -1 for m, s in zip(wanted, slots, strict=True)]
+        values = raw[np.array(slots, dtype=np.intp)].tolist() if slots else []
+        return {m: v if s >= 0 else 0.0 for m, s, v in zip(wanted, slots, values, strict=True)}
 
 
 class BM25Index:

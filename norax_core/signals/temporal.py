@@ -184,6 +184,7 @@ class TemporalSignal:
         self._tau_for = tau_for
         self._ns: dict[str, _Namespace] = {}
         self._kinds: dict[str, int] = {}
+        self._taus: np.ndarray | None = None  # decay constant per kind code (_scores)
         # namespace -> (its timeline, its length then, {gap: (session numbers, positions)},
         # {(window, gap): {id: neighbours}} of the ids searches asked about so far)
         self._splits: dict[str, _Kept] = {}
@@ -409,9 +410,12 @@ class TemporalSignal:
         return ordered, times, seqs
 
     def _scores(self, ns: _Namespace, now: float, idx: np.ndarray) -> np.ndarray:
-        taus = np.empty(max(len(self._kinds), 1), dtype=np.float64)
-        for kind, code in self._kinds.items():
-            taus[code] = self._tau_for(kind)
+        taus = self._taus  # kinds are only added (codes never change): kept per kind count
+        if taus is None or len(taus) != max(len(self._kinds), 1):
+            taus = np.empty(max(len(self._kinds), 1), dtype=np.float64)
+            for kind, code in self._kinds.items():
+                taus[code] = self._tau_for(kind)
+            self._taus = taus
         return decay((now - ns.ts[idx]) / SECONDS_PER_DAY, taus[ns.kind[idx]])
 
     def top(self, query: Query, n: int) -> dict[str, float]:

@@ -255,8 +255,8 @@ def read_records(collection: Any, sidecar: Sidecar | None, ids: Sequence[str]) -
     """
     wanted, out = list(dict.fromkeys(ids)), {}
     if sidecar is not None and wanted:
-        held = sidecar.records(wanted)
-        out = {m: memory_from_record(m, d, json.loads(j)) for m, (d, j) in held.items()}
+        held = sidecar.kept_records("sidecar", wanted, lambda rest: _decoded(sidecar, rest))
+        out = {m: copied(r) for m, r in held.items()}  # the sidecar keeps its own
         wanted = [m for m in wanted if m not in out]
     if not wanted:
         return out
@@ -265,6 +265,60 @@ def read_records(collection: Any, sidecar: Sidecar | None, ids: Sequence[str]) -
         mid: memory_from_record(mid, doc, dict(meta or {}))
         for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
     }
+
+
+def store_records(
+    collection: Any,
+    indexes: Any,
+    sync: object,
+    ids: Sequence[str],
+    local: bool,
+    namespace: str | None,
+) -> dict[str, Memory]:
+    """The records of ``ids`` (in ``namespace``) by id; ``local``: a search's results.
+
+    A search's results of an embedded or in-memory store are read from its sidecar
+    (:func:`read_records`). A client with sync on (a ``sync`` change log) reads a loaded
+    namespace's from Chroma, then its sidecar keeps them (:meth:`Sidecar.kept_records`)
+    until its own write, a pulled write (:mod:`norax_core.sync`), a reconcile or the
+    namespace's eviction or reload changes their row: as current as the indexes that
+    ranked them. Nothing read while the namespace is not loaded is kept (an eviction after
+    that check counts as a write). Anything else is read from Chroma.
+    """
+    if not local:
+        got = read_records(collection, None, ids)
+        return {m: r for m, r in got.items() if namespace in (None, r.namespace)}
+    sidecar: Sidecar = indexes.sidecar
+    if not indexes.source.complete and sync is not None and namespace is not None:
+
+        def read(rest: list[str]) -> tuple[dict[str, Memory], bool]:
+            keep = indexes.holds(namespace)
+            return read_records(collection, None, rest), keep
+
+        kept = sidecar.kept_records("chroma", ids, read)
+        return {m: copied(r) for m, r in kept.items() if r.namespace == namespace}
+    got = read_records(collection, sidecar if indexes.source.complete else None, ids)
+    return {m: r for m, r in got.items() if namespace in (None, r.namespace)}
+
+
+def _decoded(sidecar: Sidecar, ids: Sequence[str]) -> tuple[dict[str, Memory], bool]:
+    """The memories whose record (document, metadata JSON) ``sidecar`` holds, to keep."""
+    held = sidecar.records(ids)
+    return {m: memory_from_record(m, d, json.loads(j)) for m, (d, j) in held.items()}, True
+
+
+def copied(mem: Memory) -> Memory:
+    """``mem`` with a metadata dict of its own (its values are scalars)."""
+    return Memory(
+        mem.id,
+        mem.text,
+        mem.kind,
+        mem.created_at,
+        mem.namespace,
+        dict(mem.metadata),
+        mem.entities,
+        mem.inferred_kind,
+    )
 
 
 def index_row(

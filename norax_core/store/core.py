@@ -43,8 +43,8 @@ from norax_core.store.chroma import (
     drop_collection,
     index_row,
     open_collection,
-    read_records,
     seq,
+    store_records,
 )
 from norax_core.store.kind_rule import rederive_kinds
 from norax_core.store.position import CountedCollection, keeper, reconcile_at_open
@@ -277,10 +277,8 @@ class Store(WritePath):
     def records(
         self, ids: Sequence[str], *, local: bool = False, namespace: str | None = None
     ) -> dict[str, Memory]:
-        """Each of ``ids`` stored (in ``namespace``), by id; ``local``: see :func:`read_records`."""
-        sidecar = self.indexes.sidecar if local and self.indexes.source.complete else None
-        got = read_records(self.collection, sidecar, ids)
-        return {m: r for m, r in got.items() if namespace in (None, r.namespace)}
+        """Each of ``ids`` stored (in ``namespace``), by id; ``local``: :func:`store_records`."""
+        return store_records(self.collection, self.indexes, self.sync, ids, local, namespace)
 
     def roles(self, namespace: str, ids: Sequence[str]) -> dict[str, str]:
         """The ``role`` of each of ``ids`` in the loaded ``namespace`` (held in memory)."""

@@ -129,3 +129,36 @@ def test_a_failed_add_leaves_neither_record(
         assert mem.get(["c1"]) == [] and mem.count("c") == 0 and mem.check().ok
     with sqlite3.connect(store / SIDECAR_FILE) as db:
         assert db.execute("SELECT count(*) FROM memories WHERE id = 'c1'").fetchone() == (0,)
+
+
+def test_decoded_records_follow_every_write(tmp_path: Path) -> None:
+    """The sidecar keeps decoded records between searches: a write, delete or repair of a
+    result's row shows in the next search, and changing a result changes no later one."""
+    with open_store(tmp_path / "s") as mem:
+        _fill(mem)
+
+        def hits(ns: str = "a") -> dict[str, Any]:
+            return {r.id: r for r in mem.search("harbour ship 3", k=40, namespace=ns, now=NOW)}
+
+        first = hits()
+        first["a3"].metadata["tag"] = "changed by the caller"  # type: ignore[index]
+        assert hits()["a3"].metadata["tag"] == "t0"
+        mem.upsert(
+            ["a note 3 now about the harbour ship 3 at dawn"],
+            ids=["a3"],
+            namespace="a",
+            metadata={"y": 2},
+        )
+        got = hits()["a3"]
+        assert (got.text, got.metadata) == (
+            "a note 3 now about the harbour ship 3 at dawn",
+            {"y": 2},
+        )
+        mem.delete(["a10"])
+        assert "a10" in first and "a10" not in hits()
+        mem.add(["a note 10 back about the harbour ship 3"], ids=["a10"], namespace="a")
+        assert hits()["a10"].text == "a note 10 back about the harbour ship 3"
+        before = hits("b")
+        mem.repair()  # rebuilds the sidecar's rows
+        assert {m: r.text for m, r in hits("b").items()} == {m: r.text for m, r in before.items()}
+        assert _same_as_chroma(mem) > 60
