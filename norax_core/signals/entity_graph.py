@@ -274,14 +274,16 @@ def match_query(text: str, space: NamespaceGraph) -> list[str]:
             if ws < end and start < we:
                 used[i] = 2
     single: dict[int, list[str]] = {}  # lowercase one-word matches, by word index
+    texts = [w for _, _, w in words]
+    lookup = space.lookup
     for n in range(min(space.max_words(), MAX_QUERY_WORDS, len(words)), 0, -1):
         for i in range(len(words) - n + 1):
             if any(used[i : i + n]):
                 continue
-            candidate = _normalized(" ".join(w for _, _, w in words[i : i + n]))
+            candidate = _normalized(" ".join(texts[i : i + n]))
             if candidate.count(" ") + 1 < n:
                 continue  # "the wallet": tried again without its determiner, as one word
-            names = space.lookup(candidate) if candidate else ()
+            names = lookup(candidate) if candidate else ()
             if not names:
                 continue
             used[i : i + n] = b"\x01" * n

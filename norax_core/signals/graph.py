@@ -120,14 +120,17 @@ def personalized_pagerank(
     """  # noqa: D416 - NumPy sections on purpose: an algorithm docstring (STYLE.md)
     out_strength = np.bincount(src, weights=weight, minlength=n)
     share = weight / out_strength[src]
-    dangling = out_strength == 0
+    dangling = np.flatnonzero(out_strength == 0)
     p = np.asarray(personalization, np.float64)
     restart = (1 - damping) * p
     x = p.copy()
-    for _ in range(max_iter):
+    pair = np.empty(len(src))
+    for _ in range(max_iter):  # the same steps, in place where that changes no value
         prev = x
-        walk = np.bincount(dst, weights=share * prev[src], minlength=n)
-        x = damping * (walk + prev[dangling].sum() * p) + restart
+        np.multiply(share, prev.take(src, out=pair), out=pair)
+        x = np.bincount(dst, weights=pair, minlength=n) + prev[dangling].sum() * p
+        x *= damping
+        x += restart
         if np.abs(x - prev).sum() < n * tol:
             break
     return x
@@ -275,7 +278,7 @@ class GraphSignal:
         direct, log_peer, log_near = t.lists()
         wd, wc, wp = self._w
         out: dict[str, float] = {}
-        row_of, ents_of, index = space.slot.get, space.ents, t.index.get
+        row_of, ents_of, index, expm1 = space.slot.get, space.ents, t.index.get, math.expm1
         for mid in admitted:
             row = row_of(mid)
             d = lc = lp = 0.0
@@ -286,7 +289,9 @@ class GraphSignal:
                         d += direct[k]
                         lc += log_peer[k]
                         lp += log_near[k]
-            out[mid] = min(wd * d - wc * math.expm1(lc) - wp * math.expm1(lp), 1.0)
+            # expm1(0) is 0 (and neither sum is ever -0.0): skipped where a log is 0
+            peer = expm1(lc) if lc else 0.0
+            out[mid] = min(wd * d - wc * peer - wp * (expm1(lp) if lp else 0.0), 1.0)
         return out
 
     def explain(self, query: Query, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
