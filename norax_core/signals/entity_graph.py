@@ -232,6 +232,14 @@ def singular_forms(word: str) -> list[str]:
     return out
 
 
+LOOKUP_MEMO = 65_536
+"""Query n-gram look-ups kept per namespace graph version (see :func:`match_query`)."""
+
+
+def _new_memo(_: object) -> dict[str, tuple[str, ...]]:
+    return {}
+
+
 def match_query(text: str, space: NamespaceGraph) -> list[str]:
     """The entities of ``space`` that a query names, in query order, without a model.
 
@@ -275,7 +283,18 @@ def match_query(text: str, space: NamespaceGraph) -> list[str]:
                 used[i] = 2
     single: dict[int, list[str]] = {}  # lowercase one-word matches, by word index
     texts = [w for _, _, w in words]
-    lookup = space.lookup
+    # The same n-grams recur across queries ("what did", "the"): their look-ups are kept
+    # until the namespace changes (at most LOOKUP_MEMO of them).
+    known: dict[str, tuple[str, ...]] = space.memo("query-lookup", _new_memo)
+
+    def lookup(candidate: str) -> tuple[str, ...]:
+        got = known.get(candidate)
+        if got is None:
+            if len(known) >= LOOKUP_MEMO:
+                known.clear()
+            got = known[candidate] = space.lookup(candidate)
+        return got
+
     for n in range(min(space.max_words(), MAX_QUERY_WORDS, len(words)), 0, -1):
         for i in range(len(words) - n + 1):
             if any(used[i : i + n]):

@@ -143,3 +143,14 @@ def test_a_recreated_namespace_misses_the_old_caches() -> None:
     for op in again:
         apply(g, op)
     assert reads(g, sig, ids) == reads(replayed(again), GraphSignal(replayed(again)), ids)
+
+
+def test_query_matching_follows_writes() -> None:
+    g = make()
+    g.add(NS, "a", ["colby"])
+    text = "Did Colby fly to New York with the wallets?"
+    assert g.match_query(NS, text) == ["colby"]
+    g.add(NS, "b", ["new york", "wallet"])
+    assert g.match_query(NS, text) == ["colby", "new york", "wallet"]
+    g.remove(NS, "b")
+    assert g.match_query(NS, text) == ["colby"]
