@@ -639,7 +639,9 @@ def _bridges(
         n0 = n
         table = extend(table, np.zeros_like(cand), add)
         n = table.valid.shape[1]
-        cand = np.pad(cand, ((0, 0), (0, n - n0)))
+        grown = np.zeros((q, n), dtype=cand.dtype)  # the new rows are no candidates yet
+        grown[:, :n0] = cand
+        cand = grown
         fused = _fuse(table, plan, cand)
         if plan.context_on and table.neighbours is not None:
             slots = table.neighbours(plan.context_window, plan.context_gap)
@@ -656,8 +658,9 @@ def _bridges(
             continue
         at = view.rows[:n]
         gain[i] = np.where(at >= 0, reached[np.maximum(at, 0)], 0.0)
-        wanted = {view.graph.row_of[m] for m in joins[i]}
-        joined[i] = np.isin(at, np.fromiter(wanted, np.int64, len(wanted)))
+        wanted = np.zeros(view.graph.n_rows + 1, dtype=bool)  # the last: a row of none (-1)
+        wanted[[view.graph.row_of[m] for m in joins[i]]] = True
+        joined[i] = wanted[at]
     cand = cand | (joined & table.valid)
     return table, cand, fused, ctx, ctx + plan.bridge_weight * gain
 

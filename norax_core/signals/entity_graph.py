@@ -232,6 +232,14 @@ def singular_forms(word: str) -> list[str]:
     return out
 
 
+LOOKUP_MEMO = 65_536
+"""Query n-gram look-ups kept per namespace graph version (see :func:`match_query`)."""
+
+
+def _new_memo(_: object) -> dict[str, tuple[str, ...]]:
+    return {}
+
+
 def match_query(text: str, space: NamespaceGraph) -> list[str]:
     """The entities of ``space`` that a query names, in query order, without a model.
 
@@ -274,14 +282,27 @@ def match_query(text: str, space: NamespaceGraph) -> list[str]:
             if ws < end and start < we:
                 used[i] = 2
     single: dict[int, list[str]] = {}  # lowercase one-word matches, by word index
+    texts = [w for _, _, w in words]
+    # The same n-grams recur across queries ("what did", "the"): their look-ups are kept
+    # until the namespace changes (at most LOOKUP_MEMO of them).
+    known: dict[str, tuple[str, ...]] = space.memo("query-lookup", _new_memo)
+
+    def lookup(candidate: str) -> tuple[str, ...]:
+        got = known.get(candidate)
+        if got is None:
+            if len(known) >= LOOKUP_MEMO:
+                known.clear()
+            got = known[candidate] = space.lookup(candidate)
+        return got
+
     for n in range(min(space.max_words(), MAX_QUERY_WORDS, len(words)), 0, -1):
         for i in range(len(words) - n + 1):
             if any(used[i : i + n]):
                 continue
-            candidate = _normalized(" ".join(w for _, _, w in words[i : i + n]))
+            candidate = _normalized(" ".join(texts[i : i + n]))
             if candidate.count(" ") + 1 < n:
                 continue  # "the wallet": tried again without its determiner, as one word
-            names = space.lookup(candidate) if candidate else ()
+            names = lookup(candidate) if candidate else ()
             if not names:
                 continue
             used[i : i + n] = b"\x01" * n
@@ -323,6 +344,48 @@ def match_query(text: str, space: NamespaceGraph) -> list[str]:
 def _memory_hash(memory_id: str, entities: Sequence[str]) -> int:
     data = "\x1f".join([memory_id, *entities]).encode("utf-8", "surrogatepass")
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+
+
+@dataclass(frozen=True)
+class Incidence:
+    """A namespace's ``(memory row, entity id)`` pairs as CSR arrays, by row and by entity.
+
+    Attributes:
+        rows, ents: Every pair, rows ascending, each row's entities in the order it lists them.
+        row_ptr: Row ``r``'s entities are ``ents[row_ptr[r] : row_ptr[r + 1]]``.
+        ent_ptr, ent_rows: Entity ``e``'s rows are ``ent_rows[ent_ptr[e] : ent_ptr[e + 1]]``,
+            ascending.
+    """
+
+    rows: np.ndarray
+    ents: np.ndarray
+    row_ptr: np.ndarray
+    ent_ptr: np.ndarray
+    ent_rows: np.ndarray
+
+    @classmethod
+    def of(cls, space: NamespaceGraph) -> Incidence:
+        lists = space.ents
+        lengths = np.fromiter((len(e) for e in lists), np.int64, len(lists))
+        rows = np.repeat(np.arange(len(lists), dtype=np.int64), lengths)
+        ents = np.fromiter((e for es in lists for e in es), np.int64, int(lengths.sum()))
+        row_ptr = np.zeros(len(lists) + 1, np.int64)
+        np.cumsum(lengths, out=row_ptr[1:])
+        ent_ptr = np.zeros(len(space.names) + 1, np.int64)
+        np.cumsum(np.bincount(ents, minlength=len(space.names)), out=ent_ptr[1:])
+        ent_rows = rows[np.argsort(ents, kind="stable")]
+        return cls(rows, ents, row_ptr, ent_ptr, ent_rows)
+
+    @staticmethod
+    def gather(
+        ptr: np.ndarray, flat: np.ndarray, keys: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``flat``'s spans of ``keys`` in ``ptr`` (in the order of ``keys``), and their lengths."""
+        starts = ptr[keys]
+        lengths = ptr[keys + 1] - starts
+        ends = np.cumsum(lengths)
+        total = int(ends[-1]) if len(ends) else 0
+        return flat[np.repeat(starts - ends + lengths, lengths) + np.arange(total)], lengths
 
 
 class NamespaceGraph:
@@ -541,12 +604,15 @@ class NamespaceGraph:
     def pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Every ``(row, entity id)`` of the namespace as two aligned arrays, rows ascending.
 
-        The memory-entity incidence the bridge stage walks (:mod:`norax_core.stages.bridges`).
+        The memory-entity incidence the bridge stage walks (:mod:`norax_core.stages.bridges`);
+        each row's entities in :attr:`ents` order. Kept until the namespace changes (read
+        only).
         """
-        lengths = np.fromiter((len(e) for e in self.ents), np.int64, len(self.ents))
-        rows = np.repeat(np.arange(len(self.ents), dtype=np.int64), lengths)
-        ents = np.fromiter((e for es in self.ents for e in es), np.int64, int(lengths.sum()))
-        return rows, ents
+        return self.incidence().rows, self.incidence().ents
+
+    def incidence(self) -> Incidence:
+        """The memory-entity incidence as CSR arrays both ways (kept until a change)."""
+        return self.memo("incidence", Incidence.of)  # type: ignore[no-any-return]
 
     def memo(self, key: str, build: Callable[[NamespaceGraph], Any]) -> Any:
         """``build(self)``, kept until the namespace next changes (derived views of readers)."""

@@ -120,13 +120,17 @@ def personalized_pagerank(
     """  # noqa: D416 - NumPy sections on purpose: an algorithm docstring (STYLE.md)
     out_strength = np.bincount(src, weights=weight, minlength=n)
     share = weight / out_strength[src]
-    dangling = out_strength == 0
+    dangling = np.flatnonzero(out_strength == 0)
     p = np.asarray(personalization, np.float64)
+    restart = (1 - damping) * p
     x = p.copy()
-    for _ in range(max_iter):
+    pair = np.empty(len(src))
+    for _ in range(max_iter):  # the same steps, in place where that changes no value
         prev = x
-        walk = np.bincount(dst, weights=share * prev[src], minlength=n)
-        x = damping * (walk + prev[dangling].sum() * p) + (1 - damping) * p
+        np.multiply(share, prev.take(src, out=pair), out=pair)
+        x = np.bincount(dst, weights=pair, minlength=n) + prev[dangling].sum() * p
+        x *= damping
+        x += restart
         if np.abs(x - prev).sum() < n * tol:
             break
     return x
@@ -274,17 +278,20 @@ class GraphSignal:
         direct, log_peer, log_near = t.lists()
         wd, wc, wp = self._w
         out: dict[str, float] = {}
+        row_of, ents_of, index, expm1 = space.slot.get, space.ents, t.index.get, math.expm1
         for mid in admitted:
-            row = space.slot.get(mid)
+            row = row_of(mid)
             d = lc = lp = 0.0
             if row is not None:
-                for e in space.ents[row]:
-                    k = t.index.get(e)
+                for e in ents_of[row]:
+                    k = index(e)
                     if k is not None:
                         d += direct[k]
                         lc += log_peer[k]
                         lp += log_near[k]
-            out[mid] = min(wd * d - wc * math.expm1(lc) - wp * math.expm1(lp), 1.0)
+            # expm1(0) is 0 (and neither sum is ever -0.0): skipped where a log is 0
+            peer = expm1(lc) if lc else 0.0
+            out[mid] = min(wd * d - wc * peer - wp * (expm1(lp) if lp else 0.0), 1.0)
         return out
 
     def explain(self, query: Query, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
@@ -322,11 +329,12 @@ class GraphSignal:
 
         The sums, over those entities only, are ``D``, ``log(1 - C)`` and ``log(1 - P)``.
         """
-        rows = [space.rows_of(int(e)) for e in t.ents[positions]]
-        if not rows:
+        if not len(positions):
             return np.zeros(0, np.int64), [np.zeros(0), np.zeros(0), np.zeros(0)]
-        lengths = [len(r) for r in rows]
-        flat = np.concatenate(rows)
+        # A row's sums add its entities in ``positions`` order, whatever order each entity
+        # lists its rows in: the incidence's spans give the same sums as ``rows_of``.
+        inc = space.incidence()
+        flat, lengths = inc.gather(inc.ent_ptr, inc.ent_rows, t.ents[positions])
         size = len(space.ids)
         cand = np.flatnonzero(np.bincount(flat, minlength=size))
         parts = [
@@ -393,15 +401,26 @@ class GraphSignal:
                 nb, score = nb[keep], score[keep]
             return nb[np.lexsort((space.tie[nb], -score))[:k]].tolist()
 
+        # a seed's neighbourhood (first hop, then each second hop, in order) likewise
+        hoods: dict[int, list[int]] = space.memo(
+            f"graph-hood:{hub_df!r}:{cfg.neighbours}:{cfg.second_hop}", _new_dict
+        )
+
+        def hood(q: int) -> list[int]:
+            got = hoods.get(q)
+            if got is None:
+                first = best(q, cfg.neighbours)
+                got = hoods[q] = [*first]
+                for u in first[: cfg.second_hop]:
+                    got += best(u, cfg.second_hop)
+            return got
+
         local = dict.fromkeys(seeds)
         for q in seeds:
-            first = best(q, cfg.neighbours)
-            local.update(dict.fromkeys(first))
-            for u in first[: cfg.second_hop]:
-                local.update(dict.fromkeys(best(u, cfg.second_hop)))
+            local.update(dict.fromkeys(hood(q)))
         ents = np.fromiter(local, np.int64, len(local))
         m = len(ents)
-        index = {int(e): k for k, e in enumerate(ents)}
+        index = dict(zip(local, range(m), strict=True))
         df = dfs[ents].astype(np.float64)
         idf = _idf(df, n)
         nu = idf / _idf(1.0, n)
@@ -413,11 +432,12 @@ class GraphSignal:
             return _Tables(ents, direct, np.zeros(m), np.zeros(m), hub, index, s)
         pos = np.full(len(dfs), -1, np.int64)
         pos[ents] = np.arange(m)
-        adj = [space.neighbours(u) for u in ents.tolist()]  # the edges inside L, in one pass
-        j = pos[np.concatenate([nb for nb, _ in adj])]
+        known_adj = space.adj_arr  # the edges inside L, in one pass
+        nbs, ws = zip(*[known_adj.get(u) or space.neighbours(u) for u in local], strict=True)
+        j = pos[np.concatenate(nbs)]
         inside = j >= 0
-        src = np.repeat(np.arange(m), [len(nb) for nb, _ in adj])[inside]
-        wts = np.concatenate([w for _, w in adj])[inside]
+        src = np.repeat(np.arange(m), np.fromiter(map(len, nbs), np.int64, m))[inside]
+        wts = np.concatenate(ws)[inside]
         restart = np.zeros(m)
         restart[:s] = idf[:s] / idf[:s].sum()
         pi = personalized_pagerank(

@@ -192,91 +192,117 @@ def bridge_scores(
     n, e = graph.n_rows, graph.n_ents
     out = np.zeros(n)
     walkable = graph.walkable if allowed is None else _Walkable.of(graph, allowed)
-    rows, ents, df, idf = walkable.rows, walkable.ents, walkable.df, walkable.idf
     p_mem = np.zeros(n)
     ok = (weights > 0) & (seeds >= 0)
     if allowed is not None:
         ok &= allowed[np.maximum(seeds, 0)]
     np.add.at(p_mem, seeds[ok], weights[ok])
     p_ent = np.zeros(e)
-    q = np.unique(query[(query >= 0) & (query < e)]) if len(query) else query
-    q = q[df[q] > 0] if len(q) else q
-    to_ent, to_mem, dangling = walkable.to_ent, walkable.to_mem, walkable.dangling
-    if seed_gain or skip_query and len(q):
-        # a seed's gain must come from elsewhere: an entity of one memory only returns the
-        # walk to it, so it is left out; and the query's own, if asked
-        if seed_gain:
-            rows, ents = walkable.gainful
-        if skip_query and len(q):
-            keep = ~np.isin(ents, q)
-            rows, ents = rows[keep], ents[keep]
-        strength = np.bincount(rows, weights=idf[ents], minlength=n)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            to_ent = idf[ents] / strength[rows]
-        to_mem, dangling = 1.0 / df[ents], strength == 0
-        q = q[np.isin(q, ents)]  # the restart only on entities the walk still follows
+    q = query[(query >= 0) & (query < e)] if len(query) else query
+    if len(q):  # np.unique's sorted distinct ids, without its overhead on a few
+        q = np.array(sorted(set(q.tolist())), np.int64)
+        q = q[walkable.df[q] > 0]
+    if skip_query and len(q):
+        walk = walkable.without(q, seed_gain)
+        q = q[walk.has[q]]  # the restart only on entities the walk still follows
+    elif seed_gain:
+        walk = walkable.gain
+        if len(q):
+            q = q[walk.has[q]]
+    else:
+        walk = walkable.step
     if len(q) and not skip_query:
-        p_ent[q] = idf[q]
-    if p_mem.sum() <= 0 and p_ent.sum() <= 0 or not len(rows):
+        p_ent[q] = walkable.idf[q]
+    if p_mem.sum() <= 0 and p_ent.sum() <= 0 or not walk.pairs:
         return out
     if p_mem.sum() > 0:
         p_mem /= p_mem.sum()
         p_ent[:] = 0.0
     else:
         p_ent /= p_ent.sum()
-    x_mem, x_ent = p_mem.copy(), p_ent.copy()
-    dangling = np.flatnonzero(dangling)  # the same memories, summed in the same order
-    # the same operations as ``damping * bincount(.., weights=x[idx] * share) + restart * p``,
-    # into buffers kept across the steps (the walk is ~24 steps of small arrays)
-    pair, diff_mem, diff_ent = np.empty(len(rows)), np.empty(n), np.empty(e)
+    # Memories and entities in one vector (memories first): one step is one gather, one
+    # product and one bincount over both directions' pairs. Each node still sums what it
+    # receives in the pairs' order, so every value is the same as two separate bincounts.
+    p = np.concatenate([p_mem, p_ent])
+    x = p.copy()
+    src, dst, share, dangling = walk.src, walk.dst, walk.share, walk.dangling
+    size = n + e
+    pair, diff, gain = np.empty(len(src)), np.empty(size), np.empty(size)
+    lost_at = np.empty(len(dangling))
+    restart = 1.0 - damping
     for _ in range(MAX_ITER):
-        lost = x_mem[dangling].sum()
-        np.multiply(np.take(x_mem, rows, out=pair), to_ent, out=pair)
-        new_ent = np.bincount(ents, weights=pair, minlength=e)
-        np.multiply(new_ent, damping, out=new_ent)
-        np.multiply(np.take(x_ent, ents, out=pair), to_mem, out=pair)
-        new_mem = np.bincount(rows, weights=pair, minlength=n)
-        np.multiply(new_mem, damping, out=new_mem)
+        lost = np.take(x, dangling, out=lost_at).sum()
+        np.multiply(np.take(x, src, out=pair), share, out=pair)
+        new = np.bincount(dst, weights=pair, minlength=size)
+        np.multiply(new, damping, out=new)
         restart = 1.0 - damping + damping * lost
-        new_mem += restart * p_mem
-        new_ent += restart * p_ent
-        change = (
-            np.abs(np.subtract(new_mem, x_mem, out=diff_mem), out=diff_mem).sum()
-            + np.abs(np.subtract(new_ent, x_ent, out=diff_ent), out=diff_ent).sum()
-        )
-        x_mem, x_ent = new_mem, new_ent
+        new += np.multiply(p, restart, out=gain)
+        np.abs(np.subtract(new, x, out=diff), out=diff)
+        change = diff[:n].sum() + diff[n:].sum()
+        x = new
         if change < TOL:
             break
-    walk = x_mem.copy()
+    walk_mass = x[:n].copy()
     if seed_gain:
-        walk = np.maximum(walk - restart * p_mem, 0.0)
+        walk_mass = np.maximum(walk_mass - restart * p_mem, 0.0)
     else:
-        walk[p_mem > 0] = 0.0
+        walk_mass[p_mem > 0] = 0.0
     if allowed is not None:
-        walk[~allowed] = 0.0
-    top = walk.max()
-    return walk / top if top > 0 else out
+        walk_mass[~allowed] = 0.0
+    top = walk_mass.max()
+    return walk_mass / top if top > 0 else out
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One walk's pairs in both directions, over memories ``0..n-1`` then entities ``n..``.
+
+    ``src[i] -> dst[i]`` carries ``share[i]`` of ``src``'s mass: first every memory -> entity
+    pair, then every entity -> memory pair, each half in the pairs' order. ``dangling``: the
+    memories with no pair (their mass restarts); ``has``: the entities the walk follows.
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    share: np.ndarray
+    dangling: np.ndarray
+    has: np.ndarray
+    pairs: int
+
+    @classmethod
+    def of(
+        cls, n: int, e: int, rows: np.ndarray, ents: np.ndarray, df: np.ndarray, idf: np.ndarray
+    ) -> _Step:
+        strength = np.bincount(rows, weights=idf[ents], minlength=n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            to_ent = idf[ents] / strength[rows]
+        to_mem = 1.0 / df[ents]
+        at = ents + n
+        has = np.zeros(e, bool)
+        has[ents] = True
+        return cls(
+            np.concatenate([rows, at]), np.concatenate([at, rows]),
+            np.concatenate([to_ent, to_mem]), np.flatnonzero(strength == 0), has, len(rows),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class _Walkable:
-    """The pairs the walk follows (hubs and filtered-out memories dropped), and their shares.
+    """The pairs the walk follows (hubs and filtered-out memories dropped), with IDFs.
 
-    From a memory to an entity in proportion to the entity's IDF; from an entity to each of
-    its memories uniformly.
+    Its walks (:class:`_Step`) go from a memory to an entity in proportion to the entity's
+    IDF, and from an entity to each of its memories uniformly.
     """
 
     rows: np.ndarray
     ents: np.ndarray
     df: np.ndarray
     idf: np.ndarray
-    to_ent: np.ndarray
-    to_mem: np.ndarray
-    dangling: np.ndarray
+    n: int
 
     @classmethod
     def of(cls, graph: MemoryEntities, allowed: np.ndarray | None) -> _Walkable:
-        n, e = graph.n_rows, graph.n_ents
+        e = graph.n_ents
         rows, ents = graph.rows, graph.ents
         if allowed is not None and len(rows):
             keep = allowed[rows]
@@ -289,14 +315,34 @@ class _Walkable:
             rows, ents = rows[keep], ents[keep]
             df = np.bincount(ents, minlength=e).astype(np.float64)
         idf = np.log1p((size - df + 0.5) / (df + 0.5))
-        strength = np.bincount(rows, weights=idf[ents], minlength=n)
-        return cls(rows, ents, df, idf, idf[ents] / strength[rows], 1.0 / df[ents], strength == 0)
+        return cls(rows, ents, df, idf, graph.n_rows)
 
     @cached_property
     def gainful(self) -> tuple[np.ndarray, np.ndarray]:
         """The pairs without entities of one memory only (the walk with ``seed_gain``)."""
         keep = self.df[self.ents] > 1
         return self.rows[keep], self.ents[keep]
+
+    @cached_property
+    def step(self) -> _Step:
+        """The walk over every pair (computed once per view)."""
+        return self._step(self.rows, self.ents)
+
+    @cached_property
+    def gain(self) -> _Step:
+        """The walk over :attr:`gainful` (``seed_gain``; computed once per view)."""
+        return self._step(*self.gainful)
+
+    def without(self, q: np.ndarray, seed_gain: bool) -> _Step:
+        """The walk leaving out the entities ``q`` (``skip_query``)."""
+        rows, ents = self.gainful if seed_gain else (self.rows, self.ents)
+        skip = np.zeros(len(self.df), bool)
+        skip[q] = True
+        keep = ~skip[ents]
+        return self._step(rows[keep], ents[keep])
+
+    def _step(self, rows: np.ndarray, ents: np.ndarray) -> _Step:
+        return _Step.of(self.n, len(self.df), rows, ents, self.df, self.idf)
 
 
 def best_rows(score: np.ndarray, n: int, ids: Sequence[str | None]) -> np.ndarray:
