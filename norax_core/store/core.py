@@ -35,7 +35,8 @@ from norax_core.errors import InvalidInputError
 from norax_core.indexes import DerivedIndexes, chroma_pages
 from norax_core.locking import StoreLock
 from norax_core.models import Memory
-from norax_core.sidecar import IndexRow, Sidecar
+from norax_core.published import Published, settings
+from norax_core.sidecar import SCHEMA_VERSION, IndexRow, Sidecar
 from norax_core.signals.dense import NAMESPACE_KEY, DenseSignal, chroma_where
 from norax_core.signals.vectors import NamespaceMatrix, fetch_ids
 from norax_core.store.chroma import (
@@ -158,7 +159,16 @@ class Store(WritePath):
             if client is not None
             else None
         )
-        self.indexes = DerivedIndexes(Sidecar(sidecar_path), self.config, source, shared)
+        self.indexes = DerivedIndexes(
+            Sidecar(sidecar_path), self.config, source, shared, log=self.sync
+        )
+        self.indexes.published = Published(
+            self.client,
+            collection,
+            settings(str(self.collection.id), SCHEMA_VERSION, self.indexes.tokenizer.signature()),
+            counted=self._count_published if self.path is not None else None,
+            known=client is None,
+        )
         # Lambdas, not bound methods: a repair may replace the derived indexes.
         self.dense = DenseSignal(
             self.collection,
@@ -182,6 +192,25 @@ class Store(WritePath):
                 self.row_from_record,
                 None if sync is None else lambda ids: sync.record("upsert", ids),
             )
+
+    def _count_published(self, records: int) -> None:
+        """Publishing writes Chroma records too: the write position counts them."""
+        if isinstance(self.collection, CountedCollection):
+            self.collection.written += records
+
+    def publish(self, progress: Callable[[int], None] | None = None) -> int:
+        """Publish every namespace's snapshot in Chroma (:mod:`norax_core.published`).
+
+        For an embedded store, e.g. one built before publishing existed: a namespace with a
+        complete sidecar snapshot is published from it, any other is loaded and snapshotted
+        first (one at a time: the memory budget holds). Returns how many are published.
+        """
+        with self.lock:
+            if not self.indexes.source.complete or self.indexes.sidecar.path is None:
+                raise InvalidInputError("publish is for an embedded store (path=...)")
+            done = self.indexes.publish_all(self._vectors_of, progress)
+            self.checkpoint()
+            return done
 
     def holds(self) -> bool:
         """Whether the collection holds a memory (the sidecar says, when it matches Chroma)."""
@@ -254,8 +283,10 @@ class Store(WritePath):
         with self.lock:
             started = time.time()
             before = self.position.now()
-            counts = self.indexes.reconcile(self.collection, self.row_from_record)
+            counts = self.indexes.reconcile(self.collection, self.row_from_record, defer=True)
             self.position.reconciled(before)
+            self.indexes.flush_unpublish()
+            self.checkpoint()
             if self.sync is not None:
                 self.sync.reconciled(started)
             return counts
@@ -387,7 +418,9 @@ class Store(WritePath):
         old.save_state()
         old.drop_shared()  # a client's snapshots hold what is being rebuilt, as do these:
         old.sidecar.drop_snapshots()
-        fresh = DerivedIndexes(old.sidecar, old.config, old.source, old.shared)
+        fresh = DerivedIndexes(
+            old.sidecar, old.config, old.source, old.shared, old.published, old.log
+        )
         fresh.load()
         fresh.last_seq = max(fresh.last_seq, old.last_seq)
         self.indexes = fresh
