@@ -429,7 +429,8 @@ class DerivedIndexes:
         """Publish an embedded store's sidecar snapshot of ``namespace`` in Chroma.
 
         Only a snapshot with its vectors, whose ids are the sidecar's rows; one already
-        published is left. Returns whether it is published now.
+        published is left. Deferred: written with others at the caller's
+        ``published.flush()``. Returns whether it is (or will be) published.
         """
         if self.published is None or not self.source.complete:
             return False
@@ -444,7 +445,7 @@ class DerivedIndexes:
             snapshots.check_rows(rows, snapshots.ids_of(got[0])[1], namespace)
         except ValueError:
             return False
-        return self.published.put(namespace, time.time(), got[0], got[1], rows)
+        return self.published.put(namespace, time.time(), got[0], got[1], rows, defer=True)
 
     def publish(self) -> None:
         """At a client's close: the snapshots of the loaded, unchanged namespaces."""
@@ -545,6 +546,11 @@ class DerivedIndexes:
             if not loaded:
                 self.evict(ns)
         self._written.clear()
+        if self.published is not None:
+            try:
+                self.published.flush()
+            except Exception as exc:  # noqa: BLE001 - not published: clients read the rows
+                logger.warning("norax: could not publish snapshots: %s", exc)
 
     def publish_all(
         self,
@@ -571,6 +577,8 @@ class DerivedIndexes:
             done += int(held is not None and ns in held)
             if progress is not None:
                 progress(1)
+        if self.published is not None:
+            self.published.flush()
         return done
 
     def _drop(self, namespace: str) -> dict[str, Any] | None:
