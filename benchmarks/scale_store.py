@@ -349,9 +349,10 @@ class _Rows:
 
 
 def role_publish(folder: Path) -> dict[str, Any]:
-    """Publish the snapshots of a store built without them (``NoraxMemory.publish_snapshots``)."""
+    """Publish the snapshots of a store built without them (``norax publish``)."""
     from norax_core import CallableEmbedder, NoraxMemory
     from norax_core.published import SUFFIX
+    from norax_core.store.publishing import publish_all
 
     def unused(texts: Sequence[str]) -> np.ndarray:
         raise RuntimeError("publishing embeds nothing")
@@ -361,7 +362,7 @@ def role_publish(folder: Path) -> dict[str, Any]:
     t0, c0 = time.perf_counter(), time.process_time()
     emb = CallableEmbedder(unused, name=inner.name, dim=inner.dim)
     with NoraxMemory(folder, embedder=emb, extractor=False) as mem:
-        published = mem.publish_snapshots()
+        published = publish_all(mem.store)
         namespaces = len(mem.namespaces())
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     import chromadb

@@ -296,23 +296,6 @@ class NoraxMemory:
         """Rebuild what is stale (:func:`~norax_core.maintenance.repair_store`)."""
         return consistency.repair(self._store)
 
-    def publish_snapshots(self, *, progress: bool = False) -> int:
-        """Publish every namespace's snapshot in Chroma (:mod:`norax_core.published`).
-
-        An embedded store publishes the namespaces it wrote or loaded when it closes; this
-        publishes all of them (a store built before publishing existed), so that any client
-        of a Chroma server over its folder loads a namespace in one request. ``progress``:
-        a progress bar on stderr. Returns how many namespaces are published.
-
-        Raises:
-            InvalidInputError: The store is a client of a server, not embedded.
-        """
-        from tqdm import tqdm
-
-        total = len(self._store.namespaces())
-        with tqdm(total=total, desc="publishing", unit="ns", disable=not progress) as bar:
-            return self._store.publish(bar.update)
-
     # -- reads --------------------------------------------------------------------------
 
     def count(self, namespace: str | None = None) -> int:

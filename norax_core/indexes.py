@@ -454,6 +454,12 @@ class DerivedIndexes:
                 self.graph.communities(ns)  # ready to use: no first search places every entity
                 self._publish(ns)
 
+    def renewed(self) -> DerivedIndexes:
+        """Empty indexes over the same sidecar, source, snapshot file and published ones."""
+        return DerivedIndexes(
+            self.sidecar, self.config, self.source, self.shared, self.published, self.log
+        )
+
     def drop_shared(self) -> None:
         """Delete a client's shared snapshots and the published ones (a repair, a rebuild)."""
         if self.shared is not None:

@@ -12,6 +12,7 @@ from norax_core.errors import InvalidInputError, NoraxError
 from norax_core.locking import StoreLock
 from norax_core.maintenance.check import check_store, repair_store
 from norax_core.maintenance.jsonl import export_jsonl, import_jsonl
+from norax_core.store.publishing import publish_all
 
 if TYPE_CHECKING:
     from norax_core.engine import NoraxMemory
@@ -67,7 +68,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _cmd_publish(args: argparse.Namespace) -> int:
     with _open_existing(args) as mem:
-        n = mem.publish_snapshots(progress=True)
+        n = publish_all(mem.store, progress=True)
     print(f"published the snapshots of {n} namespaces")
     return 0
 

@@ -32,13 +32,13 @@ from norax_core.client_snapshots import open_shared
 from norax_core.config import NoraxConfig
 from norax_core.embedders import Embedder
 from norax_core.errors import InvalidInputError
-from norax_core.indexes import DerivedIndexes, chroma_pages
+from norax_core.indexes import chroma_pages
 from norax_core.locking import StoreLock
 from norax_core.models import Memory
-from norax_core.published import Published, settings
-from norax_core.sidecar import SCHEMA_VERSION, IndexRow, Sidecar
+from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.signals.dense import NAMESPACE_KEY, DenseSignal, chroma_where
 from norax_core.signals.vectors import NamespaceMatrix, fetch_ids
+from norax_core.store import publishing
 from norax_core.store.chroma import (
     ChromaRows,
     drop_collection,
@@ -159,16 +159,7 @@ class Store(WritePath):
             if client is not None
             else None
         )
-        self.indexes = DerivedIndexes(
-            Sidecar(sidecar_path), self.config, source, shared, log=self.sync
-        )
-        self.indexes.published = Published(
-            self.client,
-            collection,
-            settings(str(self.collection.id), SCHEMA_VERSION, self.indexes.tokenizer.signature()),
-            counted=self._count_published if self.path is not None else None,
-            known=client is None,
-        )
+        self.indexes = publishing.derived(self, Sidecar(sidecar_path), source, shared, client)
         # Lambdas, not bound methods: a repair may replace the derived indexes.
         self.dense = DenseSignal(
             self.collection,
@@ -193,25 +184,6 @@ class Store(WritePath):
                 None if sync is None else lambda ids: sync.record("upsert", ids),
             )
 
-    def _count_published(self, records: int) -> None:
-        """Publishing writes Chroma records too: the write position counts them."""
-        if isinstance(self.collection, CountedCollection):
-            self.collection.written += records
-
-    def publish(self, progress: Callable[[int], None] | None = None) -> int:
-        """Publish every namespace's snapshot in Chroma (:mod:`norax_core.published`).
-
-        For an embedded store, e.g. one built before publishing existed: a namespace with a
-        complete sidecar snapshot is published from it, any other is loaded and snapshotted
-        first (one at a time: the memory budget holds). Returns how many are published.
-        """
-        with self.lock:
-            if not self.indexes.source.complete or self.indexes.sidecar.path is None:
-                raise InvalidInputError("publish is for an embedded store (path=...)")
-            done = self.indexes.publish_all(self._vectors_of, progress)
-            self.checkpoint()
-            return done
-
     def holds(self) -> bool:
         """Whether the collection holds a memory (the sidecar says, when it matches Chroma)."""
         known = self.position.known
@@ -226,7 +198,7 @@ class Store(WritePath):
                 return
             self.closed = True
             if self.indexes.sidecar.path is not None:
-                self.indexes.finish(self._vectors_of)
+                self.indexes.finish(self.vectors_of)
                 self.indexes.save_state()
                 self.checkpoint()  # a write behind Norax's back meanwhile: forgotten
             self.indexes.publish()
@@ -252,7 +224,7 @@ class Store(WritePath):
             self._store_lock.release()
             self._store_lock = None
 
-    def _vectors_of(self, namespace: str, ids: set[str]) -> NamespaceMatrix | None:
+    def vectors_of(self, namespace: str, ids: set[str]) -> NamespaceMatrix | None:
         """A namespace's vectors for its snapshot, if it ranks from a matrix (by id)."""
         if len(ids) > self.config.dense_exact_limit:
             return None
@@ -275,11 +247,7 @@ class Store(WritePath):
         self.sync.sync(self.collection, self.indexes, self.row_from_record)
 
     def refresh(self) -> tuple[int, int]:
-        """Re-sync the derived indexes with Chroma (writes by other processes).
-
-        Returns:
-            ``(added, removed)`` counts.
-        """
+        """Re-sync the derived indexes with Chroma (others' writes): ``(added, removed)``."""
         with self.lock:
             started = time.time()
             before = self.position.now()
@@ -418,9 +386,7 @@ class Store(WritePath):
         old.save_state()
         old.drop_shared()  # a client's snapshots hold what is being rebuilt, as do these:
         old.sidecar.drop_snapshots()
-        fresh = DerivedIndexes(
-            old.sidecar, old.config, old.source, old.shared, old.published, old.log
-        )
+        fresh = old.renewed()
         fresh.load()
         fresh.last_seq = max(fresh.last_seq, old.last_seq)
         self.indexes = fresh

@@ -187,3 +187,23 @@ def test_an_embedded_store_publishes_at_close_and_its_writes_unpublish(tmp_path:
             assert mem.store.indexes.restored == 1
     finally:
         client.close()
+
+
+def test_norax_publish_publishes_a_store_built_without_them(tmp_path: Path) -> None:
+    from norax_core.cli import main
+
+    folder = tmp_path / "store"
+    with open_store(folder) as mem:
+        for ns in ("a", "b"):
+            mem.add([f"{ns} note {i} about Colby" for i in range(5)], namespace=ns)
+    client = chromadb.PersistentClient(path=str(folder))
+    client.delete_collection("norax" + SUFFIX)  # as a store built before publishing
+    client.close()
+    assert main(["--store", str(folder), "publish"]) == 0
+    client = chromadb.PersistentClient(path=str(folder))
+    try:
+        assert _blob(client, "norax", "a") and _blob(client, "norax", "b")
+    finally:
+        client.close()
+    with open_store(folder) as mem:  # the publish kept the recorded Chroma position
+        assert mem.store.position.trusted()
