@@ -299,8 +299,10 @@ class DerivedIndexes:
         if taken is None or got is None:
             return False
         try:
-            rows = snapshots.unpack_rows(got[2], snapshots.ids_of(got[0])[1], namespace)
-            block = self._restore_client(namespace, got[0], got[1], rows)
+            blob = got[2]
+            block = self._restore_client(
+                namespace, got[0], got[1], lambda ids: snapshots.unpack_rows(blob, ids, namespace)
+            )
         except Exception as exc:  # noqa: BLE001 - any bad snapshot: load from Chroma
             logger.info("norax: ignoring the shared snapshot of %r (%s)", namespace, exc)
             self._drop(namespace)
@@ -329,8 +331,9 @@ class DerivedIndexes:
             return False
         taken, state, vectors, rows = got
         try:
-            snapshots.check_rows(rows, snapshots.ids_of(state)[1], namespace)
-            self._restore_client(namespace, state, vectors, rows)
+            self._restore_client(
+                namespace, state, vectors, lambda ids: snapshots.check_rows(rows, ids, namespace)
+            )
         except Exception as exc:  # noqa: BLE001 - any bad snapshot: load from Chroma
             logger.info("norax: ignoring the published snapshot of %r (%s)", namespace, exc)
             self._drop(namespace)
@@ -341,14 +344,22 @@ class DerivedIndexes:
         return True
 
     def _restore_client(
-        self, namespace: str, state_blob: bytes, vectors: bytes | None, rows: list[Any]
+        self,
+        namespace: str,
+        state_blob: bytes,
+        vectors: bytes | None,
+        rows_of: Callable[[set[str]], list[Any]],
     ) -> bool:
-        """Hand a client's checked snapshot to the indexes; whether it held the vectors.
+        """Hand a client's snapshot to the indexes; whether it held the vectors.
+
+        ``rows_of(ids)``: its rows, checked to be exactly ``ids``.
 
         Raises:
-            ValueError: The snapshot is unreadable, or holds an id of another namespace.
+            ValueError: The snapshot is unreadable, its rows are not its ids', or it holds
+                an id of another namespace.
         """
         state, ids = snapshots.ids_of(state_blob)
+        rows = rows_of(ids)
         if any(self.namespace_of.get(m, namespace) != namespace for m in ids):
             raise ValueError("it holds an id loaded in another namespace")
         snapshots.restore(namespace, state, self.bm25, self.temporal, self.graph, self.supersede)
