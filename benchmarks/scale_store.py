@@ -31,6 +31,7 @@ Ratios are always against the peer measured in the same run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -227,14 +228,23 @@ class ChromaServer:
         raise RuntimeError(f"chroma run did not start (log: {self.log.name})")
 
     def warm(self, collection: str = "norax") -> float:
-        """Seconds of the server's first read of ``collection``.
+        """Seconds of the server's first read of ``collection`` and of Norax's companions.
 
         It loads the collection's index, in proportion to the store: done once before any
         client is measured, as on a server that is already serving, so neither system's first
-        query pays it.
+        query pays it. The change log and the published snapshots (Norax's companion
+        collections, if present) cost a server its first read of them too (about 0.3 s
+        each, whatever their size), once per server.
         """
+        from norax_core.published import SUFFIX
+        from norax_core.sync import LOG_SUFFIX
+
         t0 = time.perf_counter()
-        client_for(self.url).get_collection(collection).count()
+        client = client_for(self.url)
+        client.get_collection(collection).count()
+        for companion in (collection + LOG_SUFFIX, collection + SUFFIX):
+            with contextlib.suppress(Exception):  # not there: nothing to load
+                client.get_collection(companion).get(ids=["-"])
         return time.perf_counter() - t0
 
     def rss_mb(self) -> float:
@@ -336,6 +346,64 @@ class _Rows:
 
     async def aembed(self, texts: Sequence[str]) -> np.ndarray:
         return self.embed(texts)
+
+
+def role_publish(folder: Path) -> dict[str, Any]:
+    """Publish the snapshots of a store built without them (``norax publish``)."""
+    from norax_core import CallableEmbedder, NoraxMemory
+    from norax_core.published import SUFFIX
+    from norax_core.store.publishing import publish_all
+
+    def unused(texts: Sequence[str]) -> np.ndarray:
+        raise RuntimeError("publishing embeds nothing")
+
+    inner = _Rows()
+    before = du_mb(folder)
+    t0, c0 = time.perf_counter(), time.process_time()
+    emb = CallableEmbedder(unused, name=inner.name, dim=inner.dim)
+    with NoraxMemory(folder, embedder=emb, extractor=False) as mem:
+        published = publish_all(mem.store)
+        namespaces = len(mem.namespaces())
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    import chromadb
+
+    client = chromadb.PersistentClient(path=str(folder))
+    try:
+        records = client.get_collection("norax" + SUFFIX).count()
+    finally:
+        client.close()
+    return {
+        "publish_s": wall,
+        "publish_cpu_s": cpu,
+        "published": published,
+        "namespaces": namespaces,
+        "records": records,
+        "disk_added_mb": du_mb(folder) - before,
+    }
+
+
+def published_count(folder: Path) -> tuple[int, int]:
+    """``(namespaces with a published snapshot, namespaces)`` of an embedded store's folder."""
+    import sqlite3
+
+    from norax_core.published import SUFFIX
+
+    conn = sqlite3.connect(f"file:{folder / 'chroma.sqlite3'}?mode=ro", uri=True)
+    try:
+        got = conn.execute(
+            "SELECT count(*) FROM embedding_metadata m JOIN embeddings e ON e.id = m.id"
+            " JOIN segments s ON s.id = e.segment_id JOIN collections c ON c.id = s.collection"
+            " WHERE c.name = ? AND m.key = 'head'",
+            ("norax" + SUFFIX,),
+        ).fetchone()
+    finally:
+        conn.close()
+    side = sqlite3.connect(f"file:{folder / 'norax_index.sqlite3'}?mode=ro", uri=True)
+    try:
+        total = side.execute("SELECT count(DISTINCT namespace) FROM memories").fetchone()
+    finally:
+        side.close()
+    return int(got[0]), int(total[0])
 
 
 def _targets(n: int) -> list[str]:
@@ -638,6 +706,10 @@ def run(
             log(f"  build: {_short(row['build'])}")
             if "error" in row["build"]:
                 continue
+            held, total = published_count(folder)
+            if held < total:  # kept from before publishing existed: publish, timed
+                row["publish"] = _run(["publish", *common], work / "o.json", timeout)
+                log(f"  publish ({held}/{total} published before): {_short(row['publish'])}")
             for system in ("norax", "chroma"):
                 res = _run(["open", *common, "--system", system], work / "o.json", timeout)
                 row[f"embedded_{system}"] = res
@@ -741,7 +813,7 @@ def run_workers(
 
 def main() -> None:
     ap = argparse.ArgumentParser(description="one role of the scale-out rows (internal)")
-    ap.add_argument("role", choices=("build", "open", "worker"))
+    ap.add_argument("role", choices=("build", "open", "worker", "publish"))
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--n", type=int, required=True)
     ap.add_argument("--folder", type=Path, required=True)
@@ -757,6 +829,8 @@ def main() -> None:
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
     if args.role == "build":
         res = role_build(args.work, args.n, args.folder, args.cache)
+    elif args.role == "publish":
+        res = role_publish(args.folder)
     elif args.role == "open":
         res = role_open(
             args.work, args.n, args.system, args.folder, args.url, args.cache, args.snapshots

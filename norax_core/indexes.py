@@ -24,7 +24,10 @@ A client of a Chroma server keeps them, with its rows, in a file its processes s
 (:mod:`norax_core.client_snapshots`), each valid while the change log
 (:mod:`norax_core.sync`) names no write to it since its rows were read: a namespace
 loaded from Chroma is snapshotted when it is evicted or the store closes, if nobody has
-written it since it was read.
+written it since it was read. Both also publish their snapshots in Chroma
+(:mod:`norax_core.published`), so that a process with no snapshot of its own loads a
+namespace in one request: a client loads a cold namespace from its shared file, else from
+the published blob, else from Chroma's rows.
 
 The standing instructions and preferences of each loaded namespace (memories whose inferred
 kind is in :data:`~norax_core.kinds.STANDING`) are kept as a set of ids (:meth:`standing`),
@@ -39,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -47,6 +51,7 @@ from norax_core import snapshots
 from norax_core.client_snapshots import ClientSnapshots
 from norax_core.config import NoraxConfig
 from norax_core.kinds import STANDING
+from norax_core.published import Published, publish_checked, vouched
 from norax_core.reclaim import READ_BYTES_PER_ROW, Reclaimer
 from norax_core.sidecar import SCHEMA_VERSION, IndexRow, RowSource, Sidecar, SidecarRows, row_bytes
 from norax_core.signals.bm25 import BM25Index, BM25Signal
@@ -78,6 +83,8 @@ class DerivedIndexes:
         config: Tokenizer, BM25, decay and memory budgets (``index_cache_mb``).
         source: Where unloaded namespaces are read from (default: the sidecar).
         shared: A client's shared snapshot file, if it keeps snapshots.
+        published: The snapshots published in Chroma (:mod:`norax_core.published`).
+        log: A client's change log, which vouches for published snapshots.
 
     ``namespace_of`` maps the ids of the *loaded* namespaces to their namespace; ask
     :meth:`homes` for any id.
@@ -89,9 +96,13 @@ class DerivedIndexes:
         config: NoraxConfig,
         source: RowSource | None = None,
         shared: ClientSnapshots | None = None,
+        published: Published | None = None,
+        log: Any = None,
     ) -> None:
         self.sidecar = sidecar
         self.shared = shared
+        self.published = published
+        self.log = log
         self.config = config
         self.source: RowSource = source if source is not None else SidecarRows(sidecar)
         self.tokenizer = Tokenizer(stem=config.stem, stopwords=config.stopwords)
@@ -128,6 +139,9 @@ class DerivedIndexes:
         # a client's namespaces unchanged since their rows were read at this time -> whether
         # the shared file holds their snapshot (None: not yet; False: without its vectors)
         self._bases: dict[str, tuple[float, bool | None]] = {}
+        # a client's namespaces loaded from Chroma's rows at this time, to publish in Chroma
+        self._unpublished: dict[str, float] = {}
+        self._unpublish_due: set[str] | None = None  # during a reconcile (unpublish)
         # set by a lazy reconcile: each namespace's ids are compared with Chroma's as it loads
         self._verify: tuple[Any, Callable[[str, str, dict[str, Any]], IndexRow]] | None = None
 
@@ -161,16 +175,19 @@ class DerivedIndexes:
             self.loads += 1
             self._trim(keep=namespace)
             return
-        if self.shared is not None and self._restore_shared(namespace):
+        if self._restore_shared(namespace) or self._restore_published(namespace):
             self.loads += 1
             self._trim(keep=namespace)
             return
-        read_at = None if self.shared is None else self.shared.now()
+        read_at = None if self.log is None else float(self.log.clock())
         rows = self.source.rows(namespace)
         if not self.source.complete:  # the read's decoded response is garbage now
             self.reclaim.freed(len(rows) * READ_BYTES_PER_ROW)
         if read_at is not None:
-            self._bases[namespace] = (read_at, None)
+            if self.shared is not None:
+                self._bases[namespace] = (read_at, None)
+            if self.published is not None and rows:
+                self._unpublished[namespace] = read_at
         if not self.source.complete:  # the sidecar caches the loaded namespaces' rows
             self.sidecar.drop_namespace(namespace)
             self.sidecar.upsert(rows, done=())
@@ -291,30 +308,81 @@ class DerivedIndexes:
         if taken is None or got is None:
             return False
         try:
-            state, ids = snapshots.ids_of(got[0])
-            rows = snapshots.unpack_rows(got[2], ids, namespace)
-            if any(self.namespace_of.get(m, namespace) != namespace for m in ids):
-                raise ValueError("it holds an id loaded in another namespace")
-            snapshots.restore(
-                namespace, state, self.bm25, self.temporal, self.graph, self.supersede
+            blob = got[2]
+            block = self._restore_client(
+                namespace, got[0], got[1], lambda ids: snapshots.unpack_rows(blob, ids, namespace)
             )
         except Exception as exc:  # noqa: BLE001 - any bad snapshot: load from Chroma
             logger.info("norax: ignoring the shared snapshot of %r (%s)", namespace, exc)
             self._drop(namespace)
             self.shared.drop([namespace])
             return False
+        self._bases[namespace] = (taken, block)
+        return True
+
+    def _restore_published(self, namespace: str) -> bool:
+        """Load a client's ``namespace`` from its snapshot published in Chroma, if valid."""
+        if self.published is None or self.source.complete:
+            return False
+        try:
+            got = self.published.get(namespace)
+            ok = got is not None and vouched(self.log, namespace, got[0])
+        except ValueError as exc:  # unreadable: delete it, load from Chroma
+            logger.info("norax: ignoring the published snapshot of %r (%s)", namespace, exc)
+            self.unpublish([namespace])
+            return False
+        except Exception as exc:  # noqa: BLE001 - the server or the log: load from Chroma
+            logger.warning("norax: not serving the published snapshot of %r: %s", namespace, exc)
+            return False
+        if got is None or not ok:
+            if got is not None and ok is None:  # a write since: it is stale
+                self.unpublish([namespace])
+            return False
+        taken, state, vectors, rows = got
+        try:
+            self._restore_client(
+                namespace, state, vectors, lambda ids: snapshots.check_rows(rows, ids, namespace)
+            )
+        except Exception as exc:  # noqa: BLE001 - any bad snapshot: load from Chroma
+            logger.info("norax: ignoring the published snapshot of %r (%s)", namespace, exc)
+            self._drop(namespace)
+            self.unpublish([namespace])
+            return False
+        if self.shared is not None:  # the shared file does not hold it yet
+            self._bases[namespace] = (taken, None)
+        return True
+
+    def _restore_client(
+        self,
+        namespace: str,
+        state_blob: bytes,
+        vectors: bytes | None,
+        rows_of: Callable[[set[str]], list[Any]],
+    ) -> bool:
+        """Hand a client's snapshot to the indexes; whether it held the vectors.
+
+        ``rows_of(ids)``: its rows, checked to be exactly ``ids``.
+
+        Raises:
+            ValueError: The snapshot is unreadable, its rows are not its ids', or it holds
+                an id of another namespace.
+        """
+        state, ids = snapshots.ids_of(state_blob)
+        rows = rows_of(ids)
+        if any(self.namespace_of.get(m, namespace) != namespace for m in ids):
+            raise ValueError("it holds an id loaded in another namespace")
+        snapshots.restore(namespace, state, self.bm25, self.temporal, self.graph, self.supersede)
         self.sidecar.cache(namespace, rows)  # the client's sidecar caches them
         self._standing[namespace] = {str(r[0]) for r in rows if r[_INFERRED] in STANDING}
         self._roles[namespace] = {str(r[0]): str(r[_ROLE]) for r in rows if r[_ROLE]}
         self.namespace_of.update(dict.fromkeys(ids, namespace))
         self._loaded[namespace] = int(state["nbytes"])
         self.last_seq = max(self.last_seq, self.temporal.last_seq)
-        block = snapshots.unpack_vectors(got[1], ids) if got[1] is not None else None
+        block = snapshots.unpack_vectors(vectors, ids) if vectors is not None else None
         if block is not None:
             self.vectors_with_rows(namespace, block)
-        self._bases[namespace] = (taken, block is not None)
         self.restored += 1
-        return True
+        return block is not None
 
     def _capture(self, namespace: str) -> bytes:
         """The snapshot blob of a loaded namespace's derived indexes."""
@@ -328,11 +396,16 @@ class DerivedIndexes:
         )
 
     def _publish(self, namespace: str) -> None:
-        """Store a client's snapshot of ``namespace`` if it is unchanged since it was read."""
+        """Store a client's snapshot of ``namespace`` if it is unchanged since it was read.
+
+        In the shared file, and in Chroma if it was loaded from Chroma's rows.
+        """
         taken, stored = self._bases.pop(namespace, (0.0, True))
+        read_at = self._unpublished.pop(namespace, None)
         ids = self.temporal.ids(namespace)
         block = _covering(self.vectors.fresh(namespace), ids)
-        if self.shared is None or not ids or stored or (stored is False and block is None):
+        to_file = self.shared is not None and not stored and (stored is None or block is not None)
+        if not ids or (not to_file and read_at is None):
             return
         rows = self.sidecar.namespace_records(namespace)
         if {r[0] for r in rows} != ids:
@@ -340,21 +413,79 @@ class DerivedIndexes:
         state = self._capture(namespace)
         vectors = snapshots.pack_vectors(block) if block is not None else None
         try:
-            self.shared.put(namespace, taken, state, vectors, snapshots.pack_rows(rows))
+            if to_file and self.shared is not None:
+                self.shared.put(namespace, taken, state, vectors, snapshots.pack_rows(rows))
+            if read_at is not None and self.published is not None and self.log is not None:
+                publish_checked(
+                    self.published, self.log, namespace, read_at, lambda: (state, vectors, rows)
+                )
         except Exception as exc:  # noqa: BLE001 - a cache: the namespace loads from Chroma
             logger.warning("norax: could not store the snapshot of %r: %s", namespace, exc)
 
+    def unpublish(self, namespaces: Iterable[str]) -> None:
+        """Delete the published snapshots of ``namespaces`` (a failure is logged).
+
+        During a :meth:`reconcile` they are only noted, and deleted by
+        :meth:`flush_unpublish` once it is over (a reconcile must not move Chroma's write
+        position, :mod:`norax_core.store.position`).
+        """
+        if self.published is None:
+            return
+        if self._unpublish_due is not None:
+            self._unpublish_due.update(namespaces)
+            return
+        try:
+            self.published.drop(namespaces)
+        except Exception as exc:  # noqa: BLE001 - the next write or repair retries
+            logger.warning("norax: could not delete published snapshots: %s", exc)
+
+    def flush_unpublish(self) -> None:
+        """After a reconcile: delete the published snapshots of what it changed."""
+        due, self._unpublish_due = self._unpublish_due, None
+        if due:
+            self.unpublish(due)
+
+    def publish_embedded(self, namespace: str) -> bool:
+        """Publish an embedded store's sidecar snapshot of ``namespace`` in Chroma.
+
+        Only a snapshot with its vectors, whose ids are the sidecar's rows; one already
+        published is left. Deferred: written with others at the caller's
+        ``published.flush()``. Returns whether it is (or will be) published.
+        """
+        if self.published is None or not self.source.complete:
+            return False
+        held = self.published.held()
+        if held is not None and namespace in held:
+            return True
+        got = self.sidecar.snapshot(namespace, snapshots.layout())
+        if got is None or got[1] is None:
+            return False
+        rows = self.sidecar.namespace_records(namespace)
+        try:
+            snapshots.check_rows(rows, snapshots.ids_of(got[0])[1], namespace)
+        except ValueError:
+            return False
+        return self.published.put(namespace, time.time(), got[0], got[1], rows, defer=True)
+
     def publish(self) -> None:
-        """At a client's close: the shared snapshots of the loaded, unchanged namespaces."""
-        for ns in list(self._bases):
+        """At a client's close: the snapshots of the loaded, unchanged namespaces."""
+        for ns in list(dict.fromkeys([*self._bases, *self._unpublished])):
             if ns in self._loaded:
                 self.graph.communities(ns)  # ready to use: no first search places every entity
                 self._publish(ns)
 
+    def renewed(self) -> DerivedIndexes:
+        """Empty indexes over the same sidecar, source, snapshot file and published ones."""
+        return DerivedIndexes(
+            self.sidecar, self.config, self.source, self.shared, self.published, self.log
+        )
+
     def drop_shared(self) -> None:
-        """Delete a client's shared snapshots of this collection (a repair, a rebuild)."""
+        """Delete a client's shared snapshots and the published ones (a repair, a rebuild)."""
         if self.shared is not None:
             self.shared.drop()
+        if self.published is not None:
+            self.published.drop_all()
 
     def close(self) -> None:
         """Stop the community worker thread, close the sidecar and a client's snapshot file."""
@@ -434,13 +565,52 @@ class DerivedIndexes:
             if done is None or not done[1] or done[0] != self.graph.generation(ns):
                 block = self.vectors.fresh(ns) or fetch(ns, self.temporal.ids(ns))
                 self._snapshot(ns, block)
+            try:
+                self.publish_embedded(ns)
+            except Exception as exc:  # noqa: BLE001 - not published: clients read the rows
+                logger.warning("norax: could not publish the snapshot of %r: %s", ns, exc)
             if not loaded:
                 self.evict(ns)
         self._written.clear()
+        if self.published is not None:
+            try:
+                self.published.flush()
+            except Exception as exc:  # noqa: BLE001 - not published: clients read the rows
+                logger.warning("norax: could not publish snapshots: %s", exc)
+
+    def publish_all(
+        self,
+        fetch: Callable[[str, set[str]], NamespaceMatrix | None],
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Publish every namespace of an embedded store (see :meth:`finish` for ``fetch``).
+
+        A namespace without a complete sidecar snapshot is loaded and snapshotted first.
+        ``progress`` is called with 1 after each namespace. Returns how many are published.
+        """
+        done = 0
+        for ns in self.source.namespaces():
+            if not self.publish_embedded(ns):
+                loaded = ns in self._loaded
+                self.ensure(ns)
+                self.graph.communities(ns)
+                block = self.vectors.fresh(ns) or fetch(ns, self.temporal.ids(ns))
+                self._snapshot(ns, block)
+                self.publish_embedded(ns)
+                if not loaded:
+                    self.evict(ns)
+            held = self.published.held() if self.published is not None else None
+            done += int(held is not None and ns in held)
+            if progress is not None:
+                progress(1)
+        if self.published is not None:
+            self.published.flush()
+        return done
 
     def _drop(self, namespace: str) -> dict[str, Any] | None:
         self._snapped.pop(namespace, None)
         self._bases.pop(namespace, None)
+        self._unpublished.pop(namespace, None)
         for mid in self.temporal.ids(namespace):
             self.namespace_of.pop(mid, None)
         self._standing.pop(namespace, None)
@@ -549,6 +719,9 @@ class DerivedIndexes:
         for ns in written:
             self._snapped.pop(ns, None)  # the sidecar deletes their snapshots with the rows
             self._bases.pop(ns, None)  # changed since read: their basis no longer vouches
+            self._unpublished.pop(ns, None)
+        if self.source.complete:  # an embedded store's published ones (clients: the writer's)
+            self.unpublish(written | {r.namespace for r in rows})
         self._written.update(written | {r.namespace for r in rows})
         try:
             complete = self.source.complete
@@ -623,6 +796,9 @@ class DerivedIndexes:
             for ns in touched:
                 self._snapped.pop(ns, None)  # the sidecar deletes their snapshots
                 self._bases.pop(ns, None)
+                self._unpublished.pop(ns, None)
+            if self.source.complete:
+                self.unpublish(touched | {ns for ns, _ in held.values()})
             self._written.update(touched)
             try:
                 self.sidecar.delete(known, self.supersede.removed(known, self.namespace_of))
@@ -715,6 +891,7 @@ class DerivedIndexes:
         row_from_record: Callable[[str, str, dict[str, Any]], IndexRow],
         progress: Callable[[int], None] | None = None,
         lazy: bool = False,
+        defer: bool = False,
     ) -> tuple[int, int]:
         """Make the indexes hold exactly Chroma's ids: index what is missing, drop extras.
 
@@ -730,8 +907,26 @@ class DerivedIndexes:
         not grow with the store and a change made behind the sidecar's back (a same-size
         swap of ids included) is still found, when its namespace is first used.
 
+        ``defer``: the published snapshots of what changed are deleted only by
+        :meth:`flush_unpublish` (the caller's, once it has recorded Chroma's write position).
+
         Returns ``(added, removed)``.
         """
+        if defer:
+            self._unpublish_due = set()  # see unpublish
+        try:
+            return self._reconcile(collection, row_from_record, progress, lazy)
+        except BaseException:
+            self.flush_unpublish()
+            raise
+
+    def _reconcile(
+        self,
+        collection: Any,
+        row_from_record: Callable[[str, str, dict[str, Any]], IndexRow],
+        progress: Callable[[int], None] | None,
+        lazy: bool,
+    ) -> tuple[int, int]:
         pending = self.sidecar.pending()
         same = lazy and self.source.complete and not pending
         if same and int(collection.count()) == self.sidecar.count():
@@ -800,6 +995,9 @@ class DerivedIndexes:
                 )
             ]
         gone = set(ids) - {r.id for r in rows}
+        # their published snapshots may hold what Chroma no longer does (a write without Norax)
+        known = {self.namespace_of[m] for m in ids if m in self.namespace_of}
+        self.unpublish({r.namespace for r in rows} | known)
         self.remove(gone)
         self.sidecar.delete(gone)  # rows the in-memory indexes never knew
         if rows:

@@ -202,6 +202,15 @@ def unpack_rows(blob: bytes, ids: set[str], namespace: str) -> list[tuple[object
         rows = pickle.loads(blob)  # noqa: S301 - see the module docstring
     except Exception as exc:  # any unreadable blob: the namespace loads from Chroma
         raise ValueError(f"unreadable snapshot rows: {exc}") from exc
+    return check_rows(rows, ids, namespace)
+
+
+def check_rows(rows: Any, ids: set[str], namespace: str) -> list[tuple[object, ...]]:
+    """``rows`` if they are stored rows of exactly ``ids``, all of ``namespace``.
+
+    Raises:
+        ValueError: They are not such rows, or hold other ids or namespaces.
+    """
     if not isinstance(rows, list) or not all(
         type(r) is tuple and len(r) == _COLUMNS and r[1] == namespace for r in rows
     ):

@@ -297,6 +297,15 @@ class ChangeLog:
                 out |= spaces
         return frozenset(out)
 
+    def recheck(self, since: float) -> frozenset[str] | None:
+        """:meth:`touched`, reading the log now: entries committed since the last pull too.
+
+        For a publisher that stored a snapshot of rows read at ``since + lookback`` and
+        must know whether a write to them has landed since (:mod:`norax_core.published`).
+        """
+        self._read(since, self.clock())
+        return self.touched(since)
+
     def sync(self, collection: Any, indexes: Any, row_from_record: Callable[..., Any]) -> None:
         """Pull if due and apply the changes to ``indexes`` (a ``DerivedIndexes``).
 

@@ -1,4 +1,4 @@
-"""The ``norax check``, ``export`` and ``import`` commands."""
+"""The ``norax check``, ``export``, ``import`` and ``publish`` commands."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from norax_core.errors import InvalidInputError, NoraxError
 from norax_core.locking import StoreLock
 from norax_core.maintenance.check import check_store, repair_store
 from norax_core.maintenance.jsonl import export_jsonl, import_jsonl
+from norax_core.store.publishing import publish_all
 
 if TYPE_CHECKING:
     from norax_core.engine import NoraxMemory
@@ -20,7 +21,7 @@ __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
-    """Add ``check``, ``export`` and ``import`` to the ``norax`` sub-command parsers."""
+    """Add ``check``, ``export``, ``import`` and ``publish`` to the ``norax`` sub-commands."""
     c = sub.add_parser("check", help="verify that Chroma and every derived index agree")
     c.add_argument("--repair", action="store_true", help="rebuild what is stale")
     c.add_argument("--quick", action="store_true", help="compare ids only, not row contents")
@@ -37,6 +38,11 @@ def register(sub: Any) -> None:
     i.add_argument("--preset", help="fusion preset (a new store records it as its default)")
     i.add_argument("--weights", help="weights file (overrides --preset)")
     i.set_defaults(func=_cmd_import)
+
+    p = sub.add_parser(
+        "publish", help="publish every namespace's snapshot in Chroma (for a server's clients)"
+    )
+    p.set_defaults(func=_cmd_publish)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -57,6 +63,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 + (", in-memory indexes rebuilt" if result.rebuilt else "")
             )
             print(result.after.format())
+    return 0
+
+
+def _cmd_publish(args: argparse.Namespace) -> int:
+    with _open_existing(args) as mem:
+        n = publish_all(mem.store, progress=True)
+    print(f"published the snapshots of {n} namespaces")
     return 0
 
 

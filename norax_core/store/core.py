@@ -32,12 +32,13 @@ from norax_core.client_snapshots import open_shared
 from norax_core.config import NoraxConfig
 from norax_core.embedders import Embedder
 from norax_core.errors import InvalidInputError
-from norax_core.indexes import DerivedIndexes, chroma_pages
+from norax_core.indexes import chroma_pages
 from norax_core.locking import StoreLock
 from norax_core.models import Memory
 from norax_core.sidecar import IndexRow, Sidecar
 from norax_core.signals.dense import NAMESPACE_KEY, DenseSignal, chroma_where
 from norax_core.signals.vectors import NamespaceMatrix, fetch_ids
+from norax_core.store import publishing
 from norax_core.store.chroma import (
     ChromaRows,
     drop_collection,
@@ -158,7 +159,7 @@ class Store(WritePath):
             if client is not None
             else None
         )
-        self.indexes = DerivedIndexes(Sidecar(sidecar_path), self.config, source, shared)
+        self.indexes = publishing.derived(self, Sidecar(sidecar_path), source, shared, client)
         # Lambdas, not bound methods: a repair may replace the derived indexes.
         self.dense = DenseSignal(
             self.collection,
@@ -197,7 +198,7 @@ class Store(WritePath):
                 return
             self.closed = True
             if self.indexes.sidecar.path is not None:
-                self.indexes.finish(self._vectors_of)
+                self.indexes.finish(self.vectors_of)
                 self.indexes.save_state()
                 self.checkpoint()  # a write behind Norax's back meanwhile: forgotten
             self.indexes.publish()
@@ -223,7 +224,7 @@ class Store(WritePath):
             self._store_lock.release()
             self._store_lock = None
 
-    def _vectors_of(self, namespace: str, ids: set[str]) -> NamespaceMatrix | None:
+    def vectors_of(self, namespace: str, ids: set[str]) -> NamespaceMatrix | None:
         """A namespace's vectors for its snapshot, if it ranks from a matrix (by id)."""
         if len(ids) > self.config.dense_exact_limit:
             return None
@@ -246,16 +247,14 @@ class Store(WritePath):
         self.sync.sync(self.collection, self.indexes, self.row_from_record)
 
     def refresh(self) -> tuple[int, int]:
-        """Re-sync the derived indexes with Chroma (writes by other processes).
-
-        Returns:
-            ``(added, removed)`` counts.
-        """
+        """Re-sync the derived indexes with Chroma (others' writes): ``(added, removed)``."""
         with self.lock:
             started = time.time()
             before = self.position.now()
-            counts = self.indexes.reconcile(self.collection, self.row_from_record)
+            counts = self.indexes.reconcile(self.collection, self.row_from_record, defer=True)
             self.position.reconciled(before)
+            self.indexes.flush_unpublish()
+            self.checkpoint()
             if self.sync is not None:
                 self.sync.reconciled(started)
             return counts
@@ -385,7 +384,7 @@ class Store(WritePath):
         old.save_state()
         old.drop_shared()  # a client's snapshots hold what is being rebuilt, as do these:
         old.sidecar.drop_snapshots()
-        fresh = DerivedIndexes(old.sidecar, old.config, old.source, old.shared)
+        fresh = old.renewed()
         fresh.load()
         fresh.last_seq = max(fresh.last_seq, old.last_seq)
         self.indexes = fresh

@@ -217,5 +217,7 @@ def reconcile_at_open(
     if before is None:
         indexes.reconcile(collection, row_from_record, lazy=True)
         return
-    indexes.reconcile(collection, row_from_record)
+    indexes.reconcile(collection, row_from_record, defer=True)
     keeper.reconciled(before)
+    indexes.flush_unpublish()  # published snapshots of what changed: counted writes
+    keeper.checkpoint()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -165,6 +165,7 @@ class WritePath:
             self.indexes.apply(self._as_stored(p) if self.indexes.source.complete else p.rows)
             if self.sync is not None:
                 self.sync.record("upsert" if upsert else "add", p.ids, _spaces(p))
+            self.unpublish(_spaces(p))
         except BaseException as exc:  # KeyboardInterrupt too: the store stays usable
             undo = self._undo(tried, old, p, own=not upsert and not self.indexes.source.complete)
             if isinstance(exc, NoraxError) or not isinstance(exc, Exception):
@@ -244,11 +245,13 @@ class WritePath:
         where = None if namespace is None else {NAMESPACE_KEY: namespace}
         home = self.indexes.namespace_of
         spaces = {namespace} if namespace is not None else {home.get(m) for m in ids}
+        homes = {ns for ns, _ in self.indexes.stored(ids).values()} if None in spaces else set()
         self.collection.delete(ids=ids, where=where)
         self.indexes.remove(ids)
         self.checkpoint()
         if self.sync is not None:  # an id of an unloaded namespace: any namespace
             self.sync.record("delete", ids, None if None in spaces else {*filter(None, spaces)})
+        self.unpublish({*filter(None, spaces)} | homes)
 
     # -- context followers (``NoraxConfig.embed_context``) ------------------------------
 
@@ -305,9 +308,23 @@ class WritePath:
             self.mark_restating(ids, add=False)
             if self.sync is not None:  # their vectors changed: no stale snapshot is served
                 self.sync.record("upsert", ids, spaces)
+            # an embedded store's writes of vectors alone do not pass its indexes
+            self.indexes.unpublish(
+                spaces if spaces is not None else {h for h, _ in self.indexes.stored(ids).values()}
+            )
         finally:  # some may have been updated
             self.indexes.vectors_changed(ids)
             self.checkpoint()
+
+    def unpublish(self, namespaces: Iterable[str]) -> None:
+        """After a client's write and its log entry: delete the namespaces' published snapshots.
+
+        An embedded store's indexes do it with each write. After the entry, not before: a
+        publisher that read the rows before this write and stored its blob after this delete
+        finds the entry when it reads the log again.
+        """
+        if not self.indexes.source.complete:
+            self.indexes.unpublish(namespaces)
 
     def mark_restating(self, ids: Sequence[str], *, add: bool) -> None:
         """Add ``ids`` to (or remove them from) the sidecar's list of memories to re-embed."""

@@ -25,6 +25,7 @@ from _support import open_store
 
 from norax_core import NoraxMemory, snapshots
 from norax_core.maintenance import check_store, repair_store
+from norax_core.published import SUFFIX
 from norax_core.sync import LOG_SUFFIX
 
 pytestmark = pytest.mark.server
@@ -98,6 +99,11 @@ def _age_log(url: str, collection: str, seconds: float) -> None:
     log.update(ids=got["ids"], metadatas=metas)
 
 
+def _unpublish(url: str, collection: str) -> None:
+    """Delete the snapshots published in Chroma: the file alone is under test."""
+    _client(url).delete_collection(collection + SUFFIX)
+
+
 def _seed(url: str, collection: str, snap: Path) -> list[tuple[str, float]]:
     """30 memories in each of namespaces a and b, written two minutes ago; a first reader
     loads a from Chroma and stores its snapshot at close, a second serves it from the file."""
@@ -169,6 +175,7 @@ def test_a_snapshot_older_than_the_log_retention_is_not_served(
     _age_log(chroma_url, collection, 7200.0)  # no entry names a since the snapshot...
     with sqlite3.connect(snap) as db:  # ...read an hour ago: entries since may be pruned
         db.execute("UPDATE client_snapshots SET taken = taken - 3600")
+    _unpublish(chroma_url, collection)
     with _open(chroma_url, collection, snap) as mem:
         assert _search(mem) == before
         assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
@@ -184,6 +191,7 @@ def test_a_corrupt_snapshot_is_rebuilt_and_a_write_behind_norax_is_repaired(
     before = _seed(chroma_url, collection, snap)
     with sqlite3.connect(snap) as db:
         db.execute("UPDATE client_snapshots SET state = x'00ff'")
+    _unpublish(chroma_url, collection)
     with _open(chroma_url, collection, snap) as mem:
         assert _search(mem) == before
         assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
@@ -212,6 +220,7 @@ def test_a_restored_namespace_caches_the_rows_a_chroma_read_would(
 ) -> None:
     collection, snap = f"snap-{uuid.uuid4().hex[:8]}", tmp_path / "snap.sqlite3"
     _seed(chroma_url, collection, snap)
+    _unpublish(chroma_url, collection)
     with open_store(client=_client(chroma_url), collection=collection) as mem:  # no file
         _search(mem)
         read = sorted(mem.store.indexes.sidecar.namespace_records("a"))
@@ -230,6 +239,7 @@ def test_a_snapshot_of_the_former_rows_form_is_not_served(chroma_url: str, tmp_p
     before = _seed(chroma_url, collection, snap)
     with sqlite3.connect(snap) as db:  # as written before ROWS_VERSION 2
         db.execute("UPDATE client_snapshots SET layout = ?", (snapshots.layout(),))
+    _unpublish(chroma_url, collection)
     with _open(chroma_url, collection, snap) as mem:
         assert _search(mem) == before
         assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]

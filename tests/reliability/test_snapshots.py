@@ -24,6 +24,7 @@ from norax_core.bench.data import load_locomo
 from norax_core.embedders import default_embedder
 from norax_core.engine import SIDECAR_FILE
 from norax_core.entities import load_extractor
+from norax_core.published import SUFFIX
 from norax_core.weights import Weights
 
 DATA = Path(os.environ.get("NORAX_DATA_DIR", Path(__file__).parents[3] / "shared" / "data"))
@@ -165,6 +166,7 @@ def test_a_client_reads_a_namespace_and_its_vectors_in_one_get(tmp_path: Path) -
         _fill(mem)
         expected = _ranking(mem, "a")
     client = chromadb.PersistentClient(path=str(store))
+    client.delete_collection("norax" + SUFFIX)  # the close published it: read the rows
     try:
         with open_store(client=client, config=NoraxConfig(index_cache_mb=0.0)) as mem:
             col = mem.store.collection

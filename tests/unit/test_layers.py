@@ -56,6 +56,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "norax_core.client_snapshots",
             "norax_core.fusion",
             "norax_core.indexes",
+            "norax_core.published",
             "norax_core.snapshots",
             "norax_core.sync",
         ),

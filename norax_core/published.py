@@ -1,0 +1,336 @@
+"""Namespace snapshots published in Chroma, so any process loads a namespace in one request.
+
+A namespace's snapshot (the :func:`~norax_core.snapshots.capture` blob, its vectors and the
+rows a client's sidecar caches) is written to a companion collection ``<name>__norax_snap``
+of the memory collection ``<name>``: a head record ``<key>-h`` (namespace, settings,
+time, part count, digest) and up to :data:`MAX_PARTS` parts ``<key>-<i>``, the payload
+base64 in the metadata string ``b`` (not the document: Chroma
+puts documents in its trigram full-text index, which took 1.4-1.8 s and 18 MB of disk per
+2.7 MB blob against 64-122 ms and 8 MB for a metadata string, measured in Chroma 1.5.9).
+A cold namespace is read with one ``get`` of its ids (:meth:`Published.get`).
+
+Validity. A blob is served only if its metadata names this store's settings
+(:func:`settings`: the memory collection's id, the snapshot layout, the sidecar schema and
+the tokenizer's signature), its parts agree (count and digest of the whole payload) and its
+parts disagree on nothing with each other (:mod:`norax_core.snapshots` checks the ids). Any
+Norax write deletes the blobs of the namespaces it wrote, after its data write and its
+change-log entry (:meth:`Published.drop`): a publisher that read its rows before that write
+and stored its blob after the delete finds the write's log entry when it looks again right
+after storing (:meth:`Published.put` returns, the caller checks the log and drops its own
+blob), and a reader of a blob young enough for the log to hold every later entry also checks
+the log (as :class:`~norax_core.client_snapshots.ClientSnapshots` does). Writes made without
+Norax are caught like every other: a reconcile or ``norax check --repair`` drops the blobs.
+Nothing is unpickled: the rows are JSON, the arrays are read with numpy.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import struct
+import zlib
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from norax_core import snapshots
+
+logger = logging.getLogger("norax")
+
+SUFFIX = "__norax_snap"
+"""The published snapshots of collection ``name`` are in the collection ``name + SUFFIX``."""
+PART_CHARS = 4 << 20
+"""Base64 characters per record (Chroma's server takes requests far larger)."""
+MAX_PARTS = 16
+BATCH_CHARS = 32 << 20
+"""A deferred :meth:`Published.put` is written once this much is waiting (see there)."""
+"""Parts per namespace at most (64 MB of base64): a larger namespace is not published."""
+VERSION = "1"
+_HEAD = struct.Struct("<QQQ")
+_PLACEHOLDER = [1.0]  # Chroma needs an embedding per record; never used
+
+
+def settings(collection_id: str, schema: object, tokenizer: object) -> str:
+    """What a blob must name to be served by a store: collection, layout, schema, tokenizer."""
+    tok = json.dumps(tokenizer, sort_keys=True)
+    parts = [VERSION, collection_id, snapshots.layout(), str(schema), tok]
+    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:24]
+
+
+def _digest(payload: bytes) -> str:
+    """A payload's checksum: finds a corrupt or half-replaced blob (not a forged one)."""
+    return f"{zlib.crc32(payload):08x}-{len(payload)}"
+
+
+def key(namespace: str) -> str:
+    """The id stem of a namespace's records."""
+    return "s" + hashlib.sha1(namespace.encode()).hexdigest()[:32]
+
+
+def part_ids(namespace: str) -> list[str]:
+    """Every record id a namespace's blob may use."""
+    stem = key(namespace)
+    return [f"{stem}-h", *(f"{stem}-{i}" for i in range(MAX_PARTS))]
+
+
+def pack(state: bytes, vectors: bytes | None, rows: list[tuple[object, ...]]) -> bytes:
+    """One payload of a snapshot's three parts (rows as JSON, no document nor metadata)."""
+    raw_rows = json.dumps([list(r[:9]) for r in rows], separators=(",", ":")).encode()
+    vec = vectors or b""
+    return _HEAD.pack(len(state), len(vec), len(raw_rows)) + state + vec + raw_rows
+
+
+def unpack(payload: bytes) -> tuple[bytes, bytes | None, list[tuple[object, ...]]]:
+    """The parts of :func:`pack`; the rows as a client's sidecar stores them.
+
+    Raises:
+        ValueError: The payload is not such parts.
+    """
+    try:
+        a, b, c = _HEAD.unpack_from(payload)
+        if _HEAD.size + a + b + c != len(payload):
+            raise ValueError("lengths disagree")
+        state = payload[_HEAD.size : _HEAD.size + a]
+        vec = payload[_HEAD.size + a : _HEAD.size + a + b]
+        rows = json.loads(payload[_HEAD.size + a + b :])
+        out = [(*r, None, None) for r in rows]
+    except Exception as exc:  # any unreadable blob: the namespace loads from Chroma
+        raise ValueError(f"unreadable published snapshot: {exc}") from exc
+    return state, vec or None, out
+
+
+class Published:
+    """The published snapshots of one memory collection.
+
+    Args:
+        client: The Chroma client holding the memory collection.
+        name: The memory collection's name.
+        settings: This store's :func:`settings`.
+        counted: Told how many records each write asks Chroma to log (an embedded store
+            counts them to keep its write position, :mod:`norax_core.store.position`).
+        known: Whether only this process writes (an embedded store): the namespaces with a
+            blob are then listed once, and a write deletes only theirs.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        settings: str,
+        counted: Callable[[int], None] | None = None,
+        known: bool = False,
+    ) -> None:
+        self.client = client
+        self.name = name + SUFFIX
+        self.settings = settings
+        self._counted = counted
+        self._col: Any = None
+        self._known: dict[str, int] | None = {} if known else None  # namespace -> parts
+        self._listed = not known
+        self._waiting: tuple[list[str], list[dict[str, Any]]] = ([], [])
+        self._waiting_chars = 0
+
+    def _collection(self, create: bool) -> Any:
+        if self._col is None:
+            if create:
+                self._col = self.client.get_or_create_collection(
+                    self.name, embedding_function=None, metadata={"norax_snap": 1}
+                )
+            else:
+                try:
+                    self._col = self.client.get_collection(self.name, embedding_function=None)
+                except Exception:  # noqa: BLE001 - nothing published yet
+                    return None
+        return self._col
+
+    def _count(self, n: int) -> None:
+        if self._counted is not None:
+            self._counted(n)
+
+    def held(self) -> set[str] | None:
+        """An embedded store's namespaces with a blob (listed once), else ``None``: unknown."""
+        if self._known is None:
+            return None
+        if not self._listed:
+            self._listed = True
+            col = self._collection(create=False)
+            if col is not None:
+                got = col.get(include=["metadatas"], where={"head": True})
+                for m in got["metadatas"]:
+                    if m and isinstance(m.get("parts"), int):
+                        self._known[str(m.get("ns"))] = int(m["parts"])
+        return set(self._known)
+
+    def get(self, namespace: str) -> tuple[float, bytes, bytes | None, list[Any]] | None:
+        """``(taken, state, vectors or None, rows)`` of ``namespace``'s blob, if it has one.
+
+        Raises:
+            ValueError: The blob is there but unreadable or of parts that disagree (the
+                caller drops it and loads the namespace from Chroma).
+        """
+        col = self._collection(create=False)
+        if col is None:
+            return None
+        got = col.get(ids=part_ids(namespace), include=["metadatas"])
+        found = dict(zip(got["ids"], got["metadatas"], strict=True))
+        stem = key(namespace)
+        head = found.get(f"{stem}-h")
+        if not head or head.get("ns") != namespace:
+            return None
+        if head.get("settings") != self.settings:
+            return None  # another store's (other settings or collection): not ours to judge
+        try:
+            n, digest, taken = int(head["parts"]), str(head["digest"]), float(head["taken"])
+            chunks = [found[f"{stem}-{i}"] or {} for i in range(n)]
+            if any(c.get("digest") != digest for c in chunks):
+                raise ValueError("its parts are of different blobs")
+            payload = base64.b64decode("".join(str(c["b"]) for c in chunks))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"unreadable published snapshot: {exc}") from exc
+        if _digest(payload) != digest:
+            raise ValueError("its digest does not match")
+        return (taken, *unpack(payload))
+
+    def put(
+        self,
+        namespace: str,
+        taken: float,
+        state: bytes,
+        vectors: bytes | None,
+        rows: list[tuple[object, ...]],
+        *,
+        defer: bool = False,
+    ) -> bool:
+        """Publish (replace) the blob of ``namespace``, whose rows were read at ``taken``.
+
+        ``defer``: written with others by :meth:`flush` (or once :data:`BATCH_CHARS` wait),
+        for an embedded store publishing many namespaces: each write call costs Chroma 1.5.9
+        more than the last within a process (200 calls of 0.5 MB: 62 s; 8 calls of 25: 7 s).
+
+        Returns whether it was written (not when larger than :data:`MAX_PARTS` parts).
+        """
+        payload = pack(state, vectors, rows)
+        text = base64.b64encode(payload).decode()
+        chunks = [text[i : i + PART_CHARS] for i in range(0, len(text), PART_CHARS)]
+        if len(chunks) > MAX_PARTS:
+            return False
+        digest = _digest(payload)
+        stem = key(namespace)
+        head: dict[str, Any] = {
+            "head": True,
+            "ns": namespace,
+            "parts": len(chunks),
+            "digest": digest,
+            "taken": taken,
+            "settings": self.settings,
+        }
+        metas: list[dict[str, Any]] = [head, *({"digest": digest, "b": c} for c in chunks)]
+        ids = [f"{stem}-h", *(f"{stem}-{i}" for i in range(len(chunks)))]
+        self.held()
+        self._waiting[0].extend(ids)
+        self._waiting[1].extend(metas)
+        self._waiting_chars += len(text)
+        if not defer or self._waiting_chars >= BATCH_CHARS:
+            self.flush()
+        if self._known is not None:
+            old = self._known.get(namespace, 0)
+            self._known[namespace] = len(chunks)
+            if old > len(chunks):  # its former blob's last parts
+                self._delete([f"{stem}-{i}" for i in range(len(chunks), old)])
+        return True
+
+    def flush(self) -> None:
+        """Write the deferred blobs (one Chroma call)."""
+        ids, metas = self._waiting
+        if not ids:
+            return
+        self._waiting, self._waiting_chars = ([], []), 0
+        col = self._collection(create=True)
+        col.upsert(ids=ids, metadatas=metas, embeddings=[_PLACEHOLDER] * len(ids))
+        self._count(len(ids))
+
+    def drop(self, namespaces: Iterable[str]) -> None:
+        """Delete the blobs of ``namespaces`` (after a write to them)."""
+        held = self.held()
+        wanted = [ns for ns in dict.fromkeys(namespaces) if held is None or ns in held]
+        if self._known is None:  # any part may exist
+            ids = [i for ns in wanted for i in part_ids(ns)]
+        else:  # exactly those that exist: the write position counts every id deleted
+            ids = [i for ns in wanted for i in part_ids(ns)[: 1 + self._known.pop(ns)]]
+        self._delete(ids)
+
+    def _delete(self, ids: list[str]) -> None:
+        self.flush()  # in the order asked
+        if not ids:
+            return
+        col = self._collection(create=False)
+        if col is None:
+            return
+        col.delete(ids=ids)
+        self._count(len(ids))
+
+    def drop_all(self) -> None:
+        """Delete every published blob of the collection (a repair, a rebuild)."""
+        col = self._collection(create=False)
+        if col is None:
+            return
+        got = col.get(include=[])
+        if got["ids"]:
+            col.delete(ids=got["ids"])
+            self._count(len(got["ids"]))
+        if self._known is not None:
+            self._known.clear()
+
+    def namespaces(self) -> set[str]:
+        """The namespaces with a blob of this store's settings."""
+        col = self._collection(create=False)
+        if col is None:
+            return set()
+        got = col.get(include=["metadatas"], where={"head": True})
+        return {str(m["ns"]) for m in got["metadatas"] if m and m.get("settings") == self.settings}
+
+
+def vouched(log: Any, namespace: str, taken: float) -> bool | None:
+    """Whether the change log lets a blob of ``namespace`` taken at ``taken`` be served.
+
+    ``True``: no entry since ``taken - lookback`` names it (or none can: no log, or the blob
+    is older than what the log keeps, and every Norax write deleted the blobs it outdated).
+    ``None``: an entry names it (the blob is stale). ``False``: an entry names an unknown
+    namespace (maybe stale).
+    """
+    if log is None:
+        return True
+    cfg = log.config
+    if taken <= log.clock() - (cfg.retention - cfg.lookback):
+        return True
+    touched = log.touched(taken - cfg.lookback)
+    if touched is None:
+        return False
+    return None if namespace in touched else True
+
+
+def publish_checked(
+    published: Published,
+    log: Any,
+    namespace: str,
+    taken: float,
+    parts: Callable[[], tuple[bytes, bytes | None, list[tuple[object, ...]]]],
+) -> bool:
+    """Publish a client's snapshot of rows read at ``taken``, unless a write may outdate it.
+
+    Not published when ``taken`` is too old for the log to hold every later entry. After
+    storing, the log is read again: an entry naming the namespace (or an unknown one) since
+    ``taken - lookback`` means a write raced with this publish, and the blob is deleted.
+    Returns whether a blob was left published.
+    """
+    cfg = log.config
+    if taken <= log.clock() - (cfg.retention - cfg.lookback):
+        return False
+    if not published.put(namespace, taken, *parts()):
+        return False
+    touched = log.recheck(taken - cfg.lookback)
+    if touched is None or namespace in touched:
+        published.drop([namespace])
+        return False
+    return True

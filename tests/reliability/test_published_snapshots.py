@@ -1,0 +1,209 @@
+"""Snapshots published in Chroma (norax_core/published.py) over a real ``chroma run``.
+
+A client that loaded a namespace from Chroma's rows publishes its snapshot at close; a
+process with no snapshot file of its own then loads the namespace from it. Any write
+through Norax (a client's in another process, an embedded store's) makes it unused,
+including a write that lands between the publisher's read and its publish; a corrupt blob
+and one of other settings are not served; ``repair`` and a re-created collection too.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import chromadb
+import pytest
+from _support import open_store
+from test_client_snapshots import NOW, _age_log, _client, _open, _search, _write
+
+from norax_core import NoraxMemory
+from norax_core.maintenance import check_store, repair_store
+from norax_core.published import SUFFIX, part_ids
+
+pytestmark = pytest.mark.server
+
+
+def _blob(client: chromadb.ClientAPI, collection: str, ns: str = "a") -> dict[str, dict]:
+    got = client.get_collection(collection + SUFFIX).get(ids=part_ids(ns), include=["metadatas"])
+    return dict(zip(got["ids"], got["metadatas"], strict=True))
+
+
+def _seed(url: str, collection: str, tmp: Path) -> list[tuple[str, float]]:
+    """Namespaces a and b; a first client reads a from Chroma and publishes it at close."""
+    with open_store(client=_client(url), collection=collection) as mem:
+        for ns in ("a", "b"):
+            mem.add(
+                [f"note {i} about the harbour ship {i % 5} and Colby" for i in range(30)],
+                ids=[f"{ns}{i}" for i in range(30)],
+                namespace=ns,
+                created_at=[NOW - 3600 * i for i in range(30)],
+            )
+    _age_log(url, collection, 120.0)
+    with _open(url, collection, tmp / "first.sqlite3") as mem:
+        got = _search(mem)
+        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+    assert _blob(_client(url), collection)  # published at close
+    return got
+
+
+def _fresh(url: str, collection: str, tmp: Path) -> NoraxMemory:
+    """A client process with no snapshot file of its own."""
+    return _open(url, collection, tmp / f"{uuid.uuid4().hex}.sqlite3")
+
+
+def test_a_published_snapshot_is_served_with_the_rows_a_chroma_read_caches(
+    chroma_url: str, tmp_path: Path
+) -> None:
+    collection = f"pub-{uuid.uuid4().hex[:8]}"
+    before = _seed(chroma_url, collection, tmp_path)
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        assert _search(mem) == before
+        assert mem.store.indexes.restored == 1 and mem.rows_read == []
+        served = sorted(mem.store.indexes.sidecar.namespace_records("a"))
+        standing = mem.store.indexes.standing("a")
+        assert check_store(mem).ok
+    _client(chroma_url).delete_collection(collection + SUFFIX)
+    with open_store(client=_client(chroma_url), collection=collection) as mem:  # from rows
+        _search(mem)
+        assert mem.store.indexes.restored == 0
+        assert sorted(mem.store.indexes.sidecar.namespace_records("a")) == served
+        assert mem.store.indexes.standing("a") == standing
+
+
+def test_a_write_by_another_client_unpublishes(chroma_url: str, tmp_path: Path) -> None:
+    collection = f"pub-{uuid.uuid4().hex[:8]}"
+    _seed(chroma_url, collection, tmp_path)
+    _write(chroma_url, collection, "a")
+    assert not _blob(_client(chroma_url), collection)
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        assert _search(mem)[0][0] == "new-a"
+        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+
+
+def test_a_write_between_the_publishers_read_and_its_publish(
+    chroma_url: str, tmp_path: Path
+) -> None:
+    collection = f"pub-{uuid.uuid4().hex[:8]}"
+    _seed(chroma_url, collection, tmp_path)
+    _client(chroma_url).delete_collection(collection + SUFFIX)
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        _search(mem)  # rows read now...
+        assert mem.rows_read == ["a"]
+        _write(chroma_url, collection, "a")  # ...written by another process (nothing to delete)
+    # ...published at close: the publisher found the write's log entry and took it back
+    assert not _blob(_client(chroma_url), collection)
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        assert _search(mem)[0][0] == "new-a" and mem.store.indexes.restored == 0
+
+
+def test_a_corrupt_blob_loads_from_rows_and_is_deleted(chroma_url: str, tmp_path: Path) -> None:
+    collection = f"pub-{uuid.uuid4().hex[:8]}"
+    before = _seed(chroma_url, collection, tmp_path)
+    snaps = _client(chroma_url).get_collection(collection + SUFFIX)
+    part = part_ids("a")[1]
+    meta = _blob(_client(chroma_url), collection)[part]
+    snaps.update(ids=[part], metadatas=[{**meta, "b": "QUJD" + meta["b"][4:]}])
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        assert _search(mem) == before
+        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+        assert not _blob(_client(chroma_url), collection)  # deleted...
+    assert _blob(_client(chroma_url), collection)  # ...and published afresh at close
+
+
+def test_a_blob_of_other_settings_is_not_served(chroma_url: str, tmp_path: Path) -> None:
+    collection = f"pub-{uuid.uuid4().hex[:8]}"
+    before = _seed(chroma_url, collection, tmp_path)
+    snaps = _client(chroma_url).get_collection(collection + SUFFIX)
+    head = part_ids("a")[0]
+    meta = _blob(_client(chroma_url), collection)[head]
+    snaps.update(ids=[head], metadatas=[{**meta, "settings": "another-tokenizer"}])
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        assert _search(mem) == before
+        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+
+
+def test_repair_drops_them_and_a_recreated_collection_ignores_them(
+    chroma_url: str, tmp_path: Path
+) -> None:
+    collection = f"pub-{uuid.uuid4().hex[:8]}"
+    _seed(chroma_url, collection, tmp_path)
+    raw = _client(chroma_url).get_collection(collection)  # plain Chroma: no log, no delete
+    old = raw.get(ids=["a3"], include=["metadatas", "embeddings"])
+    raw.update(
+        ids=["a3"],
+        documents=["zebra quartz harbour"],
+        metadatas=old["metadatas"],
+        embeddings=old["embeddings"],
+    )
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        assert not check_store(mem).ok  # the published snapshot was served: stale
+        repair_store(mem)
+        assert check_store(mem).ok
+        assert not _blob(_client(chroma_url), collection)
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        assert _search(mem)[0][0] == "a3"
+    # the collection dropped and made again under its name: the blobs are another's
+    assert _blob(_client(chroma_url), collection)
+    _client(chroma_url).delete_collection(collection)
+    with open_store(client=_client(chroma_url), collection=collection) as mem:
+        mem.add(["zebra lantern"], ids=["z1"], namespace="c", created_at=[NOW])
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        mem.add(["zebra quartz harbour"], ids=["z2"], namespace="b", created_at=[NOW])
+        assert _search(mem) == [] and mem.store.indexes.restored == 0
+
+
+def test_deleting_a_namespace_unpublishes_it(chroma_url: str, tmp_path: Path) -> None:
+    collection = f"pub-{uuid.uuid4().hex[:8]}"
+    _seed(chroma_url, collection, tmp_path)
+    with open_store(client=_client(chroma_url), collection=collection) as mem:
+        mem.delete([f"a{i}" for i in range(30)])  # ids of a namespace it has not loaded
+    assert not _blob(_client(chroma_url), collection)
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        assert _search(mem) == [] and mem.store.indexes.restored == 0
+
+
+def test_an_embedded_store_publishes_at_close_and_its_writes_unpublish(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    with open_store(folder) as mem:
+        mem.add(
+            [f"note {i} about the harbour ship {i % 5} and Colby" for i in range(30)],
+            ids=[f"a{i}" for i in range(30)],
+            namespace="a",
+            created_at=[NOW - 3600 * i for i in range(30)],
+        )
+        before = _search(mem)
+    with open_store(folder) as mem:  # reopened: the position still vouches for the sidecar
+        assert mem.store.position.trusted()
+        assert _blob(mem.store.client, "norax")
+        assert _search(mem) == before
+        mem.add(["zebra quartz harbour"], ids=["new-a"], namespace="a", created_at=[NOW])
+        assert not _blob(mem.store.client, "norax")  # the write unpublished it...
+    client = chromadb.PersistentClient(path=str(folder))
+    try:
+        assert _blob(client, "norax")  # ...and the close published it again
+        with open_store(client=client, collection="norax", index_path=None) as mem:
+            assert _search(mem)[0][0] == "new-a"
+            assert mem.store.indexes.restored == 1
+    finally:
+        client.close()
+
+
+def test_norax_publish_publishes_a_store_built_without_them(tmp_path: Path) -> None:
+    from norax_core.cli import main
+
+    folder = tmp_path / "store"
+    with open_store(folder) as mem:
+        for ns in ("a", "b"):
+            mem.add([f"{ns} note {i} about Colby" for i in range(5)], namespace=ns)
+    client = chromadb.PersistentClient(path=str(folder))
+    client.delete_collection("norax" + SUFFIX)  # as a store built before publishing
+    client.close()
+    assert main(["--store", str(folder), "publish"]) == 0
+    client = chromadb.PersistentClient(path=str(folder))
+    try:
+        assert _blob(client, "norax", "a") and _blob(client, "norax", "b")
+    finally:
+        client.close()
+    with open_store(folder) as mem:  # the publish kept the recorded Chroma position
+        assert mem.store.position.trusted()
