@@ -375,7 +375,7 @@ class Store(WritePath):
             return graph.neighbourhood(namespace, entities, limit), shared
 
     def resync(self, ids: Sequence[str]) -> tuple[int, int]:
-        """Re-derive ``ids`` from Chroma (see :meth:`DerivedIndexes.resync`)."""
+        """Re-derive ``ids`` from Chroma (see :meth:`norax_core.indexes.DerivedIndexes.resync`)."""
         return self.indexes.resync(self.collection, ids, self.row_from_record)
 
     def rebuild_indexes(self) -> None:
