@@ -43,7 +43,7 @@ SPEED_START = "<!-- speed-table: python benchmarks/readme_table.py --write; neve
 SPEED_END = "<!-- /speed-table -->"
 MODES = (  # (label, Norax row, plain Chroma row) of a store size in scale.json
     ("embedded", "embedded_norax", "embedded_chroma"),
-    ("client", "client_norax", "client_chroma"),
+    ("client, 1st process", "client_norax", "client_chroma"),
     ("client, 2nd process", "client_norax_snapshot", "client_chroma"),
 )
 
