@@ -9,6 +9,7 @@ and one of other settings are not served; ``repair`` and a re-created collection
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from test_client_snapshots import NOW, _age_log, _client, _open, _search, _write
 
 from norax_core import NoraxMemory
 from norax_core.maintenance import check_store, repair_store
-from norax_core.published import SUFFIX, part_ids
+from norax_core.published import LOG_SYNC, SUFFIX, part_ids
 
 pytestmark = pytest.mark.server
 
@@ -206,4 +207,32 @@ def test_norax_publish_publishes_a_store_built_without_them(tmp_path: Path) -> N
     finally:
         client.close()
     with open_store(folder) as mem:  # the publish kept the recorded Chroma position
+        assert mem.store.position.trusted()
+
+
+def _logged(folder: Path, collection_id: object) -> int:
+    """Entries of a collection that Chroma's SQLite log still holds."""
+    with sqlite3.connect(folder / "chroma.sqlite3") as db:
+        query = "SELECT count(*) FROM embeddings_queue WHERE topic LIKE ?"
+        return int(db.execute(query, (f"%{collection_id}",)).fetchone()[0])
+
+
+def test_chromas_log_does_not_keep_the_published_blobs(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    client = chromadb.PersistentClient(path=str(folder))
+    # as a store published before LOG_SYNC: Chroma's default keeps 1,000 writes in its log
+    client.create_collection("norax" + SUFFIX, embedding_function=None)
+    client.close()
+    with open_store(folder) as mem:
+        for ns in "abcdef":
+            mem.add([f"{ns} note {i} about Colby" for i in range(5)], namespace=ns)
+    client = chromadb.PersistentClient(path=str(folder))
+    try:
+        col = client.get_collection("norax" + SUFFIX)
+        assert col.configuration["hnsw"]["sync_threshold"] == LOG_SYNC
+        assert len(col.get(where={"head": True})["ids"]) == 6  # 6 heads and 6 parts written
+        assert _logged(folder, col.id) <= LOG_SYNC
+    finally:
+        client.close()
+    with open_store(folder) as mem:
         assert mem.store.position.trusted()
