@@ -306,7 +306,8 @@ class Published:
 def _tune(col: Any) -> None:
     """Give a collection created before :data:`LOG_SYNC` (or by another client) its setting."""
     try:
-        hnsw = (col.configuration or {}).get("hnsw") or {}
+        # the raw JSON: ``col.configuration`` warns of a legacy embedding function config
+        hnsw = (col.configuration_json or {}).get("hnsw") or {}
         if int(hnsw.get("sync_threshold") or LOG_SYNC) > LOG_SYNC:
             col.modify(configuration=_CONFIG)
     except Exception as exc:  # noqa: BLE001 - slower writes, nothing wrong

@@ -229,7 +229,7 @@ def test_chromas_log_does_not_keep_the_published_blobs(tmp_path: Path) -> None:
     client = chromadb.PersistentClient(path=str(folder))
     try:
         col = client.get_collection("norax" + SUFFIX)
-        assert col.configuration["hnsw"]["sync_threshold"] == LOG_SYNC
+        assert col.configuration_json["hnsw"]["sync_threshold"] == LOG_SYNC
         assert len(col.get(where={"head": True})["ids"]) == 6  # 6 heads and 6 parts written
         assert _logged(folder, col.id) <= LOG_SYNC
     finally:
