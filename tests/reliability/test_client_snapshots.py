@@ -104,9 +104,8 @@ def _unpublish(url: str, collection: str) -> None:
     _client(url).delete_collection(collection + SUFFIX)
 
 
-def _seed(url: str, collection: str, snap: Path) -> list[tuple[str, float]]:
-    """30 memories in each of namespaces a and b, written two minutes ago; a first reader
-    loads a from Chroma and stores its snapshot at close, a second serves it from the file."""
+def _fill(url: str, collection: str) -> None:
+    """30 memories in each of namespaces a and b, written two minutes ago."""
     with open_store(client=_client(url), collection=collection) as mem:
         for ns in ("a", "b"):
             mem.add(
@@ -116,6 +115,12 @@ def _seed(url: str, collection: str, snap: Path) -> list[tuple[str, float]]:
                 created_at=[NOW - 3600 * i for i in range(30)],
             )
     _age_log(url, collection, 120.0)
+
+
+def _seed(url: str, collection: str, snap: Path) -> list[tuple[str, float]]:
+    """:func:`_fill`; a first reader loads a from Chroma and stores its snapshot at close, a
+    second serves it from the file."""
+    _fill(url, collection)
     with _open(url, collection, snap) as mem:
         got = _search(mem)
         assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import chromadb
 import pytest
 from _support import open_store
-from test_client_snapshots import NOW, _age_log, _client, _open, _search, _write
+from test_client_snapshots import NOW, _client, _fill, _open, _search, _write
 
 from norax_core import NoraxMemory
 from norax_core.maintenance import check_store, repair_store
@@ -32,20 +33,19 @@ def _blob(client: chromadb.ClientAPI, collection: str, ns: str = "a") -> dict[st
 
 def _seed(url: str, collection: str, tmp: Path) -> list[tuple[str, float]]:
     """Namespaces a and b; a first client reads a from Chroma and publishes it at close."""
-    with open_store(client=_client(url), collection=collection) as mem:
-        for ns in ("a", "b"):
-            mem.add(
-                [f"note {i} about the harbour ship {i % 5} and Colby" for i in range(30)],
-                ids=[f"{ns}{i}" for i in range(30)],
-                namespace=ns,
-                created_at=[NOW - 3600 * i for i in range(30)],
-            )
-    _age_log(url, collection, 120.0)
+    _fill(url, collection)
     with _open(url, collection, tmp / "first.sqlite3") as mem:
         got = _search(mem)
         assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
     assert _blob(_client(url), collection)  # published at close
     return got
+
+
+def _tamper(url: str, collection: str, record: str, change: Callable[[dict], dict]) -> None:
+    """Overwrite some metadata of one record of namespace a's published blob."""
+    meta = _blob(_client(url), collection)[record]
+    snaps = _client(url).get_collection(collection + SUFFIX)
+    snaps.update(ids=[record], metadatas=[{**meta, **change(meta)}])
 
 
 def _fresh(url: str, collection: str, tmp: Path) -> NoraxMemory:
@@ -101,10 +101,7 @@ def test_a_write_between_the_publishers_read_and_its_publish(
 def test_a_corrupt_blob_loads_from_rows_and_is_deleted(chroma_url: str, tmp_path: Path) -> None:
     collection = f"pub-{uuid.uuid4().hex[:8]}"
     before = _seed(chroma_url, collection, tmp_path)
-    snaps = _client(chroma_url).get_collection(collection + SUFFIX)
-    part = part_ids("a")[1]
-    meta = _blob(_client(chroma_url), collection)[part]
-    snaps.update(ids=[part], metadatas=[{**meta, "b": "QUJD" + meta["b"][4:]}])
+    _tamper(chroma_url, collection, part_ids("a")[1], lambda m: {"b": "QUJD" + m["b"][4:]})
     with _fresh(chroma_url, collection, tmp_path) as mem:
         assert _search(mem) == before
         assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
@@ -115,10 +112,7 @@ def test_a_corrupt_blob_loads_from_rows_and_is_deleted(chroma_url: str, tmp_path
 def test_a_blob_of_other_settings_is_not_served(chroma_url: str, tmp_path: Path) -> None:
     collection = f"pub-{uuid.uuid4().hex[:8]}"
     before = _seed(chroma_url, collection, tmp_path)
-    snaps = _client(chroma_url).get_collection(collection + SUFFIX)
-    head = part_ids("a")[0]
-    meta = _blob(_client(chroma_url), collection)[head]
-    snaps.update(ids=[head], metadatas=[{**meta, "settings": "another-tokenizer"}])
+    _tamper(chroma_url, collection, part_ids("a")[0], lambda m: {"settings": "another-tokenizer"})
     with _fresh(chroma_url, collection, tmp_path) as mem:
         assert _search(mem) == before
         assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
