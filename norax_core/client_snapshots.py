@@ -93,10 +93,10 @@ class ClientSnapshots:
             ).fetchone()
         if row is None:
             return None
-        taken, cfg = float(row[0]), self.log.config
-        if taken <= self.log.clock() - (cfg.retention - cfg.lookback):
+        taken = float(row[0])
+        if not self.log.holds(taken):
             return None
-        touched = self.log.touched(taken - cfg.lookback)
+        touched = self.log.touched(taken - self.log.config.lookback)
         if touched is None or namespace in touched:
             return None
         return taken

@@ -324,10 +324,9 @@ def vouched(log: Any, namespace: str, taken: float) -> bool | None:
     """
     if log is None:
         return True
-    cfg = log.config
-    if taken <= log.clock() - (cfg.retention - cfg.lookback):
+    if not log.holds(taken):
         return True
-    touched = log.touched(taken - cfg.lookback)
+    touched = log.touched(taken - log.config.lookback)
     if touched is None:
         return False
     return None if namespace in touched else True
@@ -347,12 +346,11 @@ def publish_checked(
     ``taken - lookback`` means a write raced with this publish, and the blob is deleted.
     Returns whether a blob was left published.
     """
-    cfg = log.config
-    if taken <= log.clock() - (cfg.retention - cfg.lookback):
+    if not log.holds(taken):
         return False
     if not published.put(namespace, taken, *parts()):
         return False
-    touched = log.recheck(taken - cfg.lookback)
+    touched = log.recheck(taken - log.config.lookback)
     if touched is None or namespace in touched:
         published.drop([namespace])
         return False

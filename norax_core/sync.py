@@ -280,6 +280,15 @@ class ChangeLog:
         self._recent = {e: v for e, v in self._recent.items() if v[0] >= horizon}
         return found
 
+    def holds(self, taken: float) -> bool:
+        """Whether the log still holds every entry a state read at ``taken`` may have missed.
+
+        Those are the entries since ``taken - lookback``; held while
+        ``taken > now - (retention - lookback)``.
+        """
+        cfg = self.config
+        return taken > self.clock() - (cfg.retention - cfg.lookback)
+
     def touched(self, since: float) -> frozenset[str] | None:
         """The namespaces written by entries with ``ts >= since`` (``None``: maybe any).
 
