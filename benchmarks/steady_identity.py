@@ -6,13 +6,17 @@ runs ``--searches`` searches (``k=10``, ``now`` = the scale benchmark's year end
 1k-memory namespaces and the four largest others, after one warm-up search per namespace.
 Every result's ``to_dict()`` (ids, order, scores, signals, matched entities, plan, explanation)
 is pickled to ``--out`` with the main-thread CPU per search (``time.process_time``).
-``compare A B`` says whether two recordings are identical and where they first differ::
+``compare A B`` says whether two recordings are identical and where they first differ. With
+``--tolerance T`` it accepts float values (scores, signals, explanation parts) that differ by at
+most ``T``, for changes that reorder floating-point sums; ids, order, texts, entities and plans
+must still be equal, so a ranking that moves fails it::
 
     PYTHONPATH=/tmp/base python benchmarks/steady_identity.py run --work /work/stores/k1 \\
         --n 10000 --out /tmp/base-10k.pkl
     PYTHONPATH=$PWD python benchmarks/steady_identity.py run --work /work/stores/k1 \\
         --n 10000 --out /tmp/new-10k.pkl [--profile /tmp/new.prof]
-    python benchmarks/steady_identity.py compare /tmp/base-10k.pkl /tmp/new-10k.pkl
+    python benchmarks/steady_identity.py compare /tmp/base-10k.pkl /tmp/new-10k.pkl \\
+        [--tolerance 1e-9]
 """
 
 from __future__ import annotations
@@ -89,25 +93,54 @@ def run(work: Path, n: int, searches: int, out: Path, profile: Path | None) -> N
     )
 
 
-def compare(a: Path, b: Path) -> int:
+def _same(x: Any, y: Any, tolerance: float) -> bool:
+    """``x == y``, except that floats may differ by ``tolerance`` (bools and ints must be equal)."""
+    if isinstance(x, float) and isinstance(y, float):
+        return abs(x - y) <= tolerance
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(_same(x[k], y[k], tolerance) for k in x)
+    if isinstance(x, list | tuple) and isinstance(y, list | tuple):
+        return len(x) == len(y) and all(_same(i, j, tolerance) for i, j in zip(x, y, strict=True))
+    return bool(type(x) is type(y) and x == y)
+
+
+def _drift(x: Any, y: Any) -> float:
+    """The largest difference between two equal-shaped values' floats."""
+    if isinstance(x, float) and isinstance(y, float):
+        return abs(x - y)
+    if isinstance(x, dict):
+        return max((_drift(x[k], y[k]) for k in x), default=0.0)
+    if isinstance(x, list | tuple):
+        return max((_drift(i, j) for i, j in zip(x, y, strict=True)), default=0.0)
+    return 0.0
+
+
+def compare(a: Path, b: Path, tolerance: float = 0.0) -> int:
     left, right = pickle.loads(a.read_bytes()), pickle.loads(b.read_bytes())
     if left["asks"] != right["asks"]:
         print("the two recordings ran different searches")
         return 2
     for i, (x, y) in enumerate(zip(left["results"], right["results"], strict=True)):
-        if x != y:
+        if not _same(x, y, tolerance):
             q, ns = left["asks"][i]
             print(f"search {i} ({ns}: {q!r}) differs")
             for j, (rx, ry) in enumerate(zip(x, y, strict=False)):
-                if rx != ry:
-                    keys = [key for key in rx if rx[key] != ry.get(key)]
+                if not _same(rx, ry, tolerance):
+                    keys = [key for key in rx if not _same(rx[key], ry.get(key), tolerance)]
                     print(f"  result {j}: {keys}")
                     for key in keys[:3]:
                         print(f"    {key}: {rx[key]!r}\n    {' ' * len(key)}  {ry[key]!r}")
                     break
             return 1
     count = sum(len(x) for x in left["results"])
-    print(f"identical: {len(left['asks'])} searches, {count} results")
+    if left["results"] == right["results"]:
+        print(f"identical: {len(left['asks'])} searches, {count} results")
+    else:
+        drift = _drift(left["results"], right["results"])
+        print(
+            f"same ids and order, floats within {tolerance:g} (largest difference {drift:.3g}): "
+            f"{len(left['asks'])} searches, {count} results"
+        )
     return 0
 
 
@@ -123,11 +156,12 @@ def main() -> None:
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
+    c.add_argument("--tolerance", type=float, default=0.0, help="accepted float difference")
     args = ap.parse_args()
     if args.cmd == "run":
         run(args.work, args.n, args.searches, args.out, args.profile)
     else:
-        sys.exit(compare(args.a, args.b))
+        sys.exit(compare(args.a, args.b, args.tolerance))
 
 
 if __name__ == "__main__":
