@@ -307,3 +307,33 @@ def test_the_close_reads_a_namespaces_vectors_by_id(
         monkeypatch.setattr(Collection, "get", spy)
     assert _snapshots(store) == {"a": True, "b": True}
     assert wheres and all(w is None for w in wheres)
+
+
+def test_a_restored_namespace_reads_its_labels_from_the_covering_index(tmp_path: Path) -> None:
+    texts = [
+        "Always add type hints to Python code.",  # instruction
+        "I'm vegetarian, so no meat in the recipes.",  # preference
+        "The harbour ship left at noon.",
+        "Colby moved the wallet to Base.",
+    ]
+    roles = [{"role": "user"}, {"role": "user"}, {"role": "assistant"}, {}]
+    with open_store(tmp_path) as mem:
+        mem.add(texts, ids=["i", "p", "s", "w"], namespace="a", metadata=roles, created_at=NOW)
+        idx = mem.store.indexes
+        standing, every_role = idx.standing("a"), idx.roles("a", ["i", "p", "s", "w"])
+    assert standing == ["i", "p"]
+    assert every_role == {"i": "user", "p": "user", "s": "assistant", "w": ""}
+    with sqlite3.connect(tmp_path / SIDECAR_FILE) as db:  # a file made before the index
+        db.execute("DROP INDEX memories_labels")
+    with open_store(tmp_path) as mem:
+        mem.search("type hints", namespace="a", now=NOW)
+        idx = mem.store.indexes
+        assert idx.restored == 1
+        assert idx.standing("a") == standing
+        assert idx.roles("a", ["i", "p", "s", "w"]) == every_role
+    with sqlite3.connect(tmp_path / SIDECAR_FILE) as db:
+        plan = db.execute(
+            "EXPLAIN QUERY PLAN SELECT id, inferred_kind, role FROM memories WHERE namespace = ?",
+            ("a",),
+        ).fetchall()
+    assert "COVERING INDEX memories_labels" in str(plan)  # the open made it again
