@@ -52,3 +52,9 @@ def test_the_format_is_in_the_settings() -> None:
         assert published.settings("id", 1, {"t": 1}) != now
     finally:
         published.VERSION = old
+
+
+def test_rows_orjson_refuses_are_read_by_json() -> None:
+    rows = [("m\ud800", "ns", "lone \udc00 surrogate", 0.1 + 0.2, 2.0, "s", "user", 2**70, "{}")]
+    got = published.unpack(published.pack(b"state", None, rows))[2]
+    assert got == [(*rows[0], None, None)]
