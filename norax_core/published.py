@@ -95,10 +95,15 @@ _PLACEHOLDER = [1.0]  # Chroma needs an embedding per record; never used
 
 
 def settings(collection_id: str, schema: object, tokenizer: object) -> str:
-    """What a blob must name to be served by a store: collection, layout, schema, tokenizer."""
+    """What a blob must name to be served by a store: collection, layout, schema, tokenizer.
+
+    ``<VERSION>-<hash>``: the format is readable in the head record itself, which a client of
+    an older version rewrites whole when it publishes over a blob (Chroma keeps the keys an
+    upsert leaves out, ``format`` included).
+    """
     tok = json.dumps(tokenizer, sort_keys=True)
     parts = [VERSION, collection_id, snapshots.layout(), str(schema), tok]
-    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:24]
+    return f"{VERSION}-" + hashlib.sha1("|".join(parts).encode()).hexdigest()[:24]
 
 
 def _digest(payload: bytes) -> str:

@@ -46,6 +46,7 @@ def test_a_corrupt_compressed_state_or_rows_is_a_value_error() -> None:
 
 def test_the_format_is_in_the_settings() -> None:
     now = published.settings("id", 1, {"t": 1})
+    assert now.startswith(f"{published.VERSION}-")  # benchmarks/scale_store.published_count
     old = published.VERSION
     try:
         published.VERSION = "1"
