@@ -9,12 +9,9 @@ puts documents in its trigram full-text index, which took 1.4-1.8 s and 18 MB of
 2.7 MB blob against 64-122 ms and 8 MB for a metadata string, measured in Chroma 1.5.9).
 A cold namespace is read with one ``get`` of its ids (:meth:`Published.get`).
 
-Format :data:`VERSION` 2: the state and the rows are zlib-compressed (a 1k-memory namespace's
-1.06 MB of state and 0.26 MB of rows become 0.27 and 0.07 MB), the float32 vectors are
-stored as they are (zlib took them to 0.93 of their size only): 2.5 MB of base64 instead of
-3.8 for 1k memories. Base64 is decoded with ``pybase64`` (a dependency of chromadb, SIMD:
-1 ms instead of 8 for 3.8 MB). A blob of another version names other :func:`settings`:
-it is never served, and it is replaced like a missing one.
+The payload (:mod:`norax_core.published_payload`, format :data:`VERSION` 2) holds the state
+and rows compressed. A blob of another version names other :func:`settings`: it is never
+served, and it is replaced like a missing one.
 
 Validity. A blob is served only if its metadata names this store's settings
 (:func:`settings`: the memory collection's id, the snapshot layout, the sidecar schema and
@@ -32,41 +29,17 @@ Nothing is unpickled: the rows are JSON, the arrays are read with numpy.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import logging
-import struct
 import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from norax_core import snapshots
-
-_orjson: Any
-try:  # chromadb's dependency too: the rows' JSON in a third of json's time
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - an older chromadb
-    _orjson = json
-
-
-def _loads(raw: bytes) -> Any:
-    """``json.loads``, by orjson when it can.
-
-    orjson refuses some of what json reads: a lone surrogate escaped in a memory's text,
-    integers of more than 64 bits.
-    """
-    try:
-        return _orjson.loads(raw)
-    except ValueError:  # orjson.JSONDecodeError is one
-        return json.loads(raw)
-
-
-_b64: Any
-try:  # chromadb's own dependency; SIMD base64, several times binascii's
-    import pybase64 as _b64
-except ImportError:  # pragma: no cover - an older chromadb
-    _b64 = base64
+from norax_core.published_payload import b64decode, b64encode
+from norax_core.published_payload import pack as pack
+from norax_core.published_payload import unpack as unpack
 
 logger = logging.getLogger("norax")
 
@@ -90,7 +63,6 @@ VERSION = "2"
 """The published blobs' format (in :func:`settings` and each head's ``format``): version 1
 stored the state and rows uncompressed."""
 FORMAT = int(VERSION)
-_HEAD = struct.Struct("<QQQ")
 _PLACEHOLDER = [1.0]  # Chroma needs an embedding per record; never used
 
 
@@ -120,42 +92,6 @@ def part_ids(namespace: str) -> list[str]:
     """Every record id a namespace's blob may use."""
     stem = key(namespace)
     return [f"{stem}-h", *(f"{stem}-{i}" for i in range(MAX_PARTS))]
-
-
-def pack(state: bytes, vectors: bytes | None, rows: list[tuple[object, ...]]) -> bytes:
-    """One payload of a snapshot's three parts.
-
-    The state and the rows (as JSON, no document nor metadata) zlib-compressed, the vectors
-    as they are.
-    """
-    raw_rows = json.dumps([list(r[:9]) for r in rows], separators=(",", ":")).encode()
-    z_state, z_rows = zlib.compress(state, _LEVEL), zlib.compress(raw_rows, _LEVEL)
-    vec = vectors or b""
-    return _HEAD.pack(len(z_state), len(vec), len(z_rows)) + z_state + vec + z_rows
-
-
-_LEVEL = 1
-"""zlib's level: 1 compresses the state to 0.26 (6: 0.23) in a fifth of the time."""
-
-
-def unpack(payload: bytes) -> tuple[bytes, bytes | None, list[tuple[object, ...]]]:
-    """The parts of :func:`pack`; the rows as a client's sidecar stores them.
-
-    Raises:
-        ValueError: The payload is not such parts.
-    """
-    try:
-        a, b, c = _HEAD.unpack_from(payload)
-        if _HEAD.size + a + b + c != len(payload):
-            raise ValueError("lengths disagree")
-        view = memoryview(payload)
-        state = zlib.decompress(view[_HEAD.size : _HEAD.size + a])
-        vec = payload[_HEAD.size + a : _HEAD.size + a + b]
-        rows = _loads(zlib.decompress(view[_HEAD.size + a + b :]))
-        out = [(*r, None, None) for r in rows]
-    except Exception as exc:  # any unreadable blob: the namespace loads from Chroma
-        raise ValueError(f"unreadable published snapshot: {exc}") from exc
-    return state, vec or None, out
 
 
 class Published:
@@ -258,7 +194,7 @@ class Published:
             chunks = [found[f"{stem}-{i}"] or {} for i in range(n)]
             if any(c.get("digest") != digest for c in chunks):
                 raise ValueError("its parts are of different blobs")
-            payload = _b64.b64decode("".join(str(c["b"]) for c in chunks), validate=True)
+            payload = b64decode("".join(str(c["b"]) for c in chunks))
         except (KeyError, TypeError, ValueError) as exc:  # binascii.Error is a ValueError
             raise ValueError(f"unreadable published snapshot: {exc}") from exc
         if _digest(payload) != digest:
@@ -284,7 +220,7 @@ class Published:
         Returns whether it was written (not when larger than :data:`MAX_PARTS` parts).
         """
         payload = pack(state, vectors, rows)
-        text = _b64.b64encode(payload).decode()
+        text = b64encode(payload)
         chunks = [text[i : i + PART_CHARS] for i in range(0, len(text), PART_CHARS)]
         if len(chunks) > MAX_PARTS:
             return False
