@@ -383,18 +383,23 @@ def role_publish(folder: Path) -> dict[str, Any]:
 
 
 def published_count(folder: Path) -> tuple[int, int]:
-    """``(namespaces with a published snapshot, namespaces)`` of an embedded store's folder."""
+    """``(namespaces with a published snapshot, namespaces)`` of an embedded store's folder.
+
+    Only blobs of the current :data:`~norax_core.published.VERSION` count (their settings
+    start with it): a store published in an older one is published again
+    (``role_publish``), timed.
+    """
     import sqlite3
 
-    from norax_core.published import SUFFIX
+    from norax_core.published import SUFFIX, VERSION
 
     conn = sqlite3.connect(f"file:{folder / 'chroma.sqlite3'}?mode=ro", uri=True)
     try:
         got = conn.execute(
             "SELECT count(*) FROM embedding_metadata m JOIN embeddings e ON e.id = m.id"
             " JOIN segments s ON s.id = e.segment_id JOIN collections c ON c.id = s.collection"
-            " WHERE c.name = ? AND m.key = 'head'",
-            ("norax" + SUFFIX,),
+            " WHERE c.name = ? AND m.key = 'settings' AND m.string_value LIKE ?",
+            ("norax" + SUFFIX, f"{VERSION}-%"),
         ).fetchone()
     finally:
         conn.close()

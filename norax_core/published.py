@@ -9,6 +9,10 @@ puts documents in its trigram full-text index, which took 1.4-1.8 s and 18 MB of
 2.7 MB blob against 64-122 ms and 8 MB for a metadata string, measured in Chroma 1.5.9).
 A cold namespace is read with one ``get`` of its ids (:meth:`Published.get`).
 
+The payload (:mod:`norax_core.published_payload`, format :data:`VERSION` 2) holds the state
+and rows compressed. A blob of another version names other :func:`settings`: it is never
+served, and it is replaced like a missing one.
+
 Validity. A blob is served only if its metadata names this store's settings
 (:func:`settings`: the memory collection's id, the snapshot layout, the sidecar schema and
 the tokenizer's signature), its parts agree (count and digest of the whole payload) and its
@@ -25,16 +29,17 @@ Nothing is unpickled: the rows are JSON, the arrays are read with numpy.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import logging
-import struct
 import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from norax_core import snapshots
+from norax_core.published_payload import b64decode, b64encode
+from norax_core.published_payload import pack as pack
+from norax_core.published_payload import unpack as unpack
 
 logger = logging.getLogger("norax")
 
@@ -54,16 +59,23 @@ blob on disk), and each write call, a delete of one small record included, read 
 (0.2-0.8 s a call, growing with the log). With 2 the log is purged as it goes: a delete
 takes 5-15 ms and 60 writes of 4 MB 4 s instead of 28 s (Chroma 1.5.9)."""
 _CONFIG = {"hnsw": {"sync_threshold": LOG_SYNC, "batch_size": LOG_SYNC}}
-VERSION = "1"
-_HEAD = struct.Struct("<QQQ")
+VERSION = "2"
+"""The published blobs' format (in :func:`settings` and each head's ``format``): version 1
+stored the state and rows uncompressed."""
+FORMAT = int(VERSION)
 _PLACEHOLDER = [1.0]  # Chroma needs an embedding per record; never used
 
 
 def settings(collection_id: str, schema: object, tokenizer: object) -> str:
-    """What a blob must name to be served by a store: collection, layout, schema, tokenizer."""
+    """What a blob must name to be served by a store: collection, layout, schema, tokenizer.
+
+    ``<VERSION>-<hash>``: the format is readable in the head record itself, which a client of
+    an older version rewrites whole when it publishes over a blob (Chroma keeps the keys an
+    upsert leaves out, ``format`` included).
+    """
     tok = json.dumps(tokenizer, sort_keys=True)
     parts = [VERSION, collection_id, snapshots.layout(), str(schema), tok]
-    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:24]
+    return f"{VERSION}-" + hashlib.sha1("|".join(parts).encode()).hexdigest()[:24]
 
 
 def _digest(payload: bytes) -> str:
@@ -80,32 +92,6 @@ def part_ids(namespace: str) -> list[str]:
     """Every record id a namespace's blob may use."""
     stem = key(namespace)
     return [f"{stem}-h", *(f"{stem}-{i}" for i in range(MAX_PARTS))]
-
-
-def pack(state: bytes, vectors: bytes | None, rows: list[tuple[object, ...]]) -> bytes:
-    """One payload of a snapshot's three parts (rows as JSON, no document nor metadata)."""
-    raw_rows = json.dumps([list(r[:9]) for r in rows], separators=(",", ":")).encode()
-    vec = vectors or b""
-    return _HEAD.pack(len(state), len(vec), len(raw_rows)) + state + vec + raw_rows
-
-
-def unpack(payload: bytes) -> tuple[bytes, bytes | None, list[tuple[object, ...]]]:
-    """The parts of :func:`pack`; the rows as a client's sidecar stores them.
-
-    Raises:
-        ValueError: The payload is not such parts.
-    """
-    try:
-        a, b, c = _HEAD.unpack_from(payload)
-        if _HEAD.size + a + b + c != len(payload):
-            raise ValueError("lengths disagree")
-        state = payload[_HEAD.size : _HEAD.size + a]
-        vec = payload[_HEAD.size + a : _HEAD.size + a + b]
-        rows = json.loads(payload[_HEAD.size + a + b :])
-        out = [(*r, None, None) for r in rows]
-    except Exception as exc:  # any unreadable blob: the namespace loads from Chroma
-        raise ValueError(f"unreadable published snapshot: {exc}") from exc
-    return state, vec or None, out
 
 
 class Published:
@@ -135,6 +121,7 @@ class Published:
         self._counted = counted
         self._col: Any = None
         self._known: dict[str, int] | None = {} if known else None  # namespace -> parts
+        self._other: set[str] = set()  # of _known: blobs of other settings (an old format)
         self._listed = not known
         self._waiting: tuple[list[str], list[dict[str, Any]]] = ([], [])
         self._waiting_chars = 0
@@ -156,12 +143,20 @@ class Published:
             _tune(self._col)
         return self._col
 
+    def prepare(self) -> None:
+        """Get the companion collection's handle now, if it exists (a client's open)."""
+        self._collection(create=False)
+
     def _count(self, n: int) -> None:
         if self._counted is not None:
             self._counted(n)
 
     def held(self) -> set[str] | None:
-        """An embedded store's namespaces with a blob (listed once), else ``None``: unknown."""
+        """An embedded store's namespaces with a blob of its settings (listed once), else ``None``.
+
+        ``None``: unknown (a client). A blob of other settings (an older format) is not held:
+        it is published again over it.
+        """
         if self._known is None:
             return None
         if not self._listed:
@@ -172,7 +167,9 @@ class Published:
                 for m in got["metadatas"]:
                     if m and isinstance(m.get("parts"), int):
                         self._known[str(m.get("ns"))] = int(m["parts"])
-        return set(self._known)
+                        if m.get("settings") != self.settings:
+                            self._other.add(str(m.get("ns")))
+        return set(self._known) - self._other
 
     def get(self, namespace: str) -> tuple[float, bytes, bytes | None, list[Any]] | None:
         """``(taken, state, vectors or None, rows)`` of ``namespace``'s blob, if it has one.
@@ -197,8 +194,8 @@ class Published:
             chunks = [found[f"{stem}-{i}"] or {} for i in range(n)]
             if any(c.get("digest") != digest for c in chunks):
                 raise ValueError("its parts are of different blobs")
-            payload = base64.b64decode("".join(str(c["b"]) for c in chunks))
-        except (KeyError, TypeError, ValueError) as exc:
+            payload = b64decode("".join(str(c["b"]) for c in chunks))
+        except (KeyError, TypeError, ValueError) as exc:  # binascii.Error is a ValueError
             raise ValueError(f"unreadable published snapshot: {exc}") from exc
         if _digest(payload) != digest:
             raise ValueError("its digest does not match")
@@ -223,7 +220,7 @@ class Published:
         Returns whether it was written (not when larger than :data:`MAX_PARTS` parts).
         """
         payload = pack(state, vectors, rows)
-        text = base64.b64encode(payload).decode()
+        text = b64encode(payload)
         chunks = [text[i : i + PART_CHARS] for i in range(0, len(text), PART_CHARS)]
         if len(chunks) > MAX_PARTS:
             return False
@@ -231,6 +228,7 @@ class Published:
         stem = key(namespace)
         head: dict[str, Any] = {
             "head": True,
+            "format": FORMAT,
             "ns": namespace,
             "parts": len(chunks),
             "digest": digest,
@@ -248,6 +246,7 @@ class Published:
         if self._known is not None:
             old = self._known.get(namespace, 0)
             self._known[namespace] = len(chunks)
+            self._other.discard(namespace)
             if old > len(chunks):  # its former blob's last parts
                 self._delete([f"{stem}-{i}" for i in range(len(chunks), old)])
         return True
@@ -264,12 +263,14 @@ class Published:
 
     def drop(self, namespaces: Iterable[str]) -> None:
         """Delete the blobs of ``namespaces`` (after a write to them)."""
-        held = self.held()
-        wanted = [ns for ns in dict.fromkeys(namespaces) if held is None or ns in held]
-        if self._known is None:  # any part may exist
+        self.held()
+        known = self._known
+        wanted = [ns for ns in dict.fromkeys(namespaces) if known is None or ns in known]
+        if known is None:  # any part may exist
             ids = [i for ns in wanted for i in part_ids(ns)]
         else:  # exactly those that exist: the write position counts every id deleted
-            ids = [i for ns in wanted for i in part_ids(ns)[: 1 + self._known.pop(ns)]]
+            ids = [i for ns in wanted for i in part_ids(ns)[: 1 + known.pop(ns)]]
+            self._other.difference_update(wanted)
         self._delete(ids)
 
     def _delete(self, ids: list[str]) -> None:
@@ -293,6 +294,7 @@ class Published:
             self._count(len(got["ids"]))
         if self._known is not None:
             self._known.clear()
+            self._other.clear()
 
     def namespaces(self) -> set[str]:
         """The namespaces with a blob of this store's settings."""

@@ -9,8 +9,12 @@ and one of other settings are not served; ``repair`` and a re-created collection
 
 from __future__ import annotations
 
+import base64
+import json
 import sqlite3
+import struct
 import uuid
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,9 +23,9 @@ import pytest
 from _support import open_store
 from test_client_snapshots import NOW, _client, _fill, _open, _search, _write
 
-from norax_core import NoraxMemory
+from norax_core import NoraxMemory, published
 from norax_core.maintenance import check_store, repair_store
-from norax_core.published import LOG_SYNC, SUFFIX, part_ids
+from norax_core.published import FORMAT, LOG_SYNC, SUFFIX, part_ids
 
 pytestmark = pytest.mark.server
 
@@ -107,6 +111,78 @@ def test_a_corrupt_blob_loads_from_rows_and_is_deleted(chroma_url: str, tmp_path
         assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
         assert not _blob(_client(chroma_url), collection)  # deleted...
     assert _blob(_client(chroma_url), collection)  # ...and published afresh at close
+
+
+def _rewrite(client: chromadb.ClientAPI, collection: str, old: bool, ns: str = "a") -> None:
+    """Replace the blob of ``ns`` by another of the same snapshot.
+
+    ``old``: as format 1 wrote it (state and rows uncompressed, settings of version 1, no
+    ``format`` in the head); else the current format with its state's compressed bytes
+    corrupt, under a digest that matches (only the decompression finds it).
+    """
+    stem = published.key(ns)
+    found = _blob(client, collection, ns)
+    head = found[f"{stem}-h"]
+    text = "".join(found[f"{stem}-{i}"]["b"] for i in range(head["parts"]))
+    state, vec, rows = published.unpack(base64.b64decode(text))
+    raw_rows = json.dumps([list(r[:9]) for r in rows], separators=(",", ":")).encode()
+    if old:
+        sizes, body = (len(state), len(vec or b""), len(raw_rows)), [state, vec or b"", raw_rows]
+        head = {k: v for k, v in head.items() if k != "format"}
+        head["settings"] = "0" * 24  # version 1's settings hash differs (VERSION is in it)
+    else:
+        z_state = bytearray(zlib.compress(state))
+        z_state[len(z_state) // 2 :] = bytes(len(z_state) - len(z_state) // 2)
+        z_rows = zlib.compress(raw_rows)
+        sizes, body = (len(z_state), len(vec or b""), len(z_rows)), [z_state, vec or b"", z_rows]
+    payload = struct.pack("<QQQ", *sizes) + b"".join(bytes(b) for b in body)
+    digest = f"{zlib.crc32(payload):08x}-{len(payload)}"
+    snaps = client.get_collection(collection + SUFFIX)
+    snaps.delete(ids=part_ids(ns))
+    snaps.add(
+        ids=[f"{stem}-h", f"{stem}-0"],
+        metadatas=[
+            {**head, "parts": 1, "digest": digest},
+            {"digest": digest, "b": base64.b64encode(payload).decode()},
+        ],
+        embeddings=[[1.0], [1.0]],
+    )
+
+
+def _head(client: chromadb.ClientAPI, collection: str, ns: str = "a") -> dict:
+    return _blob(client, collection, ns)[f"{published.key(ns)}-h"]
+
+
+def test_a_blob_of_the_former_format_is_read_from_rows_and_replaced(
+    chroma_url: str, tmp_path: Path
+) -> None:
+    collection = f"pub-{uuid.uuid4().hex[:8]}"
+    before = _seed(chroma_url, collection, tmp_path)
+    current = _head(_client(chroma_url), collection)
+    assert current["format"] == FORMAT
+    _rewrite(_client(chroma_url), collection, old=True)
+    assert "format" not in _head(_client(chroma_url), collection)
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        assert _search(mem) == before
+        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+    head = _head(_client(chroma_url), collection)  # published over it at close
+    assert head["format"] == FORMAT and head["settings"] == current["settings"]
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        assert _search(mem) == before
+        assert mem.store.indexes.restored == 1 and mem.rows_read == []
+
+
+def test_a_corrupt_compressed_state_under_a_matching_digest_is_deleted(
+    chroma_url: str, tmp_path: Path
+) -> None:
+    collection = f"pub-{uuid.uuid4().hex[:8]}"
+    before = _seed(chroma_url, collection, tmp_path)
+    _rewrite(_client(chroma_url), collection, old=False)
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        assert _search(mem) == before
+        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+        assert not _blob(_client(chroma_url), collection)  # deleted...
+    assert _head(_client(chroma_url), collection)["format"] == FORMAT  # ...published afresh
 
 
 def test_a_blob_of_other_settings_is_not_served(chroma_url: str, tmp_path: Path) -> None:
@@ -201,6 +277,35 @@ def test_norax_publish_publishes_a_store_built_without_them(tmp_path: Path) -> N
     finally:
         client.close()
     with open_store(folder) as mem:  # the publish kept the recorded Chroma position
+        assert mem.store.position.trusted()
+
+
+def test_norax_publish_replaces_blobs_of_the_former_format(tmp_path: Path) -> None:
+    from norax_core.cli import main
+
+    folder = tmp_path / "store"
+    with open_store(folder) as mem:
+        for ns in ("a", "b"):
+            mem.add([f"{ns} note {i} about Colby" for i in range(5)], namespace=ns)
+        before = _search(mem, "a")
+    client = chromadb.PersistentClient(path=str(folder))
+    try:
+        _rewrite(client, "norax", old=True)  # a store published by format 1
+        assert "format" not in _head(client, "norax")
+    finally:
+        client.close()
+    with open_store(folder) as mem:  # the former blob is not held: not counted as published
+        assert mem.store.indexes.published.held() == {"b"}
+    assert main(["--store", str(folder), "publish"]) == 0
+    client = chromadb.PersistentClient(path=str(folder))
+    try:
+        assert _head(client, "norax")["format"] == FORMAT
+        with open_store(client=client, collection="norax", index_path=None) as mem:
+            assert _search(mem, "a") == before
+            assert mem.store.indexes.restored == 1
+    finally:
+        client.close()
+    with open_store(folder) as mem:
         assert mem.store.position.trusted()
 
 
