@@ -441,6 +441,12 @@ class Sidecar(snapshot_table.SnapshotTable):
         with self._lock:
             return self._writes
 
+    def lacking_records(self, namespace: str) -> list[str]:
+        """The ids of ``namespace``'s rows that hold no record (:meth:`fill_records`)."""
+        sql = "SELECT id FROM memories WHERE namespace = ? AND document IS NULL"
+        with self._lock:
+            return [m for (m,) in self._conn.execute(sql, (namespace,))]
+
     def fill_records(
         self, namespace: str, records: Mapping[str, tuple[str, str]], writes: int
     ) -> int:

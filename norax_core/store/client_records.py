@@ -10,9 +10,9 @@ that ranked them, and their bytes are charged to the index budget.
 
 A namespace loaded from a snapshot (the shared file or a published blob) may come without
 its records. Its first search that needs some reads them from Chroma by id, as before; the
-next one reads the whole namespace's records once (:func:`fill`, one ``get``, about 35 ms
-for 1,000 memories over ``chroma run``) into the rows that lack one, so that a namespace
-searched again stops asking Chroma, and one searched once pays nothing more.
+next one reads the records its rows lack once (:func:`fill`, by id, 256 a ``get``: about
+35 ms for 1,000 memories over ``chroma run``), so that a namespace searched again stops
+asking Chroma, and one searched once pays nothing more.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from norax_core.models import Memory
+from norax_core.models import DEFAULT_NAMESPACE, Memory
 from norax_core.sidecar import record_json
 from norax_core.signals.dense import NAMESPACE_KEY
 
@@ -30,6 +30,9 @@ Decode = Callable[[str, str | None, dict[str, Any]], Memory]
 
 FILL_AFTER = 1
 """A loaded namespace's searches that read records from Chroma by id before :func:`fill`."""
+FILL_IDS = 256
+"""Records per ``get`` of :func:`fill` (as a client reads a namespace's rows,
+:data:`~norax_core.store.chroma.ROWS_PER_GET`)."""
 
 
 def client_records(
@@ -84,27 +87,35 @@ def _fill_due(indexes: Any, lock: Any, namespace: str) -> bool:
 
 
 def fill(collection: Any, indexes: Any, lock: Any, namespace: str) -> int:
-    """Read every record of loaded ``namespace`` from Chroma into its rows that lack one.
+    """Read the records loaded ``namespace``'s rows lack from Chroma into them.
 
-    Nothing is filled if any row changed meanwhile
-    (:meth:`~norax_core.sidecar.Sidecar.fill_records`) or the namespace was evicted: a
-    record is never older than the row it joins. Returns the bytes filled (charged to the
-    index budget).
+    By id, :data:`FILL_IDS` a ``get``, so that one decoded response stays small whatever
+    the namespace's size. A part is not filled if any row changed during its read
+    (:meth:`~norax_core.sidecar.Sidecar.fill_records`) or the namespace was evicted, and a
+    record that names another namespace (moved by another process, not pulled yet) is left
+    out: a record is never older than the row it joins. Returns the bytes filled (charged to
+    the index budget).
     """
     sidecar = indexes.sidecar
     with lock:
-        if not indexes.holds(namespace):
-            return 0
-        writes = sidecar.writes
-    got = collection.get(where={NAMESPACE_KEY: namespace}, include=["documents", "metadatas"])
-    records = {
-        mid: (doc or "", record_json(dict(meta or {})))
-        for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
-    }
-    del got
-    with lock:
-        if not indexes.holds(namespace):
-            return 0
-        filled = int(sidecar.fill_records(namespace, records, writes))
-        indexes.records_kept(namespace, filled)
+        lacking = sidecar.lacking_records(namespace) if indexes.holds(namespace) else []
+    filled = 0
+    for s in range(0, len(lacking), FILL_IDS):
+        with lock:
+            if not indexes.holds(namespace):
+                return filled
+            writes = sidecar.writes
+        got = collection.get(ids=lacking[s : s + FILL_IDS], include=["documents", "metadatas"])
+        records = {
+            mid: (doc or "", record_json(meta))
+            for mid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+            if meta is not None and meta.get(NAMESPACE_KEY, DEFAULT_NAMESPACE) == namespace
+        }
+        del got
+        with lock:
+            if not indexes.holds(namespace):
+                return filled
+            part = int(sidecar.fill_records(namespace, records, writes))
+            indexes.records_kept(namespace, part)
+        filled += part
     return filled
