@@ -7,7 +7,8 @@ transaction, proportional to the batch (never a rewrite of the whole index). Row
 by namespace, so one namespace loads without reading the others
 (:class:`~norax_core.indexes.DerivedIndexes` loads namespaces lazily), and each namespace's
 saved graph communities have a row of their own. Each row also keeps the memory's Chroma
-record (document, metadata), so an embedded store answers a search without reading Chroma.
+record (document, metadata), so an embedded store answers a search without reading Chroma
+(a client too, for the namespaces it has loaded: :mod:`norax_core.store.client_records`).
 The engine reconciles the sidecar with Chroma on open (not at all when Chroma's write
 position is the one the sidecar recorded, :mod:`norax_core.store.position`; else pending
 ids, and every id) and on :meth:`NoraxMemory.refresh`.
