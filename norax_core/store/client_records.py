@@ -30,6 +30,9 @@ Decode = Callable[[str, str | None, dict[str, Any]], Memory]
 
 FILL_AFTER = 1
 """A loaded namespace's searches that read records from Chroma by id before :func:`fill`."""
+FILL_MAX = 4_096
+"""A namespace whose rows lack more records than this is not filled (about 0.15 s of reads
+in one search, and memory its budget may not have): its searches read their results by id."""
 FILL_IDS = 256
 """Records per ``get`` of :func:`fill` (as a client reads a namespace's rows,
 :data:`~norax_core.store.chroma.ROWS_PER_GET`)."""
@@ -89,6 +92,8 @@ def _fill_due(indexes: Any, lock: Any, namespace: str) -> bool:
 def fill(collection: Any, indexes: Any, lock: Any, namespace: str) -> int:
     """Read the records loaded ``namespace``'s rows lack from Chroma into them.
 
+    Not if they lack more than :data:`FILL_MAX`.
+
     By id, :data:`FILL_IDS` a ``get``, so that one decoded response stays small whatever
     the namespace's size. A part is not filled if any row changed during its read
     (:meth:`~norax_core.sidecar.Sidecar.fill_records`) or the namespace was evicted, and a
@@ -99,6 +104,8 @@ def fill(collection: Any, indexes: Any, lock: Any, namespace: str) -> int:
     sidecar = indexes.sidecar
     with lock:
         lacking = sidecar.lacking_records(namespace) if indexes.holds(namespace) else []
+    if len(lacking) > FILL_MAX:
+        return 0
     filled = 0
     for s in range(0, len(lacking), FILL_IDS):
         with lock:

@@ -24,6 +24,7 @@ from test_published_snapshots import _fresh, _seed
 
 from norax_core import NoraxMemory
 from norax_core.sidecar import record_bytes
+from norax_core.store import client_records
 
 pytestmark = pytest.mark.server
 
@@ -150,6 +151,21 @@ def test_a_published_namespace_gets_its_records_once(chroma_url: str, tmp_path: 
         assert _as_read(got) == _truth(mem, got)
 
 
+def test_a_namespace_lacking_too_many_records_is_not_filled(
+    chroma_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    collection = f"rows-{uuid.uuid4().hex[:8]}"
+    _seed(chroma_url, collection, tmp_path)
+    monkeypatch.setattr(client_records, "FILL_MAX", 29)  # namespace a lacks 30
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        reads = _reads(mem)
+        mem.search("harbour ship", k=3, namespace="a", now=NOW)
+        got = _hits(mem, "a", k=30)
+        assert [len(r["ids"]) for r in reads] == [3, 27]  # by id, as before: no fill
+        assert mem.store.indexes.sidecar.lacking_records("a") and _charged(mem, "a") == 0
+        assert _as_read(got) == _truth(mem, got)
+
+
 def test_a_write_racing_the_fill_is_not_overwritten(chroma_url: str, tmp_path: Path) -> None:
     collection = f"rows-{uuid.uuid4().hex[:8]}"
     _seed(chroma_url, collection, tmp_path)
@@ -197,8 +213,7 @@ def test_two_collections_with_the_same_ids_keep_their_own_records(chroma_url: st
 def test_fill_is_never_used_for_an_unloaded_namespace(chroma_url: str) -> None:
     name = f"rows-{uuid.uuid4().hex[:8]}"
     _fill(chroma_url, name)
-    from norax_core.store.client_records import fill
-
     with _open(chroma_url, name) as mem:
-        assert fill(mem.store.collection, mem.store.indexes, mem.store.lock, "a") == 0
+        store = mem.store
+        assert client_records.fill(store.collection, store.indexes, store.lock, "a") == 0
         assert mem.store.indexes.sidecar.namespace_records("a") == []
