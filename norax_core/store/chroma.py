@@ -275,7 +275,7 @@ def store_records(
     ids: Sequence[str],
     local: bool,
     namespace: str | None,
-    lock: Any = None,
+    lock: Any,
 ) -> dict[str, Memory]:
     """The records of ``ids`` (in ``namespace``) by id; ``local``: a search's results.
 

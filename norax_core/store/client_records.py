@@ -50,7 +50,7 @@ def client_records(
 
     From the sidecar's rows where they hold one, else from Chroma (after a :func:`fill` if
     the namespace is due one). ``decode(id, document, metadata)`` builds a memory from a
-    record. Nothing is kept
+    record. ``lock``: the store's, held to look at the loaded indexes. Nothing is kept
     unless the namespace was loaded at the start (an eviction since counts as a write for
     the caller's :meth:`~norax_core.sidecar.Sidecar.kept_records`).
     """
@@ -92,14 +92,12 @@ def _fill_due(indexes: Any, lock: Any, namespace: str) -> bool:
 def fill(collection: Any, indexes: Any, lock: Any, namespace: str) -> int:
     """Read the records loaded ``namespace``'s rows lack from Chroma into them.
 
-    Not if they lack more than :data:`FILL_MAX`.
-
-    By id, :data:`FILL_IDS` a ``get``, so that one decoded response stays small whatever
-    the namespace's size. A part is not filled if any row changed during its read
-    (:meth:`~norax_core.sidecar.Sidecar.fill_records`) or the namespace was evicted, and a
-    record that names another namespace (moved by another process, not pulled yet) is left
-    out: a record is never older than the row it joins. Returns the bytes filled (charged to
-    the index budget).
+    Not if they lack more than :data:`FILL_MAX`; else by id, :data:`FILL_IDS` a ``get``, so
+    that one decoded response stays small whatever the namespace's size. A part is not
+    filled if any row changed during its read (:meth:`~norax_core.sidecar.Sidecar.fill_records`)
+    or the namespace was evicted, and a record that names another namespace (moved by another
+    process, not pulled yet) is left out: a record is never older than the row it joins.
+    Returns the bytes filled (charged to the index budget).
     """
     sidecar = indexes.sidecar
     with lock:
