@@ -9,10 +9,12 @@ its results there rather than from Chroma: records are exactly as current as the
 that ranked them, and their bytes are charged to the index budget.
 
 A namespace loaded from a snapshot (the shared file or a published blob) may come without
-its records. Its first search that needs some reads them from Chroma by id, as before; the
-next one reads the records its rows lack once (:func:`fill`, by id, 256 a ``get``: about
-35 ms for 1,000 memories over ``chroma run``), so that a namespace searched again stops
-asking Chroma, and one searched once pays nothing more.
+its records. Its searches that need some read them from Chroma by id, as before, until they
+have made as many reads as reading every record its rows lack takes (:func:`fill`, by id,
+256 a ``get``: 4 reads, about 35 ms, for 1,000 memories over ``chroma run``; at least one);
+the next one fills them, and the namespace stops asking Chroma. Rent, then buy: a namespace
+searched a few times per load never spends more than about twice what it did before, one
+searched often stops paying.
 """
 
 from __future__ import annotations
@@ -28,8 +30,6 @@ from norax_core.signals.dense import NAMESPACE_KEY
 Decode = Callable[[str, str | None, dict[str, Any]], Memory]
 """Builds a memory from a record (id, document, metadata)."""
 
-FILL_AFTER = 1
-"""A loaded namespace's searches that read records from Chroma by id before :func:`fill`."""
 FILL_MAX = 4_096
 """A namespace whose rows lack more records than this is not filled (about 0.15 s of reads
 in one search, and memory its budget may not have): its searches read their results by id."""
@@ -61,8 +61,7 @@ def client_records(
     if keep:
         out = _held(sidecar, ids, decode)
         rest = [m for m in ids if m not in out]
-        if rest and _fill_due(indexes, lock, namespace):
-            fill(collection, indexes, lock, namespace)
+        if rest and fill(collection, indexes, lock, namespace, missed=True):
             out |= _held(sidecar, rest, decode)
     rest = [m for m in ids if m not in out]
     if rest:
@@ -79,19 +78,12 @@ def _held(sidecar: Any, ids: Sequence[str], decode: Decode) -> dict[str, Memory]
     return {m: decode(m, d, json.loads(j)) for m, (d, j) in held.items()}
 
 
-def _fill_due(indexes: Any, lock: Any, namespace: str) -> bool:
-    """Count a search of loaded ``namespace`` that misses records; whether to :func:`fill`."""
-    with lock:
-        if not indexes.holds(namespace):
-            return False
-        reads = indexes.record_reads.get(namespace, 0)
-        indexes.record_reads[namespace] = reads + 1
-        return reads >= FILL_AFTER
-
-
-def fill(collection: Any, indexes: Any, lock: Any, namespace: str) -> int:
+def fill(collection: Any, indexes: Any, lock: Any, namespace: str, missed: bool = False) -> int:
     """Read the records loaded ``namespace``'s rows lack from Chroma into them.
 
+    ``missed``: for a search that found some of its results without a record; it counts it
+    in ``indexes.record_reads`` and fills only once the namespace's earlier such searches
+    (since it loaded) are at least as many as the fill's ``get`` calls (one at least).
     Not if they lack more than :data:`FILL_MAX`; else by id, :data:`FILL_IDS` a ``get``, so
     that one decoded response stays small whatever the namespace's size. A part is not
     filled if any row changed during its read (:meth:`~norax_core.sidecar.Sidecar.fill_records`)
@@ -101,8 +93,14 @@ def fill(collection: Any, indexes: Any, lock: Any, namespace: str) -> int:
     """
     sidecar = indexes.sidecar
     with lock:
-        lacking = sidecar.lacking_records(namespace) if indexes.holds(namespace) else []
-    if len(lacking) > FILL_MAX:
+        if not indexes.holds(namespace):
+            return 0
+        lacking = sidecar.lacking_records(namespace)
+        reads = indexes.record_reads.get(namespace, 0)
+        if missed:
+            indexes.record_reads[namespace] = reads + 1
+    parts = -(-len(lacking) // FILL_IDS)
+    if not lacking or len(lacking) > FILL_MAX or (missed and reads < max(parts, 1)):
         return 0
     filled = 0
     for s in range(0, len(lacking), FILL_IDS):

@@ -2,12 +2,12 @@
 (norax_core/store/client_records.py), over a real ``chroma run``.
 
 A namespace loaded from Chroma's rows holds its records at once; one restored from a
-published snapshot (rows without records) gets them in one read at its second search that
-misses. Either way a search asks Chroma for none of its results, and what it returns is what
-Chroma holds once the indexes caught up: another process's update, delete and move are seen
-at the next pull, a write racing the fill is never overwritten by an older record, the
-records are charged to the index budget and leave with the namespace, and two collections
-(tenants) with the same ids keep their own.
+published snapshot (rows without records) gets them once its searches have read by id as
+many times as the fill reads. Either way a search then asks Chroma for none of its results,
+and what it returns is what Chroma holds once the indexes caught up: another process's
+update, delete and move are seen at the next pull, a write racing the fill is never
+overwritten by an older record, the records are charged to the index budget and leave with
+the namespace, and two collections (tenants) with the same ids keep their own.
 """
 
 from __future__ import annotations
@@ -148,6 +148,25 @@ def test_a_published_namespace_gets_its_records_once(chroma_url: str, tmp_path: 
         assert indexes.nbytes == sum(indexes._loaded.values()) + _charged(mem, "a") > 0
         indexes.sidecar._parsed.clear()  # nothing kept as parsed: every result from a row
         assert _hits(mem, "a", k=30).keys() == got.keys() and len(reads) == 2
+        assert _as_read(got) == _truth(mem, got)
+
+
+def test_a_namespace_is_filled_once_its_reads_by_id_would_have_paid_for_it(
+    chroma_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    collection = f"rows-{uuid.uuid4().hex[:8]}"
+    _seed(chroma_url, collection, tmp_path)
+    monkeypatch.setattr(client_records, "FILL_IDS", 10)  # a's 30 records: a fill of 3 reads
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        reads, sidecar = _reads(mem), mem.store.indexes.sidecar
+        for _ in range(3):  # rent: each search reads its results by id
+            sidecar._parsed.clear()
+            mem.search("harbour ship", k=3, namespace="a", now=NOW)
+        assert [len(r["ids"]) for r in reads] == [3, 3, 3] and _charged(mem, "a") == 0
+        sidecar._parsed.clear()
+        got = _hits(mem, "a", k=30)  # buy: the fill's 3 reads, then every result from a row
+        assert [len(r["ids"]) for r in reads[3:]] == [10, 10, 10]
+        assert not sidecar.lacking_records("a")
         assert _as_read(got) == _truth(mem, got)
 
 
