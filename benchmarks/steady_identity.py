@@ -9,7 +9,10 @@ is pickled to ``--out`` with the main-thread CPU per search (``time.process_time
 ``compare A B`` says whether two recordings are identical and where they first differ. With
 ``--tolerance T`` it accepts float values (scores, signals, explanation parts) that differ by at
 most ``T``, for changes that reorder floating-point sums; ids, order, texts, entities and plans
-must still be equal, so a ranking that moves fails it::
+must still be equal, so a ranking that moves fails it. With ``--url`` the searches are a client's
+(``NoraxMemory(client=HttpClient)``) of ``chroma run --path COPY`` serving a copy the caller
+made of ``DIR/store-N`` (never the kept folder): its results, texts and metadata included, must
+equal the embedded store's::
 
     PYTHONPATH=/tmp/base python benchmarks/steady_identity.py run --work /work/stores/k1 \\
         --n 10000 --out /tmp/base-10k.pkl
@@ -40,6 +43,7 @@ from scale_store import (  # noqa: E402
     YEAR_END,
     K,
     _inputs,
+    client_for,
     lookup_embedder,
     namespace_sizes,
     ns_name,
@@ -52,7 +56,9 @@ def _namespaces(n: int) -> list[str]:
     return [ns_name(i) for i in range(COLD_COUNT)] + [ns_name(i) for i in others]
 
 
-def run(work: Path, n: int, searches: int, out: Path, profile: Path | None) -> None:
+def run(
+    work: Path, n: int, searches: int, out: Path, profile: Path | None, url: str | None = None
+) -> None:
     from norax_core import NoraxMemory
     from norax_core.entities import load_extractor
 
@@ -63,9 +69,12 @@ def run(work: Path, n: int, searches: int, out: Path, profile: Path | None) -> N
     rng = random.Random(7)
     asks = [(rng.choice(queries), names[i % len(names)]) for i in range(searches)]
     with tempfile.TemporaryDirectory(prefix="steady-identity-") as tmp:
-        folder = Path(tmp) / "store"
-        shutil.copytree(work / f"store-{n}", folder)
-        mem = NoraxMemory(folder, embedder=emb, extractor=extractor)
+        if url:
+            mem = NoraxMemory(client=client_for(url), embedder=emb, extractor=extractor)
+        else:
+            folder = Path(tmp) / "store"
+            shutil.copytree(work / f"store-{n}", folder)
+            mem = NoraxMemory(folder, embedder=emb, extractor=extractor)
         try:
             for ns in names:  # loads every namespace: the recording is of steady searches
                 mem.search(queries[0], k=K, namespace=ns, now=YEAR_END)
@@ -153,13 +162,14 @@ def main() -> None:
     r.add_argument("--searches", type=int, default=2000)
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--profile", type=Path)
+    r.add_argument("--url", help="a chroma run serving a copy of the store: search as a client")
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
     c.add_argument("--tolerance", type=float, default=0.0, help="accepted float difference")
     args = ap.parse_args()
     if args.cmd == "run":
-        run(args.work, args.n, args.searches, args.out, args.profile)
+        run(args.work, args.n, args.searches, args.out, args.profile, args.url)
     else:
         sys.exit(compare(args.a, args.b, args.tolerance))
 

@@ -53,7 +53,15 @@ from norax_core.config import NoraxConfig
 from norax_core.kinds import STANDING
 from norax_core.published import Published, publish_checked, vouched
 from norax_core.reclaim import READ_BYTES_PER_ROW, Reclaimer
-from norax_core.sidecar import SCHEMA_VERSION, IndexRow, RowSource, Sidecar, SidecarRows, row_bytes
+from norax_core.sidecar import (
+    SCHEMA_VERSION,
+    IndexRow,
+    RowSource,
+    Sidecar,
+    SidecarRows,
+    record_bytes,
+    row_bytes,
+)
 from norax_core.signals.bm25 import BM25Index, BM25Signal
 from norax_core.signals.dense import NAMESPACE_KEY
 from norax_core.signals.entity_graph import STATE_VERSION
@@ -72,7 +80,7 @@ recomputing) in its in-memory sidecar, up to ``index_cache_mb / GRAPH_STATES_SHA
 the most recently saved first: without a bound a worker's memory grows with every namespace it
 ever served (about 3 KB each, 20 KB for 1,000 memories)."""
 _TRIM_STATES_EVERY = 16  # evictions between trims (a trim reads every saved state's length)
-_ROLE, _INFERRED = 7, 8  # columns of a stored row (Sidecar.namespace_records)
+_ROLE, _INFERRED, _DOCUMENT = 7, 8, 9  # columns of a stored row (Sidecar.namespace_records)
 
 
 class DerivedIndexes:
@@ -120,6 +128,11 @@ class DerivedIndexes:
         self.vectors = VectorCache(int(config.dense_cache_mb * 2**20), freed=self.reclaim.freed)
         self.budget = int(config.index_cache_mb * 2**20)
         self._loaded: OrderedDict[str, int] = OrderedDict()  # namespace -> est. bytes, LRU first
+        # a client's loaded namespaces -> est. bytes of the records its sidecar rows hold
+        self._records: dict[str, int] = {}
+        self.record_reads: dict[str, int] = {}
+        """A client's loaded namespaces -> searches that read records from Chroma since it
+        loaded (:mod:`norax_core.store.client_records`)."""
         self._held = 0  # > 0: nothing is evicted (a check reads every namespace)
         self._present: set[str] = set()  # namespaces known to hold memories in the source
         self._empty: set[str] = set()  # loaded namespaces that hold no memory
@@ -157,8 +170,18 @@ class DerivedIndexes:
 
     @property
     def nbytes(self) -> int:
-        """Estimated bytes held by the loaded namespaces (:func:`row_bytes`)."""
-        return sum(self._loaded.values())
+        """Estimated bytes held by the loaded namespaces.
+
+        :func:`row_bytes` each, plus the records a client's sidecar rows hold
+        (:func:`record_bytes`).
+        """
+        return sum(self._loaded.values()) + sum(self._records.values())
+
+    def records_kept(self, namespace: str, nbytes: int) -> None:
+        """A client's sidecar now holds ``nbytes`` more of loaded ``namespace``'s records."""
+        if namespace in self._loaded and nbytes:
+            self._records[namespace] = self._records.get(namespace, 0) + nbytes
+            self._trim(keep=namespace)
 
     def ensure(self, namespace: str) -> None:
         """Load ``namespace`` if it is not loaded, and mark it most recently used."""
@@ -246,7 +269,7 @@ class DerivedIndexes:
             if total <= self.budget:
                 return
             if ns != keep:
-                total -= self._loaded[ns]
+                total -= self._loaded[ns] + self._records.get(ns, 0)
                 self.evict(ns)
 
     def evict(self, namespace: str) -> None:
@@ -255,7 +278,7 @@ class DerivedIndexes:
             return
         self._snapshot(namespace, evicting=True)
         self._publish(namespace)
-        self.reclaim.freed(self._loaded.pop(namespace))
+        self.reclaim.freed(self._loaded.pop(namespace) + self._records.get(namespace, 0))
         self._empty.discard(namespace)
         state = self._drop(namespace)
         if state is not None:
@@ -377,6 +400,7 @@ class DerivedIndexes:
         self._roles[namespace] = {str(r[0]): str(r[_ROLE]) for r in rows if r[_ROLE]}
         self.namespace_of.update(dict.fromkeys(ids, namespace))
         self._loaded[namespace] = int(state["nbytes"])
+        self._records[namespace] = sum(record_bytes(r[_DOCUMENT], r[_DOCUMENT + 1]) for r in rows)
         self.last_seq = max(self.last_seq, self.temporal.last_seq)
         block = snapshots.unpack_vectors(vectors, ids) if vectors is not None else None
         if block is not None:
@@ -611,6 +635,8 @@ class DerivedIndexes:
         self._snapped.pop(namespace, None)
         self._bases.pop(namespace, None)
         self._unpublished.pop(namespace, None)
+        self._records.pop(namespace, None)
+        self.record_reads.pop(namespace, None)
         for mid in self.temporal.ids(namespace):
             self.namespace_of.pop(mid, None)
         self._standing.pop(namespace, None)
@@ -767,6 +793,9 @@ class DerivedIndexes:
             if old is None:
                 self._loaded[r.namespace] += row_bytes(r)
                 self._empty.discard(r.namespace)
+                if not self.source.complete:  # a client's sidecar holds it in memory
+                    held = record_bytes(r.document, r.metadata)
+                    self._records[r.namespace] = self._records.get(r.namespace, 0) + held
             self.namespace_of[r.id] = r.namespace
             standing = self._standing.setdefault(r.namespace, set())
             if r.inferred_kind in STANDING:
@@ -827,6 +856,8 @@ class DerivedIndexes:
         n = self.temporal.count(ns)
         if ns in self._loaded and n:
             self._loaded[ns] -= self._loaded[ns] // n
+            if ns in self._records:
+                self._records[ns] -= self._records[ns] // n
         self._standing.get(ns, set()).discard(mid)
         self._roles.get(ns, {}).pop(mid, None)
         self.bm25.remove(ns, mid)

@@ -7,7 +7,8 @@ transaction, proportional to the batch (never a rewrite of the whole index). Row
 by namespace, so one namespace loads without reading the others
 (:class:`~norax_core.indexes.DerivedIndexes` loads namespaces lazily), and each namespace's
 saved graph communities have a row of their own. Each row also keeps the memory's Chroma
-record (document, metadata), so an embedded store answers a search without reading Chroma.
+record (document, metadata), so an embedded store answers a search without reading Chroma
+(a client too, for the namespaces it has loaded: :mod:`norax_core.store.client_records`).
 The engine reconciles the sidecar with Chroma on open (not at all when Chroma's write
 position is the one the sidecar recorded, :mod:`norax_core.store.position`; else pending
 ids, and every id) and on :meth:`NoraxMemory.refresh`.
@@ -100,6 +101,22 @@ ENTITY_BYTES = 900
 def row_bytes(row: IndexRow) -> int:
     """What one memory is estimated to cost in memory once its namespace is loaded."""
     return ROW_BYTES + TOKEN_BYTES * len(row.tokens) + ENTITY_BYTES * len(row.entities)
+
+
+RECORD_BYTES = 100
+"""Estimated bytes an in-memory sidecar row costs beyond its record's characters (SQLite
+cell and index entry, page slack)."""
+
+
+def record_bytes(document: object, metadata: object) -> int:
+    """What a client's in-memory sidecar is estimated to spend on one row's record.
+
+    0 for a row that does not hold it (``None``); a client charges it to the index budget
+    (:class:`~norax_core.indexes.DerivedIndexes`).
+    """
+    if not isinstance(document, str) or not isinstance(metadata, str):
+        return 0
+    return RECORD_BYTES + len(document) + len(metadata)
 
 
 class RowSource(Protocol):
@@ -433,6 +450,39 @@ class Sidecar(snapshot_table.SnapshotTable):
                 while len(kept) > PARSED_RECORDS:
                     kept.popitem(last=False)
         return out | dict(got)
+
+    @property
+    def writes(self) -> int:
+        """How many writes changed rows so far (:meth:`fill_records` compares it)."""
+        with self._lock:
+            return self._writes
+
+    def lacking_records(self, namespace: str) -> list[str]:
+        """The ids of ``namespace``'s rows that hold no record (:meth:`fill_records`)."""
+        sql = "SELECT id FROM memories WHERE namespace = ? AND document IS NULL"
+        with self._lock:
+            return [m for (m,) in self._conn.execute(sql, (namespace,))]
+
+    def fill_records(
+        self, namespace: str, records: Mapping[str, tuple[str, str]], writes: int
+    ) -> int:
+        """Give ``namespace``'s rows that hold no record theirs; the bytes filled in.
+
+        ``records``: ``id -> (document, metadata JSON)`` as Chroma returned them. Nothing is
+        filled if a write changed any row since ``writes`` (:attr:`writes` taken before
+        Chroma was read): the rows are as current as ever, the records may not be. Returns
+        the :func:`record_bytes` filled in.
+        """
+        sql = "UPDATE memories SET document = ?, metadata = ? WHERE id = ? AND namespace = ?"
+        sql += " AND document IS NULL"
+        filled = 0
+        with self._lock, self._tx():
+            if self._writes != writes:
+                return 0
+            for mid, (doc, meta) in records.items():
+                if self._conn.execute(sql, (doc, meta, mid, namespace)).rowcount:
+                    filled += record_bytes(doc, meta)
+        return filled
 
     def _forget(self, ids: Iterable[str] | None = None) -> None:
         """Drop the kept records of ``ids`` (all: ``None``): their rows change.

@@ -28,6 +28,7 @@ from norax_core.models import (
 from norax_core.sidecar import IndexRow, Sidecar, record_json
 from norax_core.signals.dense import NAMESPACE_KEY
 from norax_core.signals.vectors import NamespaceMatrix
+from norax_core.store.client_records import client_records
 from norax_core.store.writes import CHROMA_BATCH
 from norax_core.sync import ChangeLog, SyncConfig
 
@@ -274,26 +275,29 @@ def store_records(
     ids: Sequence[str],
     local: bool,
     namespace: str | None,
+    lock: Any,
 ) -> dict[str, Memory]:
     """The records of ``ids`` (in ``namespace``) by id; ``local``: a search's results.
 
     A search's results of an embedded or in-memory store are read from its sidecar
     (:func:`read_records`). A client with sync on (a ``sync`` change log) reads a loaded
-    namespace's from Chroma, then its sidecar keeps them (:meth:`Sidecar.kept_records`)
-    until its own write, a pulled write (:mod:`norax_core.sync`), a reconcile or the
-    namespace's eviction or reload changes their row: as current as the indexes that
-    ranked them. Nothing read while the namespace is not loaded is kept (an eviction after
-    that check counts as a write). Anything else is read from Chroma.
+    namespace's from the records its sidecar's rows hold, else from Chroma
+    (:mod:`norax_core.store.client_records`, under the store's ``lock``); its sidecar then
+    keeps them (:meth:`Sidecar.kept_records`) until its own write, a pulled write
+    (:mod:`norax_core.sync`), a reconcile or the namespace's eviction or reload changes
+    their row: as current as the indexes that ranked them. Nothing read while the namespace
+    is not loaded is kept (an eviction after that check counts as a write). Anything else
+    is read from Chroma.
     """
     if not local:
         got = read_records(collection, None, ids)
         return {m: r for m, r in got.items() if namespace in (None, r.namespace)}
     sidecar: Sidecar = indexes.sidecar
     if not indexes.source.complete and sync is not None and namespace is not None:
+        ns = namespace
 
         def read(rest: list[str]) -> tuple[dict[str, Memory], bool]:
-            keep = indexes.holds(namespace)
-            return read_records(collection, None, rest), keep
+            return client_records(collection, indexes, lock, rest, ns, memory_from_record)
 
         kept = sidecar.kept_records("chroma", ids, read)
         return {m: copied(r) for m, r in kept.items() if r.namespace == namespace}
@@ -322,12 +326,12 @@ def copied(mem: Memory) -> Memory:
 
 
 def index_row(
-    mid: str, doc: str, meta: dict[str, Any], tokenizer: Callable[[str], Any], whole: bool
+    mid: str, doc: str, meta: dict[str, Any], tokenizer: Callable[[str], Any]
 ) -> IndexRow:
-    """What the derived indexes hold of a Chroma record.
+    """What the derived indexes hold of a Chroma record, with the record itself.
 
-    ``whole``: with the record itself (document, metadata), for a complete sidecar (a
-    search's results are read from it); a client's cache does without.
+    Its document and metadata: a search's results are read from the sidecar (a client's
+    holds the loaded namespaces' rows, :mod:`norax_core.store.client_records`).
     """
     mem = memory_from_record(mid, doc, meta)
     role = meta.get("role")
@@ -341,6 +345,6 @@ def index_row(
         seq(meta.get(SEQ_KEY)),
         role if isinstance(role, str) else "",
         mem.inferred_kind,
-        doc if whole else None,
-        record_json(meta) if whole else None,
+        doc,
+        record_json(meta),
     )

@@ -277,7 +277,9 @@ class Store(WritePath):
         self, ids: Sequence[str], *, local: bool = False, namespace: str | None = None
     ) -> dict[str, Memory]:
         """Each of ``ids`` stored (in ``namespace``), by id; ``local``: :func:`store_records`."""
-        return store_records(self.collection, self.indexes, self.sync, ids, local, namespace)
+        return store_records(
+            self.collection, self.indexes, self.sync, ids, local, namespace, self.lock
+        )
 
     def roles(self, namespace: str, ids: Sequence[str]) -> dict[str, str]:
         """The ``role`` of each of ``ids`` in the loaded ``namespace`` (held in memory)."""
@@ -414,4 +416,4 @@ class Store(WritePath):
 
     def row_from_record(self, mid: str, doc: str, meta: dict[str, Any]) -> IndexRow:
         """What the derived indexes hold of a Chroma record (:func:`index_row`)."""
-        return index_row(mid, doc, meta, self.indexes.tokenizer, self.indexes.source.complete)
+        return index_row(mid, doc, meta, self.indexes.tokenizer)
