@@ -1,13 +1,14 @@
 """A client reads its search results from the records its sidecar rows hold
 (norax_core/store/client_records.py), over a real ``chroma run``.
 
-A namespace loaded from Chroma's rows holds its records at once; one restored from a
-published snapshot (rows without records) gets them once its searches have read by id as
-many times as the fill reads. Either way a search then asks Chroma for none of its results,
-and what it returns is what Chroma holds once the indexes caught up: another process's
-update, delete and move are seen at the next pull, a write racing the fill is never
-overwritten by an older record, the records are charged to the index budget and leave with
-the namespace, and two collections (tenants) with the same ids keep their own.
+A namespace loaded from Chroma's rows, or restored from a published snapshot, holds its
+records at once; one restored from a snapshot whose rows lack them (a client's own writes
+hold none) gets them once its searches have read by id as many times as the fill reads.
+Either way a search then asks Chroma for none of its results, and what it returns is what
+Chroma holds once the indexes caught up: another process's update, delete and move are
+seen at the next pull, a write racing the fill is never overwritten by an older record,
+the records are charged to the index budget and leave with the namespace, and two
+collections (tenants) with the same ids keep their own.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 from _support import open_store
 from test_client_snapshots import _client, _fill
-from test_published_snapshots import _fresh, _seed
+from test_published_snapshots import _fresh, _rewrite, _seed
 
 from norax_core import NoraxMemory
 from norax_core.sidecar import record_bytes
@@ -134,9 +135,29 @@ def test_records_are_charged_to_the_budget_and_leave_with_the_namespace(
         assert reads == [] and indexes.nbytes == sum(indexes._loaded.values()) + held
 
 
-def test_a_published_namespace_gets_its_records_once(chroma_url: str, tmp_path: Path) -> None:
+def _seed_bare(url: str, collection: str, tmp: Path) -> None:
+    """Namespace a published, its blob's rows without records."""
+    _seed(url, collection, tmp)
+    _rewrite(_client(url), collection, old=False, bare=True)
+
+
+def test_a_published_namespace_answers_from_the_records_of_its_blob(
+    chroma_url: str, tmp_path: Path
+) -> None:
     collection = f"rows-{uuid.uuid4().hex[:8]}"
     _seed(chroma_url, collection, tmp_path)
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        indexes, reads = mem.store.indexes, _reads(mem)
+        got = _hits(mem, "a", k=30)
+        assert indexes.restored == 1 and reads == []  # no result read from Chroma
+        assert not indexes.sidecar.lacking_records("a") and _charged(mem, "a") > 0
+        assert indexes.nbytes == sum(indexes._loaded.values()) + _charged(mem, "a")
+        assert _as_read(got) == _truth(mem, got)
+
+
+def test_a_published_namespace_gets_its_records_once(chroma_url: str, tmp_path: Path) -> None:
+    collection = f"rows-{uuid.uuid4().hex[:8]}"
+    _seed_bare(chroma_url, collection, tmp_path)
     with _fresh(chroma_url, collection, tmp_path) as mem:
         indexes, reads = mem.store.indexes, _reads(mem)
         first = {r.id for r in mem.search("harbour ship", k=3, namespace="a", now=NOW)}
@@ -155,7 +176,7 @@ def test_a_namespace_is_filled_once_its_reads_by_id_would_have_paid_for_it(
     chroma_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     collection = f"rows-{uuid.uuid4().hex[:8]}"
-    _seed(chroma_url, collection, tmp_path)
+    _seed_bare(chroma_url, collection, tmp_path)
     monkeypatch.setattr(client_records, "FILL_IDS", 10)  # a's 30 records: a fill of 3 reads
     with _fresh(chroma_url, collection, tmp_path) as mem:
         reads, sidecar = _reads(mem), mem.store.indexes.sidecar
@@ -174,7 +195,7 @@ def test_a_namespace_lacking_too_many_records_is_not_filled(
     chroma_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     collection = f"rows-{uuid.uuid4().hex[:8]}"
-    _seed(chroma_url, collection, tmp_path)
+    _seed_bare(chroma_url, collection, tmp_path)
     monkeypatch.setattr(client_records, "FILL_MAX", 29)  # namespace a lacks 30
     with _fresh(chroma_url, collection, tmp_path) as mem:
         reads = _reads(mem)
@@ -187,7 +208,7 @@ def test_a_namespace_lacking_too_many_records_is_not_filled(
 
 def test_a_write_racing_the_fill_is_not_overwritten(chroma_url: str, tmp_path: Path) -> None:
     collection = f"rows-{uuid.uuid4().hex[:8]}"
-    _seed(chroma_url, collection, tmp_path)
+    _seed_bare(chroma_url, collection, tmp_path)
     with _fresh(chroma_url, collection, tmp_path) as mem:
         mem.search("harbour ship", k=3, namespace="a", now=NOW)  # restored, without records
         col = mem.store.collection

@@ -65,7 +65,8 @@ def test_a_published_snapshot_is_served_with_the_rows_a_chroma_read_caches(
     with _fresh(chroma_url, collection, tmp_path) as mem:
         assert _search(mem) == before
         assert mem.store.indexes.restored == 1 and mem.rows_read == []
-        served = sorted(r[:9] for r in mem.store.indexes.sidecar.namespace_records("a"))
+        served = sorted(mem.store.indexes.sidecar.namespace_records("a"))
+        assert all(r[9] is not None and r[10] is not None for r in served)  # with records
         standing = mem.store.indexes.standing("a")
         assert check_store(mem).ok
     _client(chroma_url).delete_collection(collection + SUFFIX)
@@ -73,8 +74,7 @@ def test_a_published_snapshot_is_served_with_the_rows_a_chroma_read_caches(
         _search(mem)
         assert mem.store.indexes.restored == 0
         rows = mem.store.indexes.sidecar.namespace_records("a")
-        assert sorted(r[:9] for r in rows) == served  # and the records (not in a blob)
-        assert all(r[9] is not None and r[10] is not None for r in rows)
+        assert sorted(rows) == served  # the rows and their records, as Chroma's read gives
         assert mem.store.indexes.standing("a") == standing
 
 
@@ -115,12 +115,16 @@ def test_a_corrupt_blob_loads_from_rows_and_is_deleted(chroma_url: str, tmp_path
     assert _blob(_client(chroma_url), collection)  # ...and published afresh at close
 
 
-def _rewrite(client: chromadb.ClientAPI, collection: str, old: bool, ns: str = "a") -> None:
+def _rewrite(
+    client: chromadb.ClientAPI, collection: str, old: bool, ns: str = "a", bare: bool = False
+) -> None:
     """Replace the blob of ``ns`` by another of the same snapshot.
 
-    ``old``: as format 1 wrote it (state and rows uncompressed, settings of version 1, no
-    ``format`` in the head); else the current format with its state's compressed bytes
-    corrupt, under a digest that matches (only the decompression finds it).
+    ``old``: as format 1 wrote it (state and rows uncompressed, rows without records,
+    settings of version 1, no ``format`` in the head); ``bare``: the current format, its rows
+    without records (as a client publishes the rows of its own writes); else the current
+    format with its state's compressed bytes corrupt, under a digest that matches (only the
+    decompression finds it).
     """
     stem = published.key(ns)
     found = _blob(client, collection, ns)
@@ -132,12 +136,16 @@ def _rewrite(client: chromadb.ClientAPI, collection: str, old: bool, ns: str = "
         sizes, body = (len(state), len(vec or b""), len(raw_rows)), [state, vec or b"", raw_rows]
         head = {k: v for k, v in head.items() if k != "format"}
         head["settings"] = "0" * 24  # version 1's settings hash differs (VERSION is in it)
+    elif bare:
+        body = [published.pack(state, vec, [(*r[:9], None, None) for r in rows])]
     else:
         z_state = bytearray(zlib.compress(state))
         z_state[len(z_state) // 2 :] = bytes(len(z_state) - len(z_state) // 2)
-        z_rows = zlib.compress(raw_rows)
+        z_rows = zlib.compress(json.dumps([list(r) for r in rows]).encode())
         sizes, body = (len(z_state), len(vec or b""), len(z_rows)), [z_state, vec or b"", z_rows]
-    payload = struct.pack("<QQQ", *sizes) + b"".join(bytes(b) for b in body)
+    payload = b"".join(bytes(b) for b in body)
+    if not bare:
+        payload = struct.pack("<QQQ", *sizes) + payload
     digest = f"{zlib.crc32(payload):08x}-{len(payload)}"
     snaps = client.get_collection(collection + SUFFIX)
     snaps.delete(ids=part_ids(ns))
