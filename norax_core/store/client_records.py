@@ -8,8 +8,9 @@ the memory's record (document, metadata) when the row came from Chroma, so a sea
 its results there rather than from Chroma: records are exactly as current as the indexes
 that ranked them, and their bytes are charged to the index budget.
 
-A namespace loaded from a snapshot (the shared file or a published blob) may come without
-its records. Its searches that need some read them from Chroma by id, as before, until they
+A namespace loaded from a snapshot (the shared file or a published blob) comes with the
+records its publisher's rows held; rows without one (a client's own write holds none until
+a pull or reconcile reads it, and a snapshot made before records were kept) lack them. Its searches that need some read them from Chroma by id, as before, until they
 have made as many reads as reading every record its rows lack takes (:func:`fill`, by id,
 256 a ``get``: 4 reads, about 35 ms, for 1,000 memories over ``chroma run``; at least one);
 the next one fills them, and the namespace stops asking Chroma. Rent, then buy: a namespace
