@@ -10,10 +10,11 @@ that ranked them, and their bytes are charged to the index budget.
 
 A namespace loaded from a snapshot (the shared file or a published blob) comes with the
 records its publisher's rows held; rows without one (a client's own write holds none until
-a pull or reconcile reads it, and a snapshot made before records were kept) lack them. Its searches that need some read them from Chroma by id, as before, until they
-have made as many reads as reading every record its rows lack takes (:func:`fill`, by id,
-256 a ``get``: 4 reads, about 35 ms, for 1,000 memories over ``chroma run``; at least one);
-the next one fills them, and the namespace stops asking Chroma. Rent, then buy: a namespace
+a pull or reconcile reads it, and a snapshot made before records were kept) lack them. Its
+searches that need some read them from Chroma by id, as before, until they have made as
+many reads as reading every record its rows lack takes (:func:`fill`, by id, 256 a
+``get``: 4 reads, about 35 ms, for 1,000 memories over ``chroma run``; at least one); the
+next one fills them, and the namespace stops asking Chroma. Rent, then buy: a namespace
 searched a few times per load never spends more than about twice what it did before, one
 searched often stops paying.
 """
