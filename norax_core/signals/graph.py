@@ -365,6 +365,25 @@ class GraphSignal:
                     got += best(u, cfg.second_hop)
             return got
 
+        # a seed's entities with their neighbours (the seed, then its neighbourhood), likewise
+        blocks: dict[int, tuple[np.ndarray, ...]] = space.memo(
+            f"graph-block:{hub_df!r}:{cfg.neighbours}:{cfg.second_hop}", _new_dict
+        )
+
+        def block(q: int) -> tuple[np.ndarray, ...]:
+            got = blocks.get(q)
+            if got is None:
+                own = np.fromiter(dict.fromkeys([q, *hood(q)]), np.int64)
+                nbs, ws = zip(*map(space.neighbours, own.tolist()), strict=True)
+                lengths = np.fromiter(map(len, nbs), np.int64, len(own))
+                got = blocks[q] = (
+                    own,
+                    lengths,
+                    np.repeat(own, lengths),
+                    *map(np.concatenate, (nbs, ws)),
+                )
+            return got
+
         local = dict.fromkeys(seeds)
         for q in seeds:
             local.update(dict.fromkeys(hood(q)))
@@ -379,12 +398,26 @@ class GraphSignal:
             return self._rows(space, ents, direct, np.zeros(m), np.zeros(m), s)
         pos = np.full(len(dfs), -1, np.int64)
         pos[ents] = np.arange(m)
-        known_adj = space.adj_arr  # the edges inside L, in one pass
-        nbs, ws = zip(*[known_adj.get(u) or space.neighbours(u) for u in local], strict=True)
-        j = pos[np.concatenate(nbs)]
+        # the edges inside L from the seeds' blocks, in the order of L (the seeds' own
+        # neighbours first, then each neighbourhood's in turn), each entity's neighbours once
+        own_parts, hood_parts = [], []
+        taken = np.zeros(len(dfs), bool)
+        taken[seeds] = True
+        for q in seeds:
+            own, lengths, *pairs = block(q)
+            cut = int(lengths[0])
+            own_parts.append([a[:cut] for a in pairs])
+            first = ~taken[own[1:]]
+            taken[own[1:]] = True
+            rest = [a[cut:] for a in pairs]
+            if not first.all():
+                keep = np.repeat(first, lengths[1:])
+                rest = [a[keep] for a in rest]
+            hood_parts.append(rest)
+        froms, tos, wts = map(np.concatenate, zip(*own_parts, *hood_parts, strict=True))
+        j = pos[tos]
         inside = j >= 0
-        src = np.repeat(np.arange(m), np.fromiter(map(len, nbs), np.int64, m))[inside]
-        wts = np.concatenate(ws)[inside]
+        src, wts = pos[froms[inside]], wts[inside]
         restart = np.zeros(m)
         restart[:s] = idf[:s] / idf[:s].sum()
         pi = personalized_pagerank(
