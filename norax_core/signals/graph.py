@@ -123,14 +123,16 @@ def personalized_pagerank(
     p = np.asarray(personalization, np.float64)
     restart = (1 - damping) * p
     x = p.copy()
-    pair = np.empty(len(src))
+    pair, diff = np.empty(len(src)), np.empty(n)
     for _ in range(max_iter):  # the same steps, in place where that changes no value
         prev = x
         np.multiply(share, prev.take(src, out=pair), out=pair)
-        x = np.bincount(dst, weights=pair, minlength=n) + prev[dangling].sum() * p
+        x = np.bincount(dst, weights=pair, minlength=n).astype(np.float64, copy=False)
+        if len(dangling):  # else it adds 0.0 everywhere
+            x += prev[dangling].sum() * p
         x *= damping
         x += restart
-        if np.abs(x - prev).sum() < n * tol:
+        if np.abs(np.subtract(x, prev, out=diff), out=diff).sum() < n * tol:
             break
     return x
 
