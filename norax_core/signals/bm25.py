@@ -393,6 +393,20 @@ class BM25Scores:
         values = raw[np.array(slots, dtype=np.intp)].tolist() if slots else []
         return {m: v if s >= 0 else 0.0 for m, s, v in zip(wanted, slots, values, strict=True)}
 
+    def scaled(self, ids: Sequence[str]) -> dict[str, float]:
+        """:meth:`get`'s scores divided by :attr:`best` and clipped to [0, 1], in one pass."""
+        raw, part, allowed, best = self._raw, self._part, self._allowed, self.best
+        if raw is None or part is None or best <= 0 or not ids:
+            return dict.fromkeys(ids, 0.0)
+        get = part.slot_of.get
+        if allowed is None:
+            slots = np.array([get(m, -1) for m in ids], dtype=np.intp)
+        else:
+            slots = np.array([get(m, -1) if m in allowed else -1 for m in ids], dtype=np.intp)
+        values = np.where(slots >= 0, raw[slots], 0.0) / best
+        np.minimum(np.maximum(values, 0.0, out=values), 1.0, out=values)
+        return dict(zip(ids, values.tolist(), strict=True))
+
 
 class BM25Index:
     """An in-memory BM25 Okapi index, updated one document at a time, one corpus per namespace.
@@ -647,12 +661,7 @@ class BM25Signal:
         """Return a score in [0, 1] for each id; ids outside ``query.allowed`` are left out."""
         if query.allowed is not None:
             ids = [doc_id for doc_id in ids if doc_id in query.allowed]
-        result = self._search(query)
-        if result.best <= 0:
-            return dict.fromkeys(ids, 0.0)
-        return {
-            doc_id: min(max(raw / result.best, 0.0), 1.0) for doc_id, raw in result.get(ids).items()
-        }
+        return self._search(query).scaled(ids)
 
 
 def _check_str(what: str, value: object) -> None:

@@ -36,7 +36,8 @@ def chroma_where(namespace: str, where: Mapping[str, Any] | None) -> dict[str, A
 
 def cosine_to_unit(cos: np.ndarray) -> np.ndarray:
     """Cosine similarity clipped to [0, 1]: orthogonal or opposite meaning scores 0."""
-    return np.clip(cos, 0.0, 1.0)
+    out = np.maximum(cos, 0.0)  # np.clip's values, without its wrapper's cost
+    return np.minimum(out, 1.0, out=out)  # type: ignore[no-any-return]
 
 
 def similarity(embeddings: Any, query: np.ndarray) -> np.ndarray:
@@ -52,7 +53,8 @@ def similarity(embeddings: Any, query: np.ndarray) -> np.ndarray:
     # nearby float64: rounding to float32 first recovers the stored value, so the score is
     # the same over a server, embedded, or from an in-process matrix.
     mat = np.asarray(embeddings, dtype=np.float32).astype(np.float64).reshape(-1, query.shape[-1])
-    return cosine_to_unit((mat * np.asarray(query, dtype=np.float64)).sum(axis=1))
+    np.multiply(mat, np.asarray(query, dtype=np.float64), out=mat)  # a copy of its own
+    return cosine_to_unit(mat.sum(axis=1))
 
 
 def float32_error(dim: int, max_norm: float, query_norm: float) -> float:
@@ -246,9 +248,8 @@ class DenseSignal:
         last = self._last
         known = last[1] if last is not None and _same_search(last[0], query) else {}
         missing = [m for m in ids if m not in known]
-        for m in ids:
-            if m in known:
-                out[m] = known[m]
+        if len(missing) < len(ids):
+            out.update((m, known[m]) for m in ids if m in known)
         if not missing:
             return out
         cache = self._exact(query.namespace)

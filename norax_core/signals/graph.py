@@ -8,7 +8,6 @@ re-exported here, where the rest of Norax imports it from.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -124,32 +123,33 @@ def personalized_pagerank(
     p = np.asarray(personalization, np.float64)
     restart = (1 - damping) * p
     x = p.copy()
-    pair = np.empty(len(src))
+    pair, diff = np.empty(len(src)), np.empty(n)
     for _ in range(max_iter):  # the same steps, in place where that changes no value
         prev = x
         np.multiply(share, prev.take(src, out=pair), out=pair)
-        x = np.bincount(dst, weights=pair, minlength=n) + prev[dangling].sum() * p
+        x = np.bincount(dst, weights=pair, minlength=n).astype(np.float64, copy=False)
+        if len(dangling):  # else it adds 0.0 everywhere
+            x += prev[dangling].sum() * p
         x *= damping
         x += restart
-        if np.abs(x - prev).sum() < n * tol:
+        if np.abs(np.subtract(x, prev, out=diff), out=diff).sum() < n * tol:
             break
     return x
 
 
 @dataclass(frozen=True)
 class _Tables:
-    """One query's entity weights, from which every memory score is summed."""
+    """One query's entity weights, and every memory's score summed from them."""
 
     ents: np.ndarray  # entity ids: the seeds first, then the rest of the neighbourhood
     direct: np.ndarray  # per entity: ν(q) / |S| if a seed, else 0
     log_peer: np.ndarray  # per entity: log(1 - c(e)), 0 if not a peer
     log_near: np.ndarray  # per entity: log(1 - r(e)), seeds included
-    hub: np.ndarray  # per entity: a hub (only seeds can be)
-    index: dict[int, int]  # entity id -> position in the arrays
     n_seeds: int
-
-    def lists(self) -> tuple[list[float], list[float], list[float]]:
-        return self.direct.tolist(), self.log_peer.tolist(), self.log_near.tolist()
+    index: dict[int, int]  # entity id -> position in the arrays
+    cand: np.ndarray  # the rows holding any of ``ents``, ascending
+    total: np.ndarray  # their scores (unclipped)
+    by_row: np.ndarray  # every row's score, 0 for the others, and a last 0 for a row of -1
 
 
 _MAX_P = 1.0 - 1e-12  # keeps log(1 - p) finite; moves a score by at most 1e-12
@@ -196,9 +196,9 @@ class GraphSignal:
     scores near 1; one that only shares their strong, specific neighbours about
     ``0.1 C + 0.3 P``, typically 0.15-0.4; one outside ``L`` scores 0.
 
-    Candidates for :meth:`top` are the memories of ``L``'s entities, read from the inverted
-    index; a hub seed's memories are read only when the others cannot fill the ``n`` places
-    above the most such a memory can score.
+    Every memory of ``L``'s entities (read from the inverted index, hub seeds' included) is
+    scored once per query and namespace version, in one pass over their spans: :meth:`top`
+    ranks those scores and :meth:`score` and :meth:`explain` look them up.
 
     Examples
     --------
@@ -241,19 +241,7 @@ class GraphSignal:
         space, t = self._prepare(query)
         if space is None or t is None or n <= 0:
             return {}
-        cand, parts = self._admitted(query, space, *self._sums(space, t, np.flatnonzero(~t.hub)))
-        if t.hub.any():
-            hubs = np.flatnonzero(t.hub)
-            for k in hubs.tolist():
-                has = space.mask_of(int(t.ents[k]))[cand]
-                parts[0] += has * t.direct[k]
-                parts[2] += has * t.log_near[k]
-            # A memory outside ``cand`` holds hub seeds only: it scores at most ``ceiling``.
-            ceiling = self._combine(t.direct[hubs].sum(), 0.0, t.log_near[hubs].sum())
-            if np.count_nonzero(self._combine(*parts) >= ceiling) < n:
-                everything = np.arange(len(t.ents))
-                cand, parts = self._admitted(query, space, *self._sums(space, t, everything))
-        total = self._combine(*parts)
+        cand, total = self._admitted(query, space, t.cand, t.total)
         positive = total > 0
         cand, total = cand[positive], total[positive]
         if len(cand) > n:  # the n best; ties at the cut to the smaller id, as BM25's top
@@ -273,26 +261,11 @@ class GraphSignal:
         """The score of each of ``ids`` that ``query.allowed`` admits (0.0 if not indexed)."""
         space, t = self._prepare(query)
         admitted = [i for i in ids if query.allowed is None or i in query.allowed]
-        if space is None or t is None:
+        if space is None or t is None or not admitted:
             return dict.fromkeys(admitted, 0.0)
-        direct, log_peer, log_near = t.lists()
-        wd, wc, wp = self._w
-        out: dict[str, float] = {}
-        row_of, ents_of, index, expm1 = space.slot.get, space.ents, t.index.get, math.expm1
-        for mid in admitted:
-            row = row_of(mid)
-            d = lc = lp = 0.0
-            if row is not None:
-                for e in ents_of[row]:
-                    k = index(e)
-                    if k is not None:
-                        d += direct[k]
-                        lc += log_peer[k]
-                        lp += log_near[k]
-            # expm1(0) is 0 (and neither sum is ever -0.0): skipped where a log is 0
-            peer = expm1(lc) if lc else 0.0
-            out[mid] = min(wd * d - wc * peer - wp * (expm1(lp) if lp else 0.0), 1.0)
-        return out
+        row_of = space.slot.get
+        rows = np.fromiter((row_of(m, -1) for m in admitted), np.int64, len(admitted))
+        return dict(zip(admitted, np.minimum(t.by_row[rows], 1.0).tolist(), strict=True))
 
     def explain(self, query: Query, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """For each admitted id, the entities behind its score.
@@ -302,46 +275,25 @@ class GraphSignal:
         """
         space, t = self._prepare(query)
         admitted = [i for i in ids if query.allowed is None or i in query.allowed]
-        if space is None or t is None:
-            return dict.fromkeys(admitted, ())
-        _, log_peer, log_near = t.lists()
+        out: dict[str, tuple[str, ...]] = dict.fromkeys(admitted, ())
+        if space is None or t is None or not admitted:
+            return out
+        row_of = space.slot.get
+        rows = np.fromiter((row_of(m, -1) for m in admitted), np.int64, len(admitted))
+        scored = np.flatnonzero(t.by_row[rows] > 0).tolist()  # the others hold nothing that pulls
+        if not scored:
+            return out
         _, wc, wp = self._w
-        out: dict[str, tuple[str, ...]] = {}
-        for mid in admitted:
-            row = space.slot.get(mid)
-            hits = [
-                t.index[e] for e in (space.ents[row] if row is not None else ()) if e in t.index
-            ]
-            pull = {k: -wc * math.expm1(log_peer[k]) - wp * math.expm1(log_near[k]) for k in hits}
-            shared = sorted(k for k in hits if k < t.n_seeds)
-            near = sorted(
-                (k for k in hits if k >= t.n_seeds and pull[k] > 0), key=lambda k: -pull[k]
-            )
-            out[mid] = tuple(space.names[int(t.ents[k])] for k in shared + near)
+        pull = (-wc * np.expm1(t.log_peer) - wp * np.expm1(t.log_near)).tolist()
+        index, ents_of, s = t.index, space.ents, t.n_seeds
+        for i, row in zip(scored, rows[scored].tolist(), strict=True):
+            hits = [index[e] for e in ents_of[row] if e in index]
+            shared = sorted(k for k in hits if k < s)
+            near = sorted((k for k in hits if k >= s and pull[k] > 0), key=lambda k: -pull[k])
+            out[admitted[i]] = tuple(space.names[int(t.ents[k])] for k in shared + near)
         return out
 
     # -- internals ------------------------------------------------------------------------
-
-    def _sums(
-        self, space: NamespaceGraph, t: _Tables, positions: np.ndarray
-    ) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Rows holding the entities at ``positions`` of ``t``, with their partial sums.
-
-        The sums, over those entities only, are ``D``, ``log(1 - C)`` and ``log(1 - P)``.
-        """
-        if not len(positions):
-            return np.zeros(0, np.int64), [np.zeros(0), np.zeros(0), np.zeros(0)]
-        # A row's sums add its entities in ``positions`` order, whatever order each entity
-        # lists its rows in: the incidence's spans give the same sums as ``rows_of``.
-        inc = space.incidence()
-        flat, lengths = inc.gather(inc.ent_ptr, inc.ent_rows, t.ents[positions])
-        size = len(space.ids)
-        cand = np.flatnonzero(np.bincount(flat, minlength=size))
-        parts = [
-            np.bincount(flat, weights=np.repeat(col[positions], lengths), minlength=size)[cand]
-            for col in (t.direct, t.log_peer, t.log_near)
-        ]
-        return cand, parts
 
     def _combine(self, d: Any, log_c: Any, log_p: Any) -> Any:
         """``w_d D + w_c C + w_p P`` from ``D`` and the noisy-ORs' log complements."""
@@ -350,16 +302,16 @@ class GraphSignal:
 
     @staticmethod
     def _admitted(
-        query: Query, space: NamespaceGraph, cand: np.ndarray, parts: list[np.ndarray]
-    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        query: Query, space: NamespaceGraph, cand: np.ndarray, total: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         if query.allowed is None or not len(cand):
-            return cand, parts
+            return cand, total
         if len(query.allowed) < len(cand):
             allowed = [space.slot[i] for i in query.allowed if i in space.slot]
             keep = np.isin(cand, np.array(allowed, np.int64))
         else:
             keep = np.array([space.ids[r] in query.allowed for r in cand.tolist()], bool)
-        return cand[keep], [p[keep] for p in parts]
+        return cand[keep], total[keep]
 
     def _prepare(self, query: Query) -> tuple[NamespaceGraph | None, _Tables | None]:
         space = self.graph.space(query.namespace)
@@ -415,29 +367,59 @@ class GraphSignal:
                     got += best(u, cfg.second_hop)
             return got
 
+        # a seed's entities with their neighbours (the seed, then its neighbourhood), likewise
+        blocks: dict[int, tuple[np.ndarray, ...]] = space.memo(
+            f"graph-block:{hub_df!r}:{cfg.neighbours}:{cfg.second_hop}", _new_dict
+        )
+
+        def block(q: int) -> tuple[np.ndarray, ...]:
+            got = blocks.get(q)
+            if got is None:
+                own = np.fromiter(dict.fromkeys([q, *hood(q)]), np.int64)
+                nbs, ws = zip(*map(space.neighbours, own.tolist()), strict=True)
+                lengths = np.fromiter(map(len, nbs), np.int64, len(own))
+                got = blocks[q] = (
+                    own,
+                    lengths,
+                    np.repeat(own, lengths),
+                    *map(np.concatenate, (nbs, ws)),
+                )
+            return got
+
         local = dict.fromkeys(seeds)
         for q in seeds:
             local.update(dict.fromkeys(hood(q)))
         ents = np.fromiter(local, np.int64, len(local))
         m = len(ents)
-        index = dict(zip(local, range(m), strict=True))
         df = dfs[ents].astype(np.float64)
         idf = _idf(df, n)
         nu = idf / _idf(1.0, n)
         direct = np.zeros(m)
         direct[:s] = nu[:s] / s
-        hub = np.zeros(m, bool)
-        hub[:s] = df[:s] > hub_df
         if m == s:
-            return _Tables(ents, direct, np.zeros(m), np.zeros(m), hub, index, s)
+            return self._rows(space, ents, direct, np.zeros(m), np.zeros(m), s)
         pos = np.full(len(dfs), -1, np.int64)
         pos[ents] = np.arange(m)
-        known_adj = space.adj_arr  # the edges inside L, in one pass
-        nbs, ws = zip(*[known_adj.get(u) or space.neighbours(u) for u in local], strict=True)
-        j = pos[np.concatenate(nbs)]
+        # the edges inside L from the seeds' blocks, in the order of L (the seeds' own
+        # neighbours first, then each neighbourhood's in turn), each entity's neighbours once
+        own_parts, hood_parts = [], []
+        taken = np.zeros(len(dfs), bool)
+        taken[seeds] = True
+        for q in seeds:
+            own, lengths, *pairs = block(q)
+            cut = int(lengths[0])
+            own_parts.append([a[:cut] for a in pairs])
+            first = ~taken[own[1:]]
+            taken[own[1:]] = True
+            rest = [a[cut:] for a in pairs]
+            if not first.all():
+                keep = np.repeat(first, lengths[1:])
+                rest = [a[keep] for a in rest]
+            hood_parts.append(rest)
+        froms, tos, wts = map(np.concatenate, zip(*own_parts, *hood_parts, strict=True))
+        j = pos[tos]
         inside = j >= 0
-        src = np.repeat(np.arange(m), np.fromiter(map(len, nbs), np.int64, m))[inside]
-        wts = np.concatenate(ws)[inside]
+        src, wts = pos[froms[inside]], wts[inside]
         restart = np.zeros(m)
         restart[:s] = idf[:s] / idf[:s].sum()
         pi = personalized_pagerank(
@@ -459,4 +441,33 @@ class GraphSignal:
         peer = np.array([share.get(c, 0.0) for c in comm]) * nu
         peer[:s] = 0.0
         peer = np.minimum(peer, _MAX_P)
-        return _Tables(ents, direct, np.log1p(-peer), np.log1p(-near), hub, index, s)
+        return self._rows(space, ents, direct, np.log1p(-peer), np.log1p(-near), s)
+
+    def _rows(
+        self,
+        space: NamespaceGraph,
+        ents: np.ndarray,
+        direct: np.ndarray,
+        log_peer: np.ndarray,
+        log_near: np.ndarray,
+        n_seeds: int,
+    ) -> _Tables:
+        """The tables, with the score of every row holding any of ``ents``.
+
+        A row's sums ``D``, ``log(1 - C)`` and ``log(1 - P)`` add its entities in the order
+        of ``ents`` (whatever order each entity lists its rows in), read from the
+        incidence's spans: hub seeds included, one gather for all of them.
+        """
+        inc = space.incidence()
+        flat, lengths = inc.gather(inc.ent_ptr, inc.ent_rows, ents)
+        size = len(space.ids)
+        cand = np.flatnonzero(np.bincount(flat, minlength=size))
+        d, lc, lp = (
+            np.bincount(flat, weights=np.repeat(col, lengths), minlength=size)[cand]
+            for col in (direct, log_peer, log_near)
+        )
+        total = self._combine(d, lc, lp)
+        by_row = np.zeros(size + 1)
+        by_row[cand] = total
+        index = dict(zip(ents.tolist(), range(len(ents)), strict=True))
+        return _Tables(ents, direct, log_peer, log_near, n_seeds, index, cand, total, by_row)

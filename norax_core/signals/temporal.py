@@ -443,9 +443,12 @@ class TemporalSignal:
         out = dict.fromkeys(ids, 0.0)
         if ns is None:
             return out
-        known = [m for m in ids if m in ns.slot and (query.allowed is None or m in query.allowed)]
+        slot, allowed = ns.slot, query.allowed
+        if allowed is None:
+            known = [m for m in ids if m in slot]
+        else:
+            known = [m for m in ids if m in slot and m in allowed]
         if known:
-            idx = np.fromiter((ns.slot[m] for m in known), dtype=np.int64, count=len(known))
-            for mid, v in zip(known, self._scores(ns, query.now, idx).tolist(), strict=True):
-                out[mid] = float(v)
+            idx = np.array([slot[m] for m in known], dtype=np.int64)
+            out.update(zip(known, self._scores(ns, query.now, idx).tolist(), strict=True))
         return out

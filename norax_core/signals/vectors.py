@@ -87,8 +87,9 @@ class NamespaceMatrix:
 
     def rows(self, ids: Iterable[str]) -> tuple[list[str], np.ndarray]:
         """The ids among ``ids`` that have a row, and the row numbers, in that order."""
-        found = [m for m in ids if m in self._pos]
-        return found, np.fromiter((self._pos[m] for m in found), dtype=np.intp, count=len(found))
+        pos = self._pos
+        found = [m for m in ids if m in pos]
+        return found, np.array([pos[m] for m in found], dtype=np.intp)
 
     def vector(self, mid: str) -> np.ndarray:
         """A copy of one id's vector (the id must have a row)."""

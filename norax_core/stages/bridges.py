@@ -225,20 +225,23 @@ def bridge_scores(
     # receives in the pairs' order, so every value is the same as two separate bincounts.
     p = np.concatenate([p_mem, p_ent])
     x = p.copy()
-    src, dst, share, dangling = walk.src, walk.dst, walk.share, walk.dangling
+    # The fewest array operations a step allows: the damping is folded into the shares,
+    # the restart is added only where it is not 0, and an empty ``dangling`` loses nothing.
+    src, dst, dangling = walk.src, walk.dst, walk.dangling
+    share = walk.share * damping
     size = n + e
-    pair, diff, gain = np.empty(len(src)), np.empty(size), np.empty(size)
-    lost_at = np.empty(len(dangling))
+    starts = np.flatnonzero(p)
+    start_mass = p[starts]
+    pair, diff = np.empty(len(src)), np.empty(size)
     restart = 1.0 - damping
     for _ in range(MAX_ITER):
-        lost = np.take(x, dangling, out=lost_at).sum()
-        np.multiply(np.take(x, src, out=pair), share, out=pair)
-        new = np.bincount(dst, weights=pair, minlength=size)
-        np.multiply(new, damping, out=new)
+        lost = x.take(dangling).sum() if len(dangling) else 0.0
+        new: np.ndarray = np.bincount(
+            dst, weights=np.multiply(x.take(src, out=pair), share, out=pair), minlength=size
+        ).astype(np.float64, copy=False)
         restart = 1.0 - damping + damping * lost
-        new += np.multiply(p, restart, out=gain)
-        np.abs(np.subtract(new, x, out=diff), out=diff)
-        change = diff[:n].sum() + diff[n:].sum()
+        new[starts] += restart * start_mass
+        change = np.abs(np.subtract(new, x, out=diff), out=diff).sum()
         x = new
         if change < TOL:
             break
