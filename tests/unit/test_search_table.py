@@ -1,0 +1,80 @@
+"""A search's table reads each row's columns once, and a grown table matches one built whole."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from norax_core import NoraxMemory
+from norax_core.embedders import CallableEmbedder
+from norax_core.search_table import search_table
+
+T0 = 1_700_000_000.0
+DIM = 16
+
+
+def _embed(texts: Sequence[str]) -> np.ndarray:
+    out = np.full((len(texts), DIM), 0.1, dtype=np.float32)
+    for i, text in enumerate(texts):
+        for word in text.split():
+            out[i, zlib.crc32(word.encode()) % DIM] += 1.0
+    return out
+
+
+@pytest.fixture(scope="module")
+def mem() -> NoraxMemory:
+    m = NoraxMemory(embedder=CallableEmbedder(_embed, name="bag", dim=DIM), extractor=False)
+    texts = [f"note {i} about {'apples' if i % 3 else 'pears'} and item{i}" for i in range(12)]
+    m.add(
+        texts,
+        ids=[f"m{i:02d}" for i in range(12)],
+        created_at=[T0 + 60.0 * i for i in range(12)],
+        metadata=[{"role": "user" if i % 2 else "assistant"} for i in range(12)],
+    )
+    return m
+
+
+def _table(mem: NoraxMemory, ids: list[str]):  # type: ignore[no-untyped-def]
+    cands = mem.candidates("apples", k=2, now=T0 + 10_000, ids=ids)
+    st = mem.store
+    cfg = mem.config
+    with st.lock:
+        return search_table(
+            cands,
+            st.indexes,
+            st.dense,
+            cfg,
+            roles=lambda got: st.roles("default", got),
+        )
+
+
+def test_a_grown_table_holds_what_a_table_built_whole_holds(mem: NoraxMemory) -> None:
+    first, extend = _table(mem, ["m01", "m02", "m05"])
+    width = first.valid.shape[1]
+    assert first.users is not None and first.users().tolist() == [[True, False, True]]
+    grown = extend(first, np.zeros((1, width), dtype=bool), [["m07", "m10"]])
+    assert grown.ids == [["m01", "m02", "m05", "m07", "m10"]]
+    whole, _ = _table(mem, ["m01", "m02", "m05", "m07", "m10"])
+    # the rows read when the table grew (scores, times, kinds, roles) are the new rows' own
+    np.testing.assert_array_equal(grown.scores, whole.scores)
+    np.testing.assert_array_equal(grown.created, whole.created)
+    np.testing.assert_array_equal(grown.kinds, whole.kinds)
+    assert grown.users is not None and whole.users is not None
+    assert grown.users().tolist() == whole.users().tolist() == [[True, False, True, True, False]]
+    assert grown.statements is not None
+    assert grown.statements.replies().tolist() == [[False, True, False, False, True]]
+    # only the first table's rows were proposed; the joined ones never were
+    assert (grown.proposed[:, 0, 3:] == np.iinfo(np.int32).max).all()
+    np.testing.assert_array_equal(grown.proposed[:, :, :3], first.proposed)
+
+
+def test_an_earlier_table_never_sees_the_rows_added_after_it(mem: NoraxMemory) -> None:
+    first, extend = _table(mem, ["m03", "m05"])
+    extend(first, np.zeros((1, 2), dtype=bool), [["m04", "m06"]])  # m05's neighbours
+    assert first.neighbours is not None and first.users is not None
+    for slot in first.neighbours(1, 3600.0):
+        assert slot.shape == (1, 2) and (slot <= 2).all()  # 2: none; never rows 2, 3 of the grown
+    assert first.users().shape == (1, 2)
