@@ -375,9 +375,9 @@ class NoraxMemory:
                 roles=lambda ids: self._store.roles(cands.query.namespace, ids),
             )
             ranking = rank(table, plan, cands.k, extend)
-            shown = set(cands.ids).intersection(ranking.ids())  # proposed: the breakdown
+            shown = set(cands.ids).intersection(ids := ranking.ids())  # proposed: the breakdown
             matched = self._store.indexes.graph_signal.explain(cands.query, sorted(shown))
-        found = self._store.records(ranking.ids(), local=True, namespace=cands.query.namespace)
+        found = self._store.records(ids, local=True, namespace=cands.query.namespace)
         return search_results(ranking, dataclasses.replace(cands, matched=matched), found, w)
 
     def candidates(

@@ -169,21 +169,29 @@ def search_results(
         weights: The weights the search was given (their per-intent overrides are named in
             ``query_plan.weights_intent``).
     """
-    scores = ranking.table.scores[:, 0, :]
+    names = ranking.table.ids[0] if ranking.table.ids is not None else []
+    rows = [r for r in ranking.top() if names[r] in records]
     qp = cands.query.plan
     info = None
     if qp is not None:
         override = qp.intent.value if qp.intent.value in weights.intents else None
         info = dataclasses.replace(qp.info(), weights_intent=override)
+    signals = ranking.table.scores[:, 0, rows].T.tolist()
+    matched = cands.matched
     return [
         SearchResult(
-            **vars(records[mid]),
-            score=float(ranking.score[0, r]),
-            signals={s: float(scores[i, r]) for i, s in enumerate(SIGNALS)},
-            matched_entities=tuple(cands.matched.get(mid, ())),
+            **vars(records[names[r]]),
+            score=score,
+            signals=dict(zip(SIGNALS, got, strict=True)),
+            matched_entities=tuple(matched.get(names[r], ())),
             query_plan=info,
-            explanation=Explanation(**ranking.explain(0, r)),
+            explanation=Explanation(**parts),
         )
-        for mid, r in zip(ranking.ids(), ranking.top(), strict=True)
-        if mid in records
+        for r, score, got, parts in zip(
+            rows,
+            ranking.score[0, rows].tolist(),
+            signals,
+            ranking.explained(0, rows),
+            strict=True,
+        )
     ]

@@ -3,7 +3,7 @@
 :func:`search_table` turns a search's :class:`~norax_core.retrieval.Candidates` into a
 :class:`~norax_core.ranking.Table` of one query, and gives the ranking the way to add the
 context neighbours and bridge memories it asks for. What a row holds depends on its id alone
-(its scores, time, kind, graph row, role, neighbours), so each is read once per id into
+(its scores, time, standing, graph row, role, neighbours), so each is read once per id into
 columns over the table's one id list, however often the table grows.
 """
 
@@ -63,7 +63,7 @@ def search_table(
 class _Rows:
     """The rows of one search's table, read once per id however often the table grows.
 
-    A row's scores, creation time, kind, standing, graph row, role and catalog neighbours
+    A row's scores, creation time, standing, graph row, role and catalog neighbours
     depend on its id alone, and a grown table keeps its existing rows first (:meth:`extend`):
     each is read for the new rows only, into columns over the table's one id list.
     """
@@ -89,7 +89,7 @@ class _Rows:
         self.near_of: dict[tuple[int, float], dict[str, tuple[str, ...]]] = {}
         self.ids: list[str] = []  # the rows so far, in row order
         self.row_of: dict[str, int] = {}
-        self.cols: list[np.ndarray] = []  # scores, created, kinds, standing (graph rows: below)
+        self.cols: list[np.ndarray] = []  # scores, created, standing (graph rows: below)
         self.graph_rows: np.ndarray | None = None
         self.role: list[str] = []  # the rows' roles read so far ("" for none)
         self.proposed: np.ndarray | None = None  # (4, 1, n0): only first-table rows are proposed
@@ -133,7 +133,6 @@ class _Rows:
         part = [
             np.array([list(map(got[s].get, new, zero)) for s in SIGNALS], dtype=np.float64),
             np.array(catalog.created(q.namespace, new), dtype=np.float64),
-            np.array(catalog.kinds(q.namespace, new), dtype=str),
             np.array([m in self.standing for m in new], dtype=bool),
         ]
         if have:
@@ -178,7 +177,7 @@ class _Rows:
         self.grow(ids)
         q, catalog, links, rows = self.q, self.catalog, self.links, self.row_of
         n = len(ids)
-        scores, created, kinds, standing = (a.copy() for a in self.cols)
+        scores, created, standing = (a.copy() for a in self.cols)
         graph_rows = None if self.graph_rows is None else self.graph_rows.copy()
         tie = np.empty(n, dtype=np.int64)
         tie[sorted(range(n), key=ids.__getitem__)] = np.arange(n)
@@ -218,7 +217,6 @@ class _Rows:
             positions=positions,
             users=users,
             newer=link_slots([rows], [self.newer_of(ids)], n),
-            kinds=kinds.reshape(1, n),
             standing=standing.reshape(1, n),
             statements=Statements(
                 query=[self.query_words],

@@ -58,10 +58,10 @@ def test_a_grown_table_holds_what_a_table_built_whole_holds(mem: NoraxMemory) ->
     grown = extend(first, np.zeros((1, width), dtype=bool), [["m07", "m10"]])
     assert grown.ids == [["m01", "m02", "m05", "m07", "m10"]]
     whole, _ = _table(mem, ["m01", "m02", "m05", "m07", "m10"])
-    # the rows read when the table grew (scores, times, kinds, roles) are the new rows' own
+    # the rows read when the table grew (scores, times, standing, roles) are the new rows' own
     np.testing.assert_array_equal(grown.scores, whole.scores)
     np.testing.assert_array_equal(grown.created, whole.created)
-    np.testing.assert_array_equal(grown.kinds, whole.kinds)
+    np.testing.assert_array_equal(grown.standing, whole.standing)
     assert grown.users is not None and whole.users is not None
     assert grown.users().tolist() == whole.users().tolist() == [[True, False, True, True, False]]
     assert grown.statements is not None
