@@ -255,19 +255,24 @@ def neighbour_slots(
     window: int,
     pad: int,
 ) -> list[np.ndarray]:
-    """One query's neighbour slots (see :data:`Neighbours`) from ``{id: neighbour ids}``."""
+    """One query's neighbour slots (see :data:`Neighbours`) from ``{id: neighbour ids}``.
+
+    Each row's neighbours that are rows (of the first ``pad``) fill its slots from the first
+    on, in ``near``'s order.
+    """
     out = np.full((2 * window, 1, pad), pad, dtype=np.int64)
-    slot: list[int] = []  # one assignment for all rows: (slot, row) -> neighbour row
-    col: list[int] = []
-    val: list[int] = []
-    get, get_row = near.get, rows_of.get
-    for r, m in enumerate(ids):
-        nb = get(m)
-        if nb:
-            found = [x for x in map(get_row, nb) if x is not None and x < pad]
-            slot += range(len(found))
-            col += [r] * len(found)
-            val += found
-    if val:
+    lists = [near.get(m, ()) for m in ids]
+    counts = np.fromiter(map(len, lists), np.int64, len(ids))
+    total = int(counts.sum())
+    if not total:
+        return list(out)
+    get_row = rows_of.get
+    val = np.fromiter((get_row(x, pad) for nb in lists for x in nb), np.int64, total)
+    col = np.repeat(np.arange(len(ids)), counts)
+    kept = val < pad  # a neighbour that is no row (or a row added after this table) is skipped
+    val, col = val[kept], col[kept]
+    if val.size:
+        first = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])  # each row's first entry
+        slot = np.arange(col.size) - np.repeat(first, np.diff(np.r_[first, col.size]))
         out[slot, 0, col] = val
     return list(out)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import zlib
 from collections.abc import Sequence
 
@@ -10,7 +11,7 @@ import pytest
 
 from norax_core import NoraxMemory
 from norax_core.embedders import CallableEmbedder
-from norax_core.search_table import search_table
+from norax_core.search_table import neighbour_slots, search_table
 
 T0 = 1_700_000_000.0
 DIM = 16
@@ -78,3 +79,28 @@ def test_an_earlier_table_never_sees_the_rows_added_after_it(mem: NoraxMemory) -
     for slot in first.neighbours(1, 3600.0):
         assert slot.shape == (1, 2) and (slot <= 2).all()  # 2: none; never rows 2, 3 of the grown
     assert first.users().shape == (1, 2)
+
+
+def _slots_by_row(
+    rows_of: dict[str, int], near: dict[str, tuple[str, ...]], ids: list[str], window: int
+) -> np.ndarray:
+    """The neighbour slots row by row: each row's neighbours that are rows, in order."""
+    n = len(ids)
+    out = np.full((2 * window, 1, n), n, dtype=np.int64)
+    for r, m in enumerate(ids):
+        found = [rows_of[x] for x in near.get(m, ()) if x in rows_of and rows_of[x] < n]
+        out[: len(found), 0, r] = found
+    return out
+
+
+def test_neighbour_slots_equal_the_row_by_row_reading() -> None:
+    rng = random.Random(3)
+    for _ in range(500):
+        names = [f"m{i}" for i in range(rng.randint(1, 30))]
+        ids = rng.sample(names, rng.randint(1, len(names)))
+        later = [m for m in names if m not in ids and rng.random() < 0.5]  # a grown table's
+        rows_of = {m: r for r, m in enumerate(ids + later)}
+        window = rng.randint(1, 3)
+        near = {m: tuple(rng.sample(names, min(2 * window, len(names)))) for m in names}
+        got = neighbour_slots(rows_of, near, ids, window, len(ids))
+        np.testing.assert_array_equal(np.array(got), _slots_by_row(rows_of, near, ids, window))
