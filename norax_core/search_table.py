@@ -21,6 +21,7 @@ from norax_core.models import SIGNALS
 from norax_core.ranking import NEVER, Extend, Table
 from norax_core.retrieval import Candidates, bridge_source, signal_set
 from norax_core.signals.dense import DenseSignal
+from norax_core.stages import lane
 from norax_core.stages.supersede import link_slots
 
 __all__ = ["neighbour_slots", "search_table"]
@@ -42,7 +43,8 @@ def search_table(
     supersede its rows (:mod:`norax_core.supersession`), among those the filter allows, so
     the supersession stage can pull them in; with the lane on (``cfg.lane_slots``), the
     namespace's standing instructions and preferences the filter allows
-    (:meth:`DerivedIndexes.standing`), so the lane can lift them.
+    (:meth:`DerivedIndexes.standing`) that the lane could pick (:meth:`_Rows.lane_rows`),
+    so the lane can lift them.
 
     Args:
         cands: The search's candidates (:func:`gather`).
@@ -55,7 +57,7 @@ def search_table(
     """
     rows = _Rows(cands, indexes, dense, cfg, supersede, roles)
     first = rows.joined(cands.ids)
-    first += sorted(rows.standing - set(cands.ids) - set(first))
+    first += rows.lane_rows({*cands.ids, *first})
     rows.scored(first)
     return rows.table(sorted([*cands.ids, *first])), rows.extend
 
@@ -113,6 +115,22 @@ class _Rows:
         known = set(ids)
         got = self.newer_of(ids).values()
         return [m for m in dict.fromkeys(x for v in got for x in v) if m not in known]
+
+    def lane_rows(self, have: set[str]) -> list[str]:
+        """The standing memories, beyond ``have``, that the lane could pick, sorted.
+
+        Only those (:func:`~norax_core.stages.lane.pickable`, by their dense score) need
+        rows; the others are read as any memory is, should a stage bring them in (their
+        context, bridge or supersession neighbours): a row no signal proposed and no stage
+        reached changes nobody's score.
+        """
+        rest = sorted(self.standing - have)
+        if not rest:
+            return []
+        got = self.signals["dense"].score(self.q, rest)
+        match = np.array([got.get(m, 0.0) for m in rest], dtype=np.float64)
+        keep = lane.pickable(match, self.cfg.lane_similarity, self.cfg.lane_slots)
+        return [m for m, kept in zip(rest, keep.tolist(), strict=True) if kept]
 
     def scored(self, extra: list[str]) -> None:
         """Every signal's scores of ``extra`` join the search's."""

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from norax_core import NoraxMemory
+from norax_core import NoraxConfig, NoraxMemory
 from norax_core.embedders import CallableEmbedder
 from norax_core.search_table import neighbour_slots, search_table
 
@@ -104,3 +104,52 @@ def test_neighbour_slots_equal_the_row_by_row_reading() -> None:
         near = {m: tuple(rng.sample(names, min(2 * window, len(names)))) for m in names}
         got = neighbour_slots(rows_of, near, ids, window, len(ids))
         np.testing.assert_array_equal(np.array(got), _slots_by_row(rows_of, near, ids, window))
+
+
+def test_standing_rows_the_lane_cannot_pick_are_left_out_and_nothing_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from norax_core import search_table as st
+
+    m = NoraxMemory(
+        embedder=CallableEmbedder(_embed, name="bag", dim=DIM),
+        extractor=False,
+        config=NoraxConfig(pool_min=3, pool_factor=1),  # most standing memories: not proposed
+    )
+    rng = random.Random(5)
+    words = [
+        "tabs",
+        "spaces",
+        "tests",
+        "deploy",
+        "pears",
+        "apples",
+        "review",
+        "docs",
+        "logs",
+        "cache",
+    ]
+    texts = [" ".join(rng.sample(words, 3)) + f" rule{i}" for i in range(40)]
+    m.add(
+        texts,
+        ids=[f"s{i:02d}" for i in range(40)],
+        kind=["instruction" if i % 2 else "preference" for i in range(40)],
+        created_at=[T0 + 60.0 * i for i in range(40)],
+    )
+    m.add([f"chat {w} {i}" for i, w in enumerate(words)], created_at=T0 + 5000.0)
+    asked: list[int] = []
+    pruned = st._Rows.lane_rows
+
+    def counted(self: st._Rows, have: set[str]) -> list[str]:
+        got = pruned(self, have)
+        asked.append(len(self.standing - have) - len(got))
+        return got
+
+    queries = [" ".join(rng.sample(words, 2)) for _ in range(12)]
+    monkeypatch.setattr(st._Rows, "lane_rows", counted)
+    lean = [m.search(q, k=5, now=T0 + 9000.0) for q in queries]
+    assert sum(asked) > 0  # some standing memories were left out of some tables
+    monkeypatch.setattr(st._Rows, "lane_rows", lambda self, have: sorted(self.standing - have))
+    full = [m.search(q, k=5, now=T0 + 9000.0) for q in queries]
+    assert [[r.to_dict() for r in x] for x in lean] == [[r.to_dict() for r in x] for x in full]
+    assert any(r.explanation.lane != 0 for x in full for r in x)  # the lane moved some
