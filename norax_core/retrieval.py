@@ -18,7 +18,7 @@ import numpy as np
 from norax_core.batch import in_background
 from norax_core.config import NoraxConfig
 from norax_core.indexes import DerivedIndexes
-from norax_core.models import SIGNALS, Explanation, Memory, SearchResult
+from norax_core.models import SIGNALS, Explanation, Memory, SearchResult, assembled
 from norax_core.ranking import Ranking
 from norax_core.signals.base import Query, Signal
 from norax_core.signals.dense import DenseSignal
@@ -154,6 +154,10 @@ def bridge_source(indexes: DerivedIndexes, q: Query) -> BridgeSource | None:
     return BridgeSource(graph, ents, allowed)
 
 
+_EXPLANATION = tuple(f.name for f in dataclasses.fields(Explanation))
+"""An :class:`Explanation`'s fields, in its constructor's order (its ``vars()`` order)."""
+
+
 def search_results(
     ranking: Ranking,
     cands: Candidates,
@@ -178,20 +182,21 @@ def search_results(
         info = dataclasses.replace(qp.info(), weights_intent=override)
     signals = ranking.table.scores[:, 0, rows].T.tolist()
     matched = cands.matched
-    return [
-        SearchResult(
-            **vars(records[names[r]]),
+    out = []
+    for r, score, got, parts in zip(
+        rows,
+        ranking.score[0, rows].tolist(),
+        signals,
+        ranking.explained(0, rows),
+        strict=True,
+    ):
+        values = dict(vars(records[names[r]]))
+        values.update(
             score=score,
             signals=dict(zip(SIGNALS, got, strict=True)),
             matched_entities=tuple(matched.get(names[r], ())),
             query_plan=info,
-            explanation=Explanation(**parts),
+            explanation=assembled(Explanation, {f: parts[f] for f in _EXPLANATION}),
         )
-        for r, score, got, parts in zip(
-            rows,
-            ranking.score[0, rows].tolist(),
-            signals,
-            ranking.explained(0, rows),
-            strict=True,
-        )
-    ]
+        out.append(assembled(SearchResult, values))
+    return out

@@ -153,3 +153,19 @@ def test_standing_rows_the_lane_cannot_pick_are_left_out_and_nothing_changes(
     full = [m.search(q, k=5, now=T0 + 9000.0) for q in queries]
     assert [[r.to_dict() for r in x] for x in lean] == [[r.to_dict() for r in x] for x in full]
     assert any(r.explanation.lane != 0 for x in full for r in x)  # the lane moved some
+
+
+def test_results_are_assembled_as_their_constructor_would_build_them(mem: NoraxMemory) -> None:
+    from dataclasses import fields
+
+    from norax_core.models import Explanation, SearchResult
+
+    # assembled() skips __init__: it is only right while neither class has __post_init__
+    assert not hasattr(SearchResult, "__post_init__") and not hasattr(Explanation, "__post_init__")
+    got = mem.search("apples item3", k=4, now=T0 + 10_000)
+    assert got
+    for r in got:
+        assert list(vars(r)) == [f.name for f in fields(SearchResult)]
+        assert list(vars(r.explanation)) == [f.name for f in fields(Explanation)]
+        assert SearchResult(**vars(r)) == r and hash(Explanation(**vars(r.explanation)))
+        assert Explanation(**vars(r.explanation)) == r.explanation
