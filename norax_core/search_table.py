@@ -125,12 +125,30 @@ class _Rows:
         reached changes nobody's score.
         """
         rest = sorted(self.standing - have)
-        if not rest:
+        if not rest or self._outranked(have):
             return []
         got = self.signals["dense"].score(self.q, rest)
         match = np.array([got.get(m, 0.0) for m in rest], dtype=np.float64)
         keep = lane.pickable(match, self.cfg.lane_similarity, self.cfg.lane_slots)
         return [m for m, kept in zip(rest, keep.tolist(), strict=True) if kept]
+
+    def _outranked(self, have: set[str]) -> bool:
+        """Whether the dense proposals show that no standing memory beyond ``have`` is pickable.
+
+        An exact dense top-``n`` (:func:`~norax_core.signals.dense.exact_top`) scores every
+        memory it left out at most its lowest score: below ``lane_similarity``, and behind
+        ``lane_slots + 1`` standing memories ``have`` holds, none of them is pickable
+        (:func:`~norax_core.stages.lane.pickable`), so the lane needs no scores of them.
+        """
+        top = self.cands.proposed.get("dense")
+        if not top or not self.signals["dense"].exact(self.q.namespace):  # type: ignore[attr-defined]
+            return False
+        dense = self.cands.signals["dense"]
+        floor = min(dense[m] for m in top)
+        if floor >= self.cfg.lane_similarity:
+            return False
+        ahead = sum(1 for m in self.standing & have if dense.get(m, -1.0) >= floor)
+        return ahead > self.cfg.lane_slots
 
     def scored(self, extra: list[str]) -> None:
         """Every signal's scores of ``extra`` join the search's."""

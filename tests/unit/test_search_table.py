@@ -169,3 +169,53 @@ def test_results_are_assembled_as_their_constructor_would_build_them(mem: NoraxM
         assert list(vars(r.explanation)) == [f.name for f in fields(Explanation)]
         assert SearchResult(**vars(r)) == r and hash(Explanation(**vars(r.explanation)))
         assert Explanation(**vars(r.explanation)) == r.explanation
+
+
+def _lane_store(vectors: dict[str, list[float]]) -> NoraxMemory:
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        return np.array([vectors[t] for t in texts], dtype=np.float32)
+
+    return NoraxMemory(
+        embedder=CallableEmbedder(embed, name="table", dim=4),
+        extractor=False,
+        config=NoraxConfig(pool_min=3, pool_factor=1),  # the weights' own pool: 10
+    )
+
+
+def _unit(*v: float) -> list[float]:
+    return (np.array(v) / np.linalg.norm(v)).tolist()  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("standing_first", [False, True])
+def test_the_lane_lifts_a_standing_memory_no_signal_proposed(
+    monkeypatch: pytest.MonkeyPatch, standing_first: bool
+) -> None:
+    from norax_core import search_table as st
+
+    # chat memories match the query best (they fill the dense signal's 10 proposals); "pick"
+    # matches it 0.5 (over the lane's bar, 0.4); the other standing memories barely. With
+    # standing_first, two standing memories match best and few chat ones follow: the
+    # proposals reach down to the low standing memories, so those left are outranked and
+    # none needs a row.
+    top = "standing" if standing_first else "chat"
+    vectors = {"q lane": _unit(1, 0, 0, 0), "pick rule": _unit(0.5, 0, 0.866, 0)}
+    vectors |= {f"{top} best {i}": _unit(0.95, 0.31, 0, 0) for i in range(2)}
+    vectors |= {f"chat {i}": _unit(0.9, 0.43, 0, 0) for i in range(3 if standing_first else 12)}
+    vectors |= {f"standing low {i}": _unit(0.1, 0, 0, 0.99) for i in range(6)}
+    m = _lane_store(vectors)
+    for text in vectors:
+        if text != "q lane":
+            standing = text.startswith(("pick", "standing"))
+            old = standing and not text.startswith("standing best")
+            m.add(text, kind="instruction" if standing else None, created_at=T0 if old else T0 + 99)
+    skipped: list[bool] = []
+    real = st._Rows._outranked
+    monkeypatch.setattr(
+        st._Rows, "_outranked", lambda self, have: skipped.append(real(self, have)) or skipped[-1]
+    )
+    got = [r.text for r in m.search("q lane", k=3, now=T0 + 100)]
+    assert skipped == [standing_first]
+    monkeypatch.setattr(st._Rows, "lane_rows", lambda self, have: sorted(self.standing - have))
+    assert got == [r.text for r in m.search("q lane", k=3, now=T0 + 100)]  # every standing row
+    if not standing_first:
+        assert "pick rule" in got  # lifted by the lane, though no signal proposed it
