@@ -163,7 +163,7 @@ class _Rows:
             have, self.ids, self.row_of, self.cols, self.role = 0, [], {}, [], []
             self.graph_rows = self.proposed = None
         new = ids[have:]
-        if not new:
+        if not new and self.cols:  # an empty table still gets its (empty) columns
             return have
         q, catalog, got, zero = self.q, self.catalog, self.got, repeat(0.0)
         part = [

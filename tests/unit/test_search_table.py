@@ -219,3 +219,9 @@ def test_the_lane_lifts_a_standing_memory_no_signal_proposed(
     assert got == [r.text for r in m.search("q lane", k=3, now=T0 + 100)]  # every standing row
     if not standing_first:
         assert "pick rule" in got  # lifted by the lane, though no signal proposed it
+
+
+def test_a_table_of_no_rows_has_empty_columns(mem: NoraxMemory) -> None:
+    table, _ = _table(mem, [])
+    assert table.scores.shape == (4, 1, 0) and table.created is not None
+    assert table.created.shape == (1, 0) and table.ids == [[]]
