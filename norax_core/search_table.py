@@ -56,7 +56,10 @@ def search_table(
             no row counts as the user's.
     """
     rows = _Rows(cands, indexes, dense, cfg, supersede, roles)
-    first = rows.joined(cands.ids)
+    # With context propagation on, the context stage grows the table first (:meth:`extend`),
+    # and that joins the memories superseding any row: until then they would be rows no
+    # stage reads, so they join there, scored with the context neighbours.
+    first = [] if cfg.context_on else rows.joined(cands.ids)
     first += rows.lane_rows({*cands.ids, *first})
     rows.scored(first)
     return rows.table(sorted([*cands.ids, *first])), rows.extend
