@@ -22,7 +22,8 @@ from norax_core.models import SIGNALS, Memory, MetadataValue, SearchResult
 from norax_core.presets import WeightsLike, resolve_weights
 from norax_core.query import intents, plan_query
 from norax_core.ranking import Plan, proposal_sizes, rank
-from norax_core.retrieval import Candidates, gather, search_results, search_table
+from norax_core.retrieval import Candidates, gather, search_results
+from norax_core.search_table import search_table
 from norax_core.signals.base import Query
 from norax_core.store import DEFAULT_COLLECTION, SIDECAR_FILE, Store, consistency
 from norax_core.store.chroma import change_log
@@ -374,9 +375,9 @@ class NoraxMemory:
                 roles=lambda ids: self._store.roles(cands.query.namespace, ids),
             )
             ranking = rank(table, plan, cands.k, extend)
-            shown = set(cands.ids).intersection(ranking.ids())  # proposed: the breakdown
+            shown = set(cands.ids).intersection(ids := ranking.ids())  # proposed: the breakdown
             matched = self._store.indexes.graph_signal.explain(cands.query, sorted(shown))
-        found = self._store.records(ranking.ids(), local=True, namespace=cands.query.namespace)
+        found = self._store.records(ids, local=True, namespace=cands.query.namespace)
         return search_results(ranking, dataclasses.replace(cands, matched=matched), found, w)
 
     def candidates(
@@ -415,8 +416,7 @@ class NoraxMemory:
         ns = check.namespace(namespace)
         flt = check.where(where)
         now_ts = time.time() if now is None else check.timestamp(now, "now")
-        # The query's reading picks its weights before anything is proposed: proposal sizes,
-        # the graph's entities and the signals' parameters all follow the chosen weights.
+        # The query's reading picks its weights first: proposals and parameters follow them.
         reading = plan_query(text, now_ts)
         w = self.weights if weights is None else resolve_weights(weights)
         w = w.for_intent(reading.intent)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 MetadataValue: TypeAlias = str | int | float | bool
 """Flat metadata values that Chroma can store and filter on."""
@@ -228,6 +228,22 @@ class SearchResult(Memory):
             "matched_entities": list(self.matched_entities),
             **self._explained(),
         }
+
+
+_Frozen = TypeVar("_Frozen")
+
+
+def assembled(cls: type[_Frozen], values: Mapping[str, Any]) -> _Frozen:
+    """What ``cls(**values)`` makes, for a frozen dataclass given every one of its fields.
+
+    Without the frozen ``__init__``, which sets each field through ``object.__setattr__``:
+    a search builds ten results and their explanations (23 fields each), and that was most
+    of what building them cost (8.6 -> 2.9 us a result). Only for :class:`SearchResult` and
+    :class:`Explanation`, which have no ``__post_init__`` (pinned by a test).
+    """
+    obj = object.__new__(cls)
+    obj.__dict__.update(values)
+    return obj  # type: ignore[no-any-return]
 
 
 def utc_from_timestamp(ts: float) -> datetime:

@@ -97,6 +97,7 @@ STAGES = (
     "lane",
 )
 """The stages after fusion, in the order :func:`rank` runs them (:meth:`Ranking.explain`)."""
+_EXPLAINED = ("fused", *STAGES)
 _B, _D, _T, _G = (SIGNALS.index(s) for s in ("bm25", "dense", "temporal", "graph"))
 
 Neighbours = Callable[[int, float], list[np.ndarray]]
@@ -408,8 +409,11 @@ class Ranking:
 
     def top(self, q: int = 0) -> list[int]:
         """The rows of query ``q``'s results, best first."""
-        n = int(min(self.k[q], self.candidates[q].sum()))
-        return self.order[q, :n].tolist()  # type: ignore[no-any-return]
+        kept: dict[int, list[int]] = self.__dict__.setdefault("_tops", {})  # frozen: computed once
+        if q not in kept:
+            n = int(min(self.k[q], self.candidates[q].sum()))
+            kept[q] = self.order[q, :n].tolist()
+        return list(kept[q])
 
     def ids(self, q: int = 0) -> list[str]:
         """The ids of query ``q``'s results, best first (needs ``table.ids``)."""
@@ -423,12 +427,16 @@ class Ranking:
 
         Keys ``fused`` and each of :data:`STAGES`; their values sum to the final score.
         """
-        out = {"fused": float(self.fused[q, row])}
-        prev = out["fused"]
-        for name in STAGES:
-            now = float(self.after.get(name, self.score)[q, row])
-            out[name], prev = now - prev, now
-        return out
+        return self.explained(q, [row])[0]
+
+    def explained(self, q: int, rows: Sequence[int]) -> list[dict[str, float]]:
+        """:meth:`explain` of each of ``rows`` of query ``q`` (one array operation)."""
+        at = np.asarray(rows, dtype=np.int64)
+        steps = np.stack(
+            [self.fused[q, at], *(self.after.get(s, self.score)[q, at] for s in STAGES)]
+        )
+        steps[1:] -= steps[:-1].copy()  # each stage's change: the float difference of its scores
+        return [dict(zip(_EXPLAINED, col, strict=True)) for col in steps.T.tolist()]
 
 
 def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = None) -> Ranking:
@@ -542,7 +550,7 @@ def _best(score: np.ndarray, cand: np.ndarray, tie: np.ndarray | None, m: np.nda
     order = _order(score, cand, tie)
     keep = np.arange(score.shape[1])[None, :] < np.minimum(m, cand.sum(axis=1))[:, None]
     out = np.zeros_like(cand)
-    np.put_along_axis(out, order, keep, axis=1)
+    out[np.arange(out.shape[0])[:, None], order] = keep  # put_along_axis, without its overhead
     return out
 
 
@@ -591,8 +599,9 @@ def _borrow(
     sent = np.zeros((q, n + 1))
     sent[:, :n] = np.where(known, fused, 0.0)
     best = np.zeros((q, n))
+    qi = np.arange(q)[:, None]
     for nb in slots:
-        np.maximum(best, np.take_along_axis(sent, nb, axis=1), out=best)
+        np.maximum(best, sent[qi, nb], out=best)  # take_along_axis, without its overhead
     lam = plan.context_weight
     return (fused + lam * best) / (1.0 + lam)  # type: ignore[no-any-return]
 

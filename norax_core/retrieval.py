@@ -1,32 +1,28 @@
-"""The read path of a search: the candidate table that :func:`norax_core.ranking.rank` ranks.
+"""The read path of a search: its candidates, and its results from their ranking.
 
 :meth:`NoraxMemory.search` validates the query, embeds it and holds the store's lock; the
-functions here ask the store's signals for their proposals and scores (:func:`gather`) and
-turn them into a :class:`~norax_core.ranking.Table` of one query (:func:`search_table`),
-which can grow by the context neighbours the ranking asks for.
+functions here ask the store's signals for their proposals and scores (:func:`gather`), which
+:func:`norax_core.search_table.search_table` turns into the table the ranking ranks, and
+build the results from the ranking (:func:`search_results`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from itertools import repeat
-from typing import Any
 
 import numpy as np
 
 from norax_core.batch import in_background
 from norax_core.config import NoraxConfig
 from norax_core.indexes import DerivedIndexes
-from norax_core.latest import Statements
-from norax_core.models import SIGNALS, Explanation, Memory, SearchResult
-from norax_core.ranking import NEVER, Extend, Ranking, Table
+from norax_core.models import SIGNALS, Explanation, Memory, SearchResult, assembled
+from norax_core.ranking import Ranking
 from norax_core.signals.base import Query, Signal
 from norax_core.signals.dense import DenseSignal
 from norax_core.stages.bridges import BridgeInput, MemoryEntities
-from norax_core.stages.supersede import link_slots
 from norax_core.weights import Weights
 
 
@@ -123,190 +119,6 @@ def gather(
     return Candidates(q, k, cand, scores, matched, proposed, size, weights)
 
 
-def search_table(
-    cands: Candidates,
-    indexes: DerivedIndexes,
-    dense: DenseSignal,
-    cfg: NoraxConfig,
-    *,
-    supersede: bool = False,
-    roles: Callable[[list[str]], Mapping[str, object]] | None = None,
-) -> tuple[Table, Extend]:
-    """The candidate table of one search, and how to add the context neighbours it asks for.
-
-    The caller holds the store's lock while :func:`~norax_core.ranking.rank` runs. With
-    ``supersede``, the table also holds (as rows no signal proposed) the memories that
-    supersede its rows (:mod:`norax_core.supersession`), among those the filter allows, so
-    the supersession stage can pull them in; with the lane on (``cfg.lane_slots``), the
-    namespace's standing instructions and preferences the filter allows
-    (:meth:`DerivedIndexes.standing`), so the lane can lift them.
-
-    Args:
-        cands: The search's candidates (:func:`gather`).
-        indexes: The store's derived indexes.
-        dense: The store's dense signal.
-        cfg: The search's configuration.
-        supersede: Whether the supersession stage will run (its rows are joined).
-        roles: The ``role`` metadata of ids (the turns stage's speaker boost); without it
-            no row counts as the user's.
-    """
-    q = cands.query
-    catalog = indexes.temporal
-    links = indexes.supersede
-    state = {"signals": cands.signals}
-    bridge = bridge_source(indexes, q) if cfg.bridges_on else None
-    standing = set(indexes.standing(q.namespace)) if cfg.lane_slots > 0 else set()
-    query_words = frozenset(q.tokens)  # the tokens BM25 reads (engine: the same tokenizer)
-    if q.allowed is not None:
-        standing &= q.allowed
-
-    # What a table's stages ask of the catalog and the roles depends on each id alone, so
-    # it is read once per id for the whole search, however often the table grows.
-    near_of: dict[tuple[int, float], dict[str, tuple[str, ...]]] = {}
-    role_of: dict[str, object] = {}
-
-    def near(ids: Sequence[str], window: int, gap: float) -> dict[str, tuple[str, ...]]:
-        known = near_of.setdefault((window, gap), {})
-        todo = [m for m in ids if m not in known]  # the catalog maps a repeated id once
-        if todo:
-            known.update(catalog.neighbours(q.namespace, todo, window, gap, allowed=q.allowed))
-        return known
-
-    def roles_of(ids: list[str]) -> Mapping[str, object]:
-        todo = [m for m in ids if m not in role_of]
-        if todo and roles is not None:
-            found = roles(todo)
-            role_of.update((m, found.get(m)) for m in todo)
-        return role_of
-
-    def newer_of(ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
-        # same namespace by construction; an excluded memory never joins
-        return links.newer(q.namespace, ids, q.allowed) if supersede else {}
-
-    signals = signal_set(indexes, dense, cfg)
-
-    def scored(extra: list[str]) -> None:
-        old = state["signals"]
-        state["signals"] = {s: {**old[s], **signals[s].score(q, extra)} for s in SIGNALS}
-
-    def joined(ids: Sequence[str]) -> list[str]:
-        """The memories superseding ``ids`` that the table lacks."""
-        known = set(ids)
-        got = newer_of(ids).values()
-        return [m for m in dict.fromkeys(x for v in got for x in v) if m not in known]
-
-    # A row's scores, creation time, kind, standing and graph row depend on its id alone: a
-    # grown table (existing rows first, :func:`extend`) reads them for its new rows only.
-    grown: list[Any] = []  # [ids, scores, created, kinds, standing, graph rows]
-
-    def columns(ids: list[str]) -> list[Any]:
-        have = len(grown[0]) if grown else 0
-        if not have or grown[0] != ids[:have]:
-            have, grown[:] = 0, []
-        new = ids[have:]
-        got = state["signals"]
-        zero = repeat(0.0)
-        part = [
-            np.array([list(map(got[s].get, new, zero)) for s in SIGNALS], dtype=np.float64),
-            np.array(catalog.created(q.namespace, new), dtype=np.float64),
-            np.array(catalog.kinds(q.namespace, new), dtype=str),
-            np.array([m in standing for m in new], dtype=bool),
-            None if bridge is None else bridge.graph.rows_for(new),
-        ]
-        if have:
-            axis = [1, 0, 0, 0, 0]
-            part = [
-                None if a is None else np.concatenate([b, a], axis=x)
-                for a, b, x in zip(part, grown[1:], axis, strict=True)
-            ]
-        grown[:] = [list(ids), *part]
-        return [a if a is None else a.copy() for a in part]
-
-    def table(ids: list[str]) -> Table:
-        rows = {m: r for r, m in enumerate(ids)}
-        n = len(ids)
-        scores, created, kinds, standing_rows, graph_rows = columns(ids)
-        proposed = np.full((len(SIGNALS), 1, n), NEVER, dtype=np.int32)
-        for i, s in enumerate(SIGNALS):
-            top = cands.proposed.get(s, ())
-            if top:
-                proposed[i, 0, [rows[m] for m in top]] = np.arange(len(top))
-        tie = np.empty(n, dtype=np.int64)
-        tie[sorted(range(n), key=ids.__getitem__)] = np.arange(n)
-
-        slots: dict[tuple[int, float], list[np.ndarray]] = {}
-
-        def neighbours(window: int, gap: float) -> list[np.ndarray]:
-            if (window, gap) not in slots:
-                found = near(ids, window, gap)
-                slots[window, gap] = neighbour_slots(rows, found, ids, window, n)
-            return [a.copy() for a in slots[window, gap]]
-
-        def sessions(gap: float) -> np.ndarray:
-            return np.array([catalog.sessions(q.namespace, ids, gap, allowed=q.allowed)])
-
-        def positions(gap: float) -> np.ndarray:
-            got = catalog.session_positions(q.namespace, ids, gap, allowed=q.allowed)
-            return np.array([got], dtype=np.int64)
-
-        def users(role: str = "user") -> np.ndarray:
-            found = roles_of(ids)
-            return np.array([[found.get(m) == role for m in ids]], dtype=bool)
-
-        def words(_: int, at: Sequence[int]) -> list[frozenset[str]]:
-            return links.words(q.namespace, [ids[r] for r in at])
-
-        return Table(
-            scores=scores.reshape(len(SIGNALS), 1, n),
-            proposed=proposed,
-            valid=np.ones((1, n), dtype=bool),
-            tie=tie[None, :],
-            size=np.array([cands.size], dtype=np.int64),
-            created=created.reshape(1, n),
-            neighbours=neighbours,
-            ids=[ids],
-            plans=[q.plan],
-            entities=None if bridge is None else [bridge.view(graph_rows)],
-            sessions=sessions,
-            positions=positions,
-            users=users,
-            newer=link_slots([rows], [newer_of(ids)], n),
-            kinds=kinds.reshape(1, n),
-            standing=standing_rows.reshape(1, n),
-            statements=Statements(
-                query=[query_words],
-                words=words,
-                replies=lambda: users("assistant"),
-                cues=links.cues,
-                change=links.outright,
-                now=links.now_words,
-                shift=links.shifts,
-            ),
-        )
-
-    def extend(t: Table, wanted: np.ndarray, add: Sequence[Sequence[str]] = ()) -> Table:
-        ids = t.ids[0] if t.ids is not None else []
-        seeds = [ids[r] for r in np.flatnonzero(wanted[0]).tolist()]
-        # neighbours among the memories the filter allows: an excluded one never takes a slot
-        found = near(seeds, cfg.context_window, cfg.context_gap_seconds)
-        known = set(ids)
-        joining = [x for s in seeds for x in found.get(s, ())]
-        if add:  # the bridge step's memories: the namespace's graph, so only check the filter
-            joining += [m for m in add[0] if q.allowed is None or m in q.allowed]
-        extra = [m for m in dict.fromkeys(joining) if m not in known]
-        extra += joined([*ids, *extra])  # and the memories superseding any of them
-        if not extra:
-            return t
-        scored(extra)
-        return table([*ids, *extra])  # existing rows keep their index
-
-    first = joined(cands.ids)
-    first += sorted(standing - set(cands.ids) - set(first))
-    if first:
-        scored(first)
-    return table(sorted([*cands.ids, *first])), extend
-
-
 @dataclass(frozen=True)
 class BridgeSource:
     """What the bridge stage reads for one search: the namespace's graph, query, filter."""
@@ -342,29 +154,8 @@ def bridge_source(indexes: DerivedIndexes, q: Query) -> BridgeSource | None:
     return BridgeSource(graph, ents, allowed)
 
 
-def neighbour_slots(
-    rows_of: Mapping[str, int],
-    near: Mapping[str, tuple[str, ...]],
-    ids: list[str],
-    window: int,
-    pad: int,
-) -> list[np.ndarray]:
-    """One query's neighbour slots (see :data:`Neighbours`) from ``{id: neighbour ids}``."""
-    out = np.full((2 * window, 1, pad), pad, dtype=np.int64)
-    slot: list[int] = []  # one assignment for all rows: (slot, row) -> neighbour row
-    col: list[int] = []
-    val: list[int] = []
-    get = near.get
-    for r, m in enumerate(ids):
-        nb = get(m)
-        if nb:
-            found = [rows_of[x] for x in nb if x in rows_of]
-            slot += range(len(found))
-            col += [r] * len(found)
-            val += found
-    if val:
-        out[slot, 0, col] = val
-    return list(out)
+_EXPLANATION = tuple(f.name for f in dataclasses.fields(Explanation))
+"""An :class:`Explanation`'s fields, in its constructor's order (its ``vars()`` order)."""
 
 
 def search_results(
@@ -382,21 +173,30 @@ def search_results(
         weights: The weights the search was given (their per-intent overrides are named in
             ``query_plan.weights_intent``).
     """
-    scores = ranking.table.scores[:, 0, :]
+    names = ranking.table.ids[0] if ranking.table.ids is not None else []
+    rows = [r for r in ranking.top() if names[r] in records]
     qp = cands.query.plan
     info = None
     if qp is not None:
         override = qp.intent.value if qp.intent.value in weights.intents else None
         info = dataclasses.replace(qp.info(), weights_intent=override)
-    return [
-        SearchResult(
-            **vars(records[mid]),
-            score=float(ranking.score[0, r]),
-            signals={s: float(scores[i, r]) for i, s in enumerate(SIGNALS)},
-            matched_entities=tuple(cands.matched.get(mid, ())),
+    signals = ranking.table.scores[:, 0, rows].T.tolist()
+    matched = cands.matched
+    out = []
+    for r, score, got, parts in zip(
+        rows,
+        ranking.score[0, rows].tolist(),
+        signals,
+        ranking.explained(0, rows),
+        strict=True,
+    ):
+        values = dict(vars(records[names[r]]))
+        values.update(
+            score=score,
+            signals=dict(zip(SIGNALS, got, strict=True)),
+            matched_entities=tuple(matched.get(names[r], ())),
             query_plan=info,
-            explanation=Explanation(**ranking.explain(0, r)),
+            explanation=assembled(Explanation, {f: parts[f] for f in _EXPLANATION}),
         )
-        for mid, r in zip(ranking.ids(), ranking.top(), strict=True)
-        if mid in records
-    ]
+        out.append(assembled(SearchResult, values))
+    return out

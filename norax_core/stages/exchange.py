@@ -46,9 +46,9 @@ def partner_rows(slots: Sequence[np.ndarray], position: np.ndarray, user: np.nda
     pos = np.concatenate([position, np.full((q, 1), -2, dtype=position.dtype)], axis=1)
     usr = np.concatenate([user.astype(bool), np.zeros((q, 1), dtype=bool)], axis=1)
     out = np.full((q, n), n, dtype=np.int64)
+    qi = np.arange(q)[:, None]
     for nb in slots:
-        their_pos = np.take_along_axis(pos, nb, axis=1)
-        their_user = np.take_along_axis(usr, nb, axis=1)
+        their_pos, their_user = pos[qi, nb], usr[qi, nb]  # take_along_axis, without its overhead
         reply = user & ~their_user & (their_pos == position + 1)
         answered = ~user & their_user & (their_pos == position - 1) & (position >= 1)
         out = np.where((reply | answered) & (nb < n), nb, out)

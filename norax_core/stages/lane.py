@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["lane_picks", "reserve"]
+__all__ = ["lane_picks", "pickable", "reserve"]
 
 
 def lane_picks(
@@ -76,6 +76,19 @@ def lane_picks(
     out = np.zeros(match.shape, dtype=bool)
     np.put_along_axis(out, best, np.take_along_axis(ok, best, axis=1), axis=1)
     return out
+
+
+def pickable(match: np.ndarray, threshold: float, slots: int) -> np.ndarray:
+    """``(n,)`` the standing memories :func:`lane_picks` could pick, with those that decide it.
+
+    Of one query's standing memories (``match``, each one's clipped query cosine), those
+    that reach ``threshold``, and the best ``slots + 1``: the relative rule picks among the
+    best ``slots`` only, measured against the next one (the runner-up). Any other standing
+    memory is never picked and changes no pick, so a search's table can leave it out.
+    """
+    keep = match >= threshold
+    keep[np.argsort(-match, kind="stable")[: slots + 1]] = True
+    return keep  # type: ignore[no-any-return]
 
 
 def reserve(

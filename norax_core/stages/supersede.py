@@ -108,10 +108,11 @@ def supersede_arrays(
     pad_top = np.concatenate([top, np.zeros((q, 1), dtype=bool)], axis=1)
     best = np.full((q, n + 1), -np.inf)
     qi = np.broadcast_to(np.arange(q)[:, None], (q, n))
+    rows = np.arange(q)[:, None]
     for slot in newer:
-        ok = top & np.isfinite(np.take_along_axis(pad_score, slot, axis=1))
+        ok = top & np.isfinite(pad_score[rows, slot])  # take_along_axis, without its overhead
         if not pull:
-            ok &= np.take_along_axis(pad_top, slot, axis=1)
+            ok &= pad_top[rows, slot]
         np.maximum.at(best, (qi, slot), np.where(ok, score, -np.inf))
     best = best[:, :n]
     pulled = np.isfinite(best)

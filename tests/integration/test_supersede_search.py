@@ -99,3 +99,19 @@ def test_a_filter_that_excludes_the_newer_statement_keeps_it_out(store: NoraxMem
     query = "What deadline did the kickoff memo set for the Apollo launch?"
     got = store.search(query, k=7, namespace="team", where={"stale": True}, now=NOW, weights=ON)
     assert {r.id for r in got} == {"team-old-deadline", "team-old-latency"}
+
+
+def test_a_newer_statement_no_signal_proposed_is_pulled_in_with_context_on(
+    store: NoraxMemory,
+) -> None:
+    # each signal proposes one memory (the old deadline); with context propagation on, the
+    # table's first growth joins what supersedes its rows, so the stage can still lift it
+    query = "What deadline did the kickoff memo set for the Apollo launch?"
+    params = {"supersede_weight": 1.1, "pool_min": 1, "pool_factor": 1}
+    context = {"context_window": 1, "context_weight": 0.3}
+    lean = Weights(0.3, 0.7, 0.0, 0.0, params={**params, **context})
+    cands = store.candidates(query, k=1, namespace="team", now=NOW, weights=lean)
+    assert cands.ids == ["team-old-deadline"]
+    got = store.search(query, k=1, namespace="team", now=NOW, weights=lean)
+    assert [r.id for r in got] == ["team-new-deadline"]
+    assert got[0].explanation is not None and got[0].explanation.supersede > 0

@@ -6,7 +6,7 @@ import numpy as np
 
 from norax_core.config import NoraxConfig
 from norax_core.errors import InvalidInputError
-from norax_core.stages.lane import reserve
+from norax_core.stages.lane import lane_picks, pickable, reserve
 
 
 def _order(joined: np.ndarray, out: np.ndarray) -> list[int]:
@@ -94,3 +94,21 @@ def test_with_params_reaches_every_intent_override() -> None:
     # the overrides' other params are theirs still
     assert off.for_intent("preference").params["exchange_depth"] == 10
     assert default.params["lane_slots"] == 1  # the original is not changed
+
+
+def test_standing_memories_outside_pickable_change_no_pick() -> None:
+    rng = np.random.default_rng(4)
+    for _ in range(400):
+        n = int(rng.integers(1, 30))
+        standing = rng.random(n) < 0.6
+        match = np.where(standing, rng.choice([0.0, 0.05, 0.12, 0.2, 0.3, 0.45, 0.6], n), 0.0)
+        slots, threshold = int(rng.integers(1, 4)), float(rng.choice([0.3, 0.4]))
+        margin, floor = float(rng.choice([0.0, 0.1])), 0.1
+        full = lane_picks(match[None, :], threshold, slots, margin, floor)[0]
+        given = standing & (rng.random(n) < 0.3)  # rows the table holds anyway (proposed)
+        rest = np.flatnonzero(standing & ~given)
+        keep = np.ones(n, dtype=bool)
+        keep[rest] = pickable(match[rest], threshold, slots)
+        lean = lane_picks(match[None, keep], threshold, slots, margin, floor)[0]
+        assert not full[~keep].any()  # a memory left out is never one the lane picks
+        np.testing.assert_array_equal(lean, full[keep])  # and the picks stay the same

@@ -64,7 +64,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("stages", ("norax_core.stages",)),  # ranking stages' math, on arrays
     ("store", ("norax_core.store",)),
-    ("ranking", ("norax_core.ranking", "norax_core.retrieval")),
+    ("ranking", ("norax_core.ranking", "norax_core.retrieval", "norax_core.search_table")),
     ("engine", ("norax_core.engine",)),
 ]
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}

@@ -234,3 +234,18 @@ def test_explain_splits_the_score_into_its_stages() -> None:
         parts = got.explain(0, r)
         assert sum(parts.values()) == pytest.approx(float(got.score[0, r]))
     assert any(got.explain(0, r)["context"] != 0 for r in got.top(0))
+
+
+def test_top_is_read_once_per_query_and_explained_matches_explain() -> None:
+    rng = random.Random(11)
+    queries = [_query(rng, 25), _query(rng, 18)]
+    plan = Plan(weights=(0.5, 0.5, 0.0, 0.0), context_window=1, context_weight=1.0, context_gap=GAP)
+    got = rank(_table(queries), plan, 5)
+    first, second = got.top(0), got.top(1)
+    assert first == got.order[0, :5].tolist() and second == got.order[1, :5].tolist()
+    first.append(99)  # the caller's list: what top keeps for the next call is its own
+    assert got.top(0) == got.order[0, :5].tolist() and got.top(1) == second
+    rows = got.top(1)
+    assert got.explained(1, rows) == [got.explain(1, r) for r in rows]
+    for r, parts in zip(rows, got.explained(1, rows), strict=True):
+        assert sum(parts.values()) == pytest.approx(float(got.score[1, r]))
