@@ -126,7 +126,8 @@ def personalized_pagerank(
     pair, diff = np.empty(len(src)), np.empty(n)
     for _ in range(max_iter):  # the same steps, in place where that changes no value
         prev = x
-        np.multiply(share, prev.take(src, out=pair), out=pair)
+        # into ``out``, mode "raise" buffers (3 x slower); "wrap" reads the same values
+        np.multiply(share, prev.take(src, out=pair, mode="wrap"), out=pair)
         x = np.bincount(dst, weights=pair, minlength=n).astype(np.float64, copy=False)
         if len(dangling):  # else it adds 0.0 everywhere
             x += prev[dangling].sum() * p

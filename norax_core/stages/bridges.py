@@ -234,11 +234,15 @@ def bridge_scores(
     start_mass = p[starts]
     pair, diff = np.empty(len(src)), np.empty(size)
     restart = 1.0 - damping
+    # ``take`` into ``out`` with mode "raise" buffers (about 3 x slower); "wrap" reads the
+    # same values for indices in range (negative ones too).
     for _ in range(MAX_ITER):
         lost = x.take(dangling).sum() if len(dangling) else 0.0
         new: np.ndarray = np.bincount(
-            dst, weights=np.multiply(x.take(src, out=pair), share, out=pair), minlength=size
-        ).astype(np.float64, copy=False)
+            dst,
+            weights=np.multiply(x.take(src, out=pair, mode="wrap"), share, out=pair),
+            minlength=size,
+        )
         restart = 1.0 - damping + damping * lost
         new[starts] += restart * start_mass
         change = np.abs(np.subtract(new, x, out=diff), out=diff).sum()
