@@ -433,7 +433,7 @@ class Ranking:
         """:meth:`explain` of each of ``rows`` of query ``q`` (one array operation)."""
         at = np.asarray(rows, dtype=np.int64)
         steps = np.stack(
-            [self.fused[q, at], *(self.after.get(s, self.score)[q, at] for s in STAGES)]
+            [self.fused[q][at], *(self.after.get(s, self.score)[q][at] for s in STAGES)]
         )
         steps[1:] -= steps[:-1].copy()  # each stage's change: the float difference of its scores
         return [dict(zip(_EXPLAINED, col, strict=True)) for col in steps.T.tolist()]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -265,7 +266,7 @@ class GraphSignal:
         if space is None or t is None or not admitted:
             return dict.fromkeys(admitted, 0.0)
         row_of = space.slot.get
-        rows = np.fromiter((row_of(m, -1) for m in admitted), np.int64, len(admitted))
+        rows = np.fromiter(map(row_of, admitted, repeat(-1)), np.int64, len(admitted))
         return dict(zip(admitted, np.minimum(t.by_row[rows], 1.0).tolist(), strict=True))
 
     def explain(self, query: Query, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
@@ -280,7 +281,7 @@ class GraphSignal:
         if space is None or t is None or not admitted:
             return out
         row_of = space.slot.get
-        rows = np.fromiter((row_of(m, -1) for m in admitted), np.int64, len(admitted))
+        rows = np.fromiter(map(row_of, admitted, repeat(-1)), np.int64, len(admitted))
         scored = np.flatnonzero(t.by_row[rows] > 0).tolist()  # the others hold nothing that pulls
         if not scored:
             return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from itertools import repeat
 
 import numpy as np
 
@@ -263,7 +264,7 @@ class TemporalSignal:
         if ns is None or not ns.slot:
             return [float("nan")] * len(ids)
         slot = ns.slot
-        at = np.fromiter((slot.get(m, -1) for m in ids), np.int64, len(ids))
+        at = np.fromiter(map(slot.get, ids, repeat(-1)), np.int64, len(ids))
         return np.where(at >= 0, ns.ts[at], np.nan).tolist()  # type: ignore[no-any-return]
 
     def kinds(self, namespace: str, ids: Sequence[str]) -> list[str]:
@@ -275,7 +276,7 @@ class TemporalSignal:
         for kind, code in self._kinds.items():
             names[code] = kind
         slot = ns.slot
-        at = np.fromiter((slot.get(m, -1) for m in ids), np.int64, len(ids))
+        at = np.fromiter(map(slot.get, ids, repeat(-1)), np.int64, len(ids))
         codes = np.where(at >= 0, ns.kind[at], len(self._kinds)).tolist()
         return [names[c] for c in codes]
 

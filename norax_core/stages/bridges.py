@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -81,7 +82,7 @@ class MemoryEntities:
     def rows_for(self, ids: Sequence[str], pad: int | None = None) -> np.ndarray:
         """The row of each of ``ids`` (-1 if not in the graph), padded with -1 to ``pad``."""
         out = np.full(len(ids) if pad is None else pad, -1, np.int64)
-        out[: len(ids)] = [self.row_of.get(m, -1) for m in ids]
+        out[: len(ids)] = np.fromiter(map(self.row_of.get, ids, repeat(-1)), np.int64, len(ids))
         return out
 
 
