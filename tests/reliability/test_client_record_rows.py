@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from _support import open_store
+from test_client_records import _twelve
 from test_client_snapshots import _client, _fill
 from test_published_snapshots import _fresh, _rewrite, _seed
 
@@ -73,13 +74,7 @@ def test_results_come_from_the_rows_and_follow_another_process(chroma_url: str) 
     name = f"rows-{uuid.uuid4().hex[:8]}"
     a, b = _open(chroma_url, name), _open(chroma_url, name)
     try:
-        b.add(
-            [f"note {i} about the harbour ship {i % 3}" for i in range(12)],
-            ids=[f"m{i}" for i in range(12)],
-            namespace="n",
-            created_at=[NOW - 60 * i for i in range(12)],
-            metadata=[{"i": i} for i in range(12)],
-        )
+        _twelve(b)
         time.sleep(2 * INTERVAL)
         reads = _reads(a)
         got = _hits(a)  # loads n from Chroma's rows: their records come with them

@@ -36,6 +36,17 @@ def _hits(mem: NoraxMemory) -> dict[str, Any]:
     return {r.id: r for r in mem.search("harbour ship", k=20, namespace="n", now=NOW)}
 
 
+def _twelve(mem: NoraxMemory) -> None:
+    """Twelve notes in namespace n, a minute apart, each with metadata ``{"i": i}``."""
+    mem.add(
+        [f"note {i} about the harbour ship {i % 3}" for i in range(12)],
+        ids=[f"m{i}" for i in range(12)],
+        namespace="n",
+        created_at=[NOW - 60 * i for i in range(12)],
+        metadata=[{"i": i} for i in range(12)],
+    )
+
+
 def _truth(mem: NoraxMemory, got: dict[str, Any]) -> dict[str, tuple[str, object]]:
     return {m.id: (m.text, m.metadata) for m in mem.get(list(got))}  # read from Chroma
 
@@ -44,13 +55,7 @@ def test_kept_records_follow_own_pulled_and_hidden_writes(chroma_url: str) -> No
     name = f"kept-{uuid.uuid4().hex[:8]}"
     a, b = _open(chroma_url, name), _open(chroma_url, name)
     try:
-        b.add(
-            [f"note {i} about the harbour ship {i % 3}" for i in range(12)],
-            ids=[f"m{i}" for i in range(12)],
-            namespace="n",
-            created_at=[NOW - 60 * i for i in range(12)],
-            metadata=[{"i": i} for i in range(12)],
-        )
+        _twelve(b)
         time.sleep(2 * INTERVAL)
         first = _hits(a)
         assert len(first) == 12
