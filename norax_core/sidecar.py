@@ -46,14 +46,14 @@ reply rule, so a store written by 3 re-derives them at open; 5: ``role``, ``infe
 from the sidecar)."""
 
 POSITION_KEY = "chroma_position"
+"""Meta key: the position of Chroma's write log the rows match (:mod:`norax_core.store.position`).
+Deleted by a trigger on any change of ``memories`` (a hand edit too); the store records it
+again after each of its writes."""
 
 PARSED_RECORDS = 2_048
 """How many records of a kind :meth:`Sidecar.kept_records` keeps (the most recently read)."""
 
 T = TypeVar("T")
-"""Meta key: the position of Chroma's write log the rows match (:mod:`norax_core.store.position`).
-Deleted by a trigger on any change of ``memories`` (a hand edit too); the store records it
-again after each of its writes."""
 
 Links = Mapping[str, tuple[str, tuple[str, ...]]]
 """Supersession links a write changes: ``{newer id: (namespace, older ids)}``; no older ids
