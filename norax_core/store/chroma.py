@@ -7,7 +7,6 @@ reserved ``norax_*`` keys); :func:`memory_from_record` turns one back into a
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -28,7 +27,7 @@ from norax_core.models import (
 from norax_core.sidecar import IndexRow, Sidecar, record_json
 from norax_core.signals.dense import NAMESPACE_KEY
 from norax_core.signals.vectors import NamespaceMatrix
-from norax_core.store.client_records import client_records
+from norax_core.store.client_records import client_records, held
 from norax_core.store.writes import CHROMA_BATCH
 from norax_core.sync import ChangeLog, SyncConfig
 
@@ -307,8 +306,7 @@ def store_records(
 
 def _decoded(sidecar: Sidecar, ids: Sequence[str]) -> tuple[dict[str, Memory], bool]:
     """The memories whose record (document, metadata JSON) ``sidecar`` holds, to keep."""
-    held = sidecar.records(ids)
-    return {m: memory_from_record(m, d, json.loads(j)) for m, (d, j) in held.items()}, True
+    return held(sidecar, ids, memory_from_record), True
 
 
 def copied(mem: Memory) -> Memory:

@@ -61,10 +61,10 @@ def client_records(
         keep = indexes.holds(namespace)
     out: dict[str, Memory] = {}
     if keep:
-        out = _held(sidecar, ids, decode)
+        out = held(sidecar, ids, decode)
         rest = [m for m in ids if m not in out]
         if rest and fill(collection, indexes, lock, namespace, missed=True):
-            out |= _held(sidecar, rest, decode)
+            out |= held(sidecar, rest, decode)
     rest = [m for m in ids if m not in out]
     if rest:
         got = collection.get(ids=rest, include=["documents", "metadatas"])
@@ -75,9 +75,9 @@ def client_records(
     return out, keep
 
 
-def _held(sidecar: Any, ids: Sequence[str], decode: Decode) -> dict[str, Memory]:
-    held = sidecar.records(ids)
-    return {m: decode(m, d, json.loads(j)) for m, (d, j) in held.items()}
+def held(sidecar: Any, ids: Sequence[str], decode: Decode) -> dict[str, Memory]:
+    """The memories of ``ids`` whose record (document, metadata JSON) ``sidecar`` holds."""
+    return {m: decode(m, d, json.loads(j)) for m, (d, j) in sidecar.records(ids).items()}
 
 
 def fill(collection: Any, indexes: Any, lock: Any, namespace: str, missed: bool = False) -> int:
