@@ -580,15 +580,9 @@ class DerivedIndexes:
             return
         self._save_due()
         for ns in sorted(set(self._loaded) | self._written):
-            loaded = ns in self._loaded
             if not self.source.has(ns):
                 continue
-            self.ensure(ns)
-            self.graph.communities(ns)  # ready to use: no first search places every entity
-            done = self._snapped.get(ns)
-            if done is None or not done[1] or done[0] != self.graph.generation(ns):
-                block = self.vectors.fresh(ns) or fetch(ns, self.temporal.ids(ns))
-                self._snapshot(ns, block)
+            loaded = self._complete(ns, fetch, again=False)
             try:
                 self.publish_embedded(ns)
             except Exception as exc:  # noqa: BLE001 - not published: clients read the rows
@@ -615,11 +609,7 @@ class DerivedIndexes:
         done = 0
         for ns in self.source.namespaces():
             if not self.publish_embedded(ns):
-                loaded = ns in self._loaded
-                self.ensure(ns)
-                self.graph.communities(ns)
-                block = self.vectors.fresh(ns) or fetch(ns, self.temporal.ids(ns))
-                self._snapshot(ns, block)
+                loaded = self._complete(ns, fetch, again=True)
                 self.publish_embedded(ns)
                 if not loaded:
                     self.evict(ns)
@@ -630,6 +620,22 @@ class DerivedIndexes:
         if self.published is not None:
             self.published.flush()
         return done
+
+    def _complete(
+        self, ns: str, fetch: Callable[[str, set[str]], NamespaceMatrix | None], *, again: bool
+    ) -> bool:
+        """Load ``ns`` and snapshot it complete (communities, vectors); whether it was loaded.
+
+        ``again``: snapshot it even if this process's last snapshot of it is still complete.
+        """
+        loaded = ns in self._loaded
+        self.ensure(ns)
+        self.graph.communities(ns)  # ready to use: no first search places every entity
+        done = self._snapped.get(ns)
+        if again or done is None or not done[1] or done[0] != self.graph.generation(ns):
+            block = self.vectors.fresh(ns) or fetch(ns, self.temporal.ids(ns))
+            self._snapshot(ns, block)
+        return loaded
 
     def _drop(self, namespace: str) -> dict[str, Any] | None:
         self._snapped.pop(namespace, None)
