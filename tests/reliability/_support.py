@@ -89,6 +89,15 @@ def behind_norax(store: Path, act: Any) -> None:
         client.close()
 
 
+def rewrite_text(col: Any, mid: str, text: str) -> None:
+    """Give memory ``mid`` the document ``text`` with plain Chroma (its metadata and vector
+    kept): no change-log entry, no snapshot deleted, behind Norax's back."""
+    old = col.get(ids=[mid], include=["metadatas", "embeddings"])
+    col.update(
+        ids=[mid], documents=[text], metadatas=old["metadatas"], embeddings=old["embeddings"]
+    )
+
+
 def swap_record(col: Any) -> None:
     """Replace memory a5 by x1 (same count, same namespace), behind Norax's back."""
     got = col.get(ids=["a5"], include=["embeddings", "metadatas"])

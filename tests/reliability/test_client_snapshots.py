@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 import chromadb
 import pytest
-from _support import open_store
+from _support import open_store, rewrite_text
 
 from norax_core import NoraxMemory, snapshots
 from norax_core.maintenance import check_store, repair_store
@@ -131,6 +131,12 @@ def _seed(url: str, collection: str, snap: Path) -> list[tuple[str, float]]:
     return got
 
 
+def _from_rows(mem: NoraxMemory, before: list[tuple[str, float]]) -> None:
+    """``mem`` answers as ``before`` with namespace a read from Chroma's rows, no snapshot."""
+    assert _search(mem) == before
+    assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+
+
 def test_a_write_to_the_namespace_by_another_process_bypasses_the_snapshot(
     chroma_url: str, tmp_path: Path
 ) -> None:
@@ -168,8 +174,7 @@ def test_an_entry_without_namespaces_bypasses_every_snapshot(
     meta = {"op": "upsert", "writer": "older-version", "seq": 1, "ts": time.time()}
     log.add(ids=["older-1"], documents=['["b1"]'], metadatas=[meta], embeddings=[[1.0]])
     with _open(chroma_url, collection, snap) as mem:
-        assert _search(mem) == before
-        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+        _from_rows(mem, before)
 
 
 def test_a_snapshot_older_than_the_log_retention_is_not_served(
@@ -182,8 +187,7 @@ def test_a_snapshot_older_than_the_log_retention_is_not_served(
         db.execute("UPDATE client_snapshots SET taken = taken - 3600")
     _unpublish(chroma_url, collection)
     with _open(chroma_url, collection, snap) as mem:
-        assert _search(mem) == before
-        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+        _from_rows(mem, before)
     with _open(chroma_url, collection, snap) as mem:  # stored afresh at that close
         assert _search(mem) == before
         assert mem.store.indexes.restored == 1 and mem.rows_read == []
@@ -198,20 +202,12 @@ def test_a_corrupt_snapshot_is_rebuilt_and_a_write_behind_norax_is_repaired(
         db.execute("UPDATE client_snapshots SET state = x'00ff'")
     _unpublish(chroma_url, collection)
     with _open(chroma_url, collection, snap) as mem:
-        assert _search(mem) == before
-        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+        _from_rows(mem, before)
     with _open(chroma_url, collection, snap) as mem:  # stored afresh at that close
         assert _search(mem) == before
         assert mem.store.indexes.restored == 1
     # Plain Chroma rewrites a memory: no log entry, so the snapshot still looks valid.
-    raw = _client(chroma_url).get_collection(collection)
-    old = raw.get(ids=["a3"], include=["metadatas", "embeddings"])
-    raw.update(
-        ids=["a3"],
-        documents=["zebra quartz harbour"],
-        metadatas=old["metadatas"],
-        embeddings=old["embeddings"],
-    )
+    rewrite_text(_client(chroma_url).get_collection(collection), "a3", "zebra quartz harbour")
     with _open(chroma_url, collection, snap) as mem:
         assert not check_store(mem).ok  # the check sees what the snapshot holds
         repair_store(mem)
@@ -246,5 +242,4 @@ def test_a_snapshot_of_the_former_rows_form_is_not_served(chroma_url: str, tmp_p
         db.execute("UPDATE client_snapshots SET layout = ?", (snapshots.layout(),))
     _unpublish(chroma_url, collection)
     with _open(chroma_url, collection, snap) as mem:
-        assert _search(mem) == before
-        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+        _from_rows(mem, before)

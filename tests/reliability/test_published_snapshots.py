@@ -20,8 +20,8 @@ from pathlib import Path
 
 import chromadb
 import pytest
-from _support import open_store
-from test_client_snapshots import NOW, _client, _fill, _open, _search, _write
+from _support import open_store, rewrite_text
+from test_client_snapshots import NOW, _client, _fill, _from_rows, _open, _search, _write
 
 from norax_core import NoraxMemory, published
 from norax_core.maintenance import check_store, repair_store
@@ -109,8 +109,7 @@ def test_a_corrupt_blob_loads_from_rows_and_is_deleted(chroma_url: str, tmp_path
     before = _seed(chroma_url, collection, tmp_path)
     _tamper(chroma_url, collection, part_ids("a")[1], lambda m: {"b": "QUJD" + m["b"][4:]})
     with _fresh(chroma_url, collection, tmp_path) as mem:
-        assert _search(mem) == before
-        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+        _from_rows(mem, before)
         assert not _blob(_client(chroma_url), collection)  # deleted...
     assert _blob(_client(chroma_url), collection)  # ...and published afresh at close
 
@@ -173,8 +172,7 @@ def test_a_blob_of_the_former_format_is_read_from_rows_and_replaced(
     _rewrite(_client(chroma_url), collection, old=True)
     assert "format" not in _head(_client(chroma_url), collection)
     with _fresh(chroma_url, collection, tmp_path) as mem:
-        assert _search(mem) == before
-        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+        _from_rows(mem, before)
     head = _head(_client(chroma_url), collection)  # published over it at close
     assert head["format"] == FORMAT and head["settings"] == current["settings"]
     with _fresh(chroma_url, collection, tmp_path) as mem:
@@ -189,8 +187,7 @@ def test_a_corrupt_compressed_state_under_a_matching_digest_is_deleted(
     before = _seed(chroma_url, collection, tmp_path)
     _rewrite(_client(chroma_url), collection, old=False)
     with _fresh(chroma_url, collection, tmp_path) as mem:
-        assert _search(mem) == before
-        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+        _from_rows(mem, before)
         assert not _blob(_client(chroma_url), collection)  # deleted...
     assert _head(_client(chroma_url), collection)["format"] == FORMAT  # ...published afresh
 
@@ -200,8 +197,7 @@ def test_a_blob_of_other_settings_is_not_served(chroma_url: str, tmp_path: Path)
     before = _seed(chroma_url, collection, tmp_path)
     _tamper(chroma_url, collection, part_ids("a")[0], lambda m: {"settings": "another-tokenizer"})
     with _fresh(chroma_url, collection, tmp_path) as mem:
-        assert _search(mem) == before
-        assert mem.store.indexes.restored == 0 and mem.rows_read == ["a"]
+        _from_rows(mem, before)
 
 
 def test_repair_drops_them_and_a_recreated_collection_ignores_them(
@@ -209,14 +205,7 @@ def test_repair_drops_them_and_a_recreated_collection_ignores_them(
 ) -> None:
     collection = f"pub-{uuid.uuid4().hex[:8]}"
     _seed(chroma_url, collection, tmp_path)
-    raw = _client(chroma_url).get_collection(collection)  # plain Chroma: no log, no delete
-    old = raw.get(ids=["a3"], include=["metadatas", "embeddings"])
-    raw.update(
-        ids=["a3"],
-        documents=["zebra quartz harbour"],
-        metadatas=old["metadatas"],
-        embeddings=old["embeddings"],
-    )
+    rewrite_text(_client(chroma_url).get_collection(collection), "a3", "zebra quartz harbour")
     with _fresh(chroma_url, collection, tmp_path) as mem:
         assert not check_store(mem).ok  # the published snapshot was served: stale
         repair_store(mem)
