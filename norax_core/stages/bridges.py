@@ -342,14 +342,15 @@ def _stop(
 class _Step:
     """One walk's pairs (hubs and what the walk leaves out dropped), and its shares.
 
-    A memory sends ``to_ent[i]`` of its mass to pair ``i``'s entity, an entity ``to_mem[i]``
-    of its mass to pair ``i``'s memory. ``strength``: each memory's summed entity IDFs;
-    ``dangling``: the memories with no pair (their mass restarts); ``has``: the entities the
-    walk follows.
+    A memory sends ``to_ent[i]`` of its mass to pair ``i``'s entity (its IDF ``weight[i]``
+    over the memory's ``strength``, the summed IDFs of its pairs' entities), an entity
+    ``to_mem[i]`` of its mass to pair ``i``'s memory. ``dangling``: the memories with no pair
+    (their mass restarts); ``has``: the entities the walk follows.
     """
 
     rows: np.ndarray
     ents: np.ndarray
+    weight: np.ndarray
     to_ent: np.ndarray
     to_mem: np.ndarray
     strength: np.ndarray
@@ -361,15 +362,41 @@ class _Step:
     def of(
         cls, n: int, e: int, rows: np.ndarray, ents: np.ndarray, df: np.ndarray, idf: np.ndarray
     ) -> _Step:
-        weight = idf[ents]
-        strength = np.bincount(rows, weights=weight, minlength=n)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            to_ent = weight / strength[rows]
         has = np.zeros(e, bool)
         has[ents] = True
-        return cls(
-            rows, ents, to_ent, 1.0 / df[ents], strength, np.flatnonzero(strength == 0), has,
-            len(rows),
+        return cls._of(rows, ents, idf[ents], 1.0 / df[ents], has, n)
+
+    @classmethod
+    def _of(
+        cls,
+        rows: np.ndarray,
+        ents: np.ndarray,
+        weight: np.ndarray,
+        to_mem: np.ndarray,
+        has: np.ndarray,
+        n: int,
+    ) -> _Step:
+        # an IDF is > 0 (an entity is in at most every memory): a memory with a pair has a
+        # positive strength
+        strength = np.bincount(rows, weights=weight, minlength=n)
+        to_ent = weight / strength[rows]
+        dangling = np.flatnonzero(strength == 0)
+        return cls(rows, ents, weight, to_ent, to_mem, strength, dangling, has, len(rows))
+
+    def without(self, q: np.ndarray) -> _Step:
+        """This walk leaving out the entities ``q``.
+
+        Their pairs go; the other entities keep their shares, the memories that had one of
+        ``q`` get new ones.
+        """
+        skip = np.zeros(len(self.has), bool)
+        skip[q] = True
+        keep = ~skip[self.ents]
+        has = self.has.copy()
+        has[q] = False
+        return self._of(
+            self.rows[keep], self.ents[keep], self.weight[keep], self.to_mem[keep], has,
+            len(self.strength),
         )  # fmt: skip
 
 
@@ -422,11 +449,7 @@ class _Walkable:
 
     def without(self, q: np.ndarray, seed_gain: bool) -> _Step:
         """The walk leaving out the entities ``q`` (``skip_query``)."""
-        rows, ents = self.gainful if seed_gain else (self.rows, self.ents)
-        skip = np.zeros(len(self.df), bool)
-        skip[q] = True
-        keep = ~skip[ents]
-        return self._step(rows[keep], ents[keep])
+        return (self.gain if seed_gain else self.step).without(q)
 
     def _step(self, rows: np.ndarray, ents: np.ndarray) -> _Step:
         return _Step.of(self.n, len(self.df), rows, ents, self.df, self.idf)
