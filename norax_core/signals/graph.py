@@ -120,21 +120,23 @@ def personalized_pagerank(
     """  # noqa: D416 - NumPy sections on purpose: an algorithm docstring (STYLE.md)
     out_strength = np.bincount(src, weights=weight, minlength=n)
     share = weight / out_strength[src]
+    share *= damping  # folded into the shares: a step is d W x + (1 - d + d lost) p
     dangling = np.flatnonzero(out_strength == 0)
     p = np.asarray(personalization, np.float64)
     restart = (1 - damping) * p
     x = p.copy()
     pair, diff = np.empty(len(src)), np.empty(n)
-    for _ in range(max_iter):  # the same steps, in place where that changes no value
+    add = np.add.reduce  # ``sum`` without the method's Python wrapper
+    for _ in range(max_iter):  # the plain steps, in place (values equal up to rounding)
         prev = x
         # into ``out``, mode "raise" buffers (3 x slower); "wrap" reads the same values
         np.multiply(share, prev.take(src, out=pair, mode="wrap"), out=pair)
-        x = np.bincount(dst, weights=pair, minlength=n).astype(np.float64, copy=False)
-        if len(dangling):  # else it adds 0.0 everywhere
-            x += prev[dangling].sum() * p
-        x *= damping
-        x += restart
-        if np.abs(np.subtract(x, prev, out=diff), out=diff).sum() < n * tol:
+        x = np.bincount(dst, weights=pair, minlength=n)
+        if len(dangling):  # else only the restart
+            np.add(x, (1 - damping + damping * add(prev.take(dangling))) * p, out=x)
+        else:
+            np.add(x, restart, out=x)
+        if add(np.abs(np.subtract(x, prev, out=diff), out=diff)) < n * tol:
             break
     return x
 
