@@ -194,11 +194,10 @@ def bridge_scores(
     n, e = graph.n_rows, graph.n_ents
     out = np.zeros(n)
     walkable = graph.walkable if allowed is None else _Walkable.of(graph, allowed)
-    p_mem = np.zeros(n)
     ok = (weights > 0) & (seeds >= 0)
     if allowed is not None:
         ok &= allowed[np.maximum(seeds, 0)]
-    np.add.at(p_mem, seeds[ok], weights[ok])
+    p_mem = np.bincount(seeds[ok], weights=weights[ok], minlength=n)  # np.add.at, faster
     p_ent = np.zeros(e)
     q = query[(query >= 0) & (query < e)] if len(query) else query
     if len(q):  # np.unique's sorted distinct ids, without its overhead on a few
@@ -215,9 +214,9 @@ def bridge_scores(
         walk = walkable.step
     if len(q) and not skip_query:
         p_ent[q] = walkable.idf[q]
-    if p_mem.sum() <= 0 and p_ent.sum() <= 0 or not walk.pairs:
-        return out
     on_mem = bool(p_mem.sum() > 0)  # the restart on the seeds, else on the query's entities
+    if not on_mem and p_ent.sum() <= 0 or not walk.pairs:
+        return out
     p = p_mem if on_mem else p_ent
     p /= p.sum()
     walk_mass, restart = _iterate(walk, p, on_mem, damping)
@@ -257,29 +256,30 @@ def _iterate(walk: _Step, p: np.ndarray, on_mem: bool, damping: float) -> tuple[
     for _ in range(MAX_ITER):
         r.append(1.0 - d + d * (delta * r[-1]))
         scale.append(scale[-1] * d)
-    # u_j in row j // 2 of its side's stack: u_0 = p on side ``first`` (0: the memories)
-    first = 0 if on_mem else 1
-    sides = (np.empty((MAX_ITER // 2 + 1, n)), np.empty((MAX_ITER // 2 + 1, e)))
-    sides[first][0] = u = p
+    gap, scales = np.abs(np.diff(r)), np.array(scale)
+    # u_0 = p, on the memories if ``on_mem``: then every u_j of an even j is, else of an odd j
+    us, odd = [p], 0 if on_mem else 1
     pair = np.empty(len(rows))
     done, end, upto = 0, 0, _expected_end(d, delta)
     while not end:
         # ``take`` into ``out`` with mode "raise" buffers (about 3 x slower); "wrap" reads
         # the same values for indices in range.
+        u = us[-1]
         for t in range(done, upto):
-            if (t + first) % 2 == 0:  # u_t on the memories: u_{t+1} on the entities
+            if t % 2 == odd:  # u_t on the memories: u_{t+1} on the entities
                 np.multiply(u.take(rows, out=pair, mode="wrap"), to_ent, out=pair)
                 u = np.bincount(ents, weights=pair, minlength=e)
             else:
                 np.multiply(u.take(ents, out=pair, mode="wrap"), to_mem, out=pair)
                 u = np.bincount(rows, weights=pair, minlength=n)
-            sides[(first + t + 1) % 2][(t + 1) // 2] = u
-        end = _stop(sides, first, done, upto, np.abs(np.diff(r)), np.array(scale), delta)
+            us.append(u)
+        stacks = np.array(us[0::2]), np.array(us[1::2])  # u_j in row j // 2 of stack j % 2
+        end = _stop(stacks, done, upto, gap, scales, delta)
         done, upto = upto, upto + 1
         if not end and done == MAX_ITER:
             end = MAX_ITER
-    back = [r[end - i] * scale[i] for i in range(first, end + 1, 2)]  # the memories' u_j
-    return np.dot(back, sides[0][: len(back)]), r[end]
+    back = [r[end - j] * scale[j] for j in range(odd, end + 1, 2)]  # the memories' u_j
+    return np.dot(back, stacks[odd][: len(back)]), r[end]
 
 
 def _expected_end(d: float, delta: float) -> int:
@@ -295,8 +295,7 @@ def _expected_end(d: float, delta: float) -> int:
 
 
 def _stop(
-    sides: tuple[np.ndarray, np.ndarray],
-    first: int,
+    stacks: tuple[np.ndarray, np.ndarray],
     lo: int,
     hi: int,
     gap: np.ndarray,
@@ -309,12 +308,13 @@ def _stop(
     r_{k-1} = d δ Δ_{k-1} \le 0``: its terms on the side of ``u_{t+1}`` (``t - j`` odd) are
     summed as vectors (only ``d^{t+1} u_{t+1}`` when ``δ = 0``); those on the other side all
     have the sign of ``Δ``, so their L1 norm is the sum of their L1 norms, which are their sums
-    (``u_j \ge 0``). ``gap``: ``|Δ_k|``; ``scale``: ``d^j``.
+    (``u_j \ge 0``). ``stacks``: ``u_j`` in row ``j // 2`` of ``stacks[j % 2]``, up to
+    ``u_hi`` at least; ``gap``: ``|Δ_k|``; ``scale``: ``d^j``.
     """
     m = hi + 1  # u_0 .. u_hi
     s = np.empty(m)
-    s[0::2] = sides[first][: (m + 1) // 2].sum(axis=1)
-    s[1::2] = sides[1 - first][: m // 2].sum(axis=1)
+    s[0::2] = stacks[0][: (m + 1) // 2].sum(axis=1)
+    s[1::2] = stacks[1][: m // 2].sum(axis=1)
     s *= scale[:m]
     even = gap.copy()
     even[1::2] = 0.0
@@ -323,16 +323,15 @@ def _stop(
         change += s[lo + 1 : m]
     else:
         ts = np.arange(lo, hi)
-        for side in (0, 1):
-            par = (side - first) % 2  # the u_j on ``side``: j = par, par + 2, ...
-            at = ts[(ts + 1) % 2 == par]  # the steps whose u_{t+1} is on ``side``
+        for par in (0, 1):  # the u_j of j % 2 == par
+            at = ts[(ts + 1) % 2 == par]  # the steps whose u_{t+1} is among them
             if not len(at):
                 continue
             j = np.arange(par, m, 2)
             k = at[:, None] - j[None, :]  # -1: u_{t+1} itself; odd k > 0: Δ_k; else 0
             back = np.where(k > 0, -gap[np.maximum(k, 0)], 0.0)
             back[k == -1] = 1.0
-            mixed = (back * scale[j]) @ sides[side][: len(j)]
+            mixed = (back * scale[j]) @ stacks[par][: len(j)]
             change[at - lo] += np.abs(mixed).sum(axis=1)
     below = np.flatnonzero(change < TOL)
     return lo + int(below[0]) + 1 if len(below) else 0
