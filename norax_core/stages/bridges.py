@@ -305,36 +305,30 @@ def _stop(
     r"""The first step ``t + 1`` (``lo <= t < hi``) whose L1 change is below TOL; 0: none.
 
     ``x_{t+1} - x_t = d^{t+1} u_{t+1} + \sum_{j \le t} Δ_{t-j} d^j u_j``, ``Δ_k = r_k -
-    r_{k-1} = d δ Δ_{k-1} \le 0``: its terms on the side of ``u_{t+1}`` (``t - j`` odd) are
-    summed as vectors (only ``d^{t+1} u_{t+1}`` when ``δ = 0``); those on the other side all
-    have the sign of ``Δ``, so their L1 norm is the sum of their L1 norms, which are their sums
-    (``u_j \ge 0``). ``stacks``: ``u_j`` in row ``j // 2`` of ``stacks[j % 2]``, up to
-    ``u_hi`` at least; ``gap``: ``|Δ_k|``; ``scale``: ``d^j``.
+    r_{k-1} = d δ Δ_{k-1} \le 0``: its terms on the other side than ``u_{t+1}`` (``t - j``
+    even) all have the sign of ``Δ``, so their L1 norm is the sum of their L1 norms, which
+    are their sums (``u_j \ge 0``); those on the side of ``u_{t+1}`` (``t - j`` odd) are only
+    ``d^{t+1} u_{t+1}`` when ``δ = 0``, else they are summed as a vector, for the steps whose
+    other side alone is below TOL. ``stacks``: ``u_j`` in row ``j // 2`` of ``stacks[j % 2]``,
+    up to ``u_hi`` at least; ``gap``: ``|Δ_k|``; ``scale``: ``d^j``.
     """
     m = hi + 1  # u_0 .. u_hi
     s = np.empty(m)
-    s[0::2] = stacks[0][: (m + 1) // 2].sum(axis=1)
-    s[1::2] = stacks[1][: m // 2].sum(axis=1)
+    s[0::2] = np.add.reduce(stacks[0][: (m + 1) // 2], axis=1)
+    s[1::2] = np.add.reduce(stacks[1][: m // 2], axis=1)
     s *= scale[:m]
-    even = gap.copy()
-    even[1::2] = 0.0
-    change = np.convolve(s, even)[lo:hi]  # the other side: sum over even k of |Δ_k| s_{t-k}
-    if not delta:
-        change += s[lo + 1 : m]
-    else:
-        ts = np.arange(lo, hi)
-        for par in (0, 1):  # the u_j of j % 2 == par
-            at = ts[(ts + 1) % 2 == par]  # the steps whose u_{t+1} is among them
-            if not len(at):
-                continue
-            j = np.arange(par, m, 2)
-            k = at[:, None] - j[None, :]  # -1: u_{t+1} itself; odd k > 0: Δ_k; else 0
-            back = np.where(k > 0, -gap[np.maximum(k, 0)], 0.0)
-            back[k == -1] = 1.0
-            mixed = (back * scale[j]) @ stacks[par][: len(j)]
-            change[at - lo] += np.abs(mixed).sum(axis=1)
-    below = np.flatnonzero(change < TOL)
-    return lo + int(below[0]) + 1 if len(below) else 0
+    if not delta:  # |Δ_0| s_t + s_{t+1}: Δ_k = 0 for k > 0
+        below = np.flatnonzero(gap[0] * s[lo:hi] + s[lo + 1 : m] < TOL)
+        return lo + int(below[0]) + 1 if len(below) else 0
+    other = np.convolve(s, np.where(np.arange(len(gap)) % 2 == 0, gap, 0.0))
+    for t in (lo + np.flatnonzero(other[lo:hi] < TOL)).tolist():
+        back = [-gap[t - i] * scale[i] for i in range((t + 1) % 2, t, 2)]  # Δ_k d^i, k odd
+        mixed = scale[t + 1] * stacks[(t + 1) % 2][(t + 1) // 2]
+        if back:
+            mixed += np.dot(back, stacks[(t + 1) % 2][: len(back)])
+        if other[t] + np.add.reduce(np.abs(mixed)) < TOL:
+            return t + 1
+    return 0
 
 
 @dataclass(frozen=True)
