@@ -382,6 +382,8 @@ class _Step:
         Their pairs go; the other entities keep their shares, the memories that had one of
         ``q`` get new ones.
         """
+        if not self.has[q].any():
+            return self
         skip = np.zeros(len(self.has), bool)
         skip[q] = True
         keep = ~skip[self.ents]
@@ -453,8 +455,11 @@ def best_rows(score: np.ndarray, n: int, ids: Sequence[str | None]) -> np.ndarra
     pos = np.flatnonzero(score > 0)
     if n <= 0 or not len(pos):
         return np.zeros(0, np.int64)
+    vals = score[pos]
     if len(pos) > n:
-        kth = np.partition(score[pos], len(pos) - n)[len(pos) - n]
-        pos = pos[score[pos] >= kth]
-    ranked = sorted(pos.tolist(), key=lambda r: (-score[r], ids[r] or ""))
-    return np.array(ranked[:n], np.int64)
+        kth = np.partition(vals, len(pos) - n)[len(pos) - n]
+        keep = vals >= kth
+        pos, vals = pos[keep], vals[keep]
+    rows = pos.tolist()  # by (-score, id), then row: the order of a stable sort of the rows
+    ranked = sorted(zip((-vals).tolist(), [ids[r] or "" for r in rows], rows, strict=True))
+    return np.array([r for *_, r in ranked[:n]], np.int64)

@@ -261,6 +261,18 @@ def test_best_rows_breaks_ties_by_id_and_skips_zeros() -> None:
     assert best_rows(np.zeros(3), 2, ids[:3]).tolist() == []
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_best_rows_is_a_stable_sort_by_score_then_id(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.randrange(0, 60)
+    score = np.array([rng.choice([0.0, 0.5, 1.0, rng.random(), -0.1]) for _ in range(n)])
+    ids = [rng.choice([None, "a", "b", f"m{i}"]) for i in range(n)]
+    k = rng.randrange(0, 15)
+    positive = [r for r in range(n) if score[r] > 0]
+    want = sorted(positive, key=lambda r: (-score[r], ids[r] or ""))[:k]
+    assert best_rows(score, k, ids).tolist() == want
+
+
 def test_the_view_of_a_namespace_holds_only_that_namespace() -> None:
     eg = EntityGraph()
     eg.add_many("one", [("a", ["colby", "wallet"]), ("b", ["wallet", "base"])])
