@@ -21,14 +21,13 @@ from norax_core.signals.context import neighbour_map
 from norax_core.signals.entity_graph import EntityGraph
 from norax_core.stages.bridges import (
     HUB_FRACTION,
-    MAX_ITER,
     MIN_HUB_DF,
-    TOL,
     BridgeInput,
     MemoryEntities,
     best_rows,
     bridge_scores,
 )
+from norax_core.stages.walk import MAX_ITER, TOL
 from norax_core.weights import Weights
 
 
