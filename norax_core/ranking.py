@@ -453,10 +453,10 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     Returns:
         The :class:`Ranking`.
     """
-    # only the weights' ratios matter: as shares, no scale overflows or underflows
-    plan = replace(plan, weights=shares(plan.weights))  # type: ignore[arg-type]
-    kk = np.minimum(np.asarray(k, dtype=np.int64), table.size).astype(np.int64)
-    kk = np.broadcast_to(kk, table.size.shape).copy()
+    plan = _shared(plan)
+    kk = np.minimum(np.asarray(k, dtype=np.int64), table.size).astype(np.int64, copy=False)
+    if kk.shape != table.size.shape:
+        kk = np.broadcast_to(kk, table.size.shape).copy()
     cand = _candidates(table, plan, kk)
     fused = _fuse(table, plan, cand)
     ctx = fused
@@ -484,6 +484,25 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     if plan.lane_slots > 0:
         cand, score = _lane(table, plan, kk, cand, score)
     return Ranking(table, kk, cand, fused, ctx, score, after)
+
+
+def _shared(plan: Plan) -> Plan:
+    """``plan`` with its weights as shares: only their ratios matter, and no scale overflows.
+
+    Kept for the last few plans ranked (frozen; :meth:`Plan.of` hands a search the same one).
+    """
+    hit = _SHARES.get(id(plan))
+    if hit is not None and hit[0] is plan:
+        return hit[1]
+    out = replace(plan, weights=shares(plan.weights))  # type: ignore[arg-type]
+    if len(_SHARES) >= 64:
+        _SHARES.pop(next(iter(_SHARES)), None)  # threads may race here: no KeyError
+    _SHARES[id(plan)] = (plan, out)
+    return out
+
+
+_SHARES: dict[int, tuple[Plan, Plan]] = {}
+"""Plans with their weights as shares, by the id of the plan (held, so an id is not reused)."""
 
 
 def _order(score: np.ndarray, cand: np.ndarray, tie: np.ndarray | None) -> np.ndarray:

@@ -299,19 +299,15 @@ def neighbour_slots(
     Each row's neighbours that are rows (of the first ``pad``) fill its slots from the first
     on, in ``near``'s order.
     """
-    out = np.full((2 * window, 1, pad), pad, dtype=np.int64)
-    lists = [near.get(m, ()) for m in ids]
-    counts = np.fromiter(map(len, lists), np.int64, len(ids))
-    total = int(counts.sum())
-    if not total:
-        return list(out)
+    width = 2 * window
+    # plain lists: a table holds a few dozen rows, for which numpy's per-call cost dominates
+    out = [[pad] * pad for _ in range(width)]
     get_row = rows_of.get
-    val = np.fromiter((get_row(x, pad) for nb in lists for x in nb), np.int64, total)
-    col = np.repeat(np.arange(len(ids)), counts)
-    kept = val < pad  # a neighbour that is no row (or a row added after this table) is skipped
-    val, col = val[kept], col[kept]
-    if val.size:
-        first = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])  # each row's first entry
-        slot = np.arange(col.size) - np.repeat(first, np.diff(np.r_[first, col.size]))
-        out[slot, 0, col] = val
-    return list(out)
+    for col, m in enumerate(ids):
+        slot = 0
+        for x in near.get(m, ()):
+            row = get_row(x, pad)
+            if row < pad:  # a neighbour that is no row (or added after this table) is skipped
+                out[slot][col] = row
+                slot += 1
+    return list(np.array(out, dtype=np.int64).reshape(width, 1, pad))
