@@ -127,9 +127,10 @@ class _Rows:
         context, bridge or supersession neighbours): a row no signal proposed and no stage
         reached changes nobody's score.
         """
-        rest = sorted(self.standing - have)
-        if not rest or self._outranked(have):
+        rest_of = self.standing - have
+        if not rest_of or self._outranked(have):  # most searches: nothing to sort or score
             return []
+        rest = sorted(rest_of)
         got = self.signals["dense"].score(self.q, rest)
         match = np.array([got.get(m, 0.0) for m in rest], dtype=np.float64)
         keep = lane.pickable(match, self.cfg.lane_similarity, self.cfg.lane_slots)
@@ -199,11 +200,12 @@ class _Rows:
     def proposals(self, n: int) -> np.ndarray:
         """``(4, 1, n)`` each row's position in each signal's proposals (:data:`NEVER`: none)."""
         if self.proposed is None:
-            self.proposed = np.full((len(SIGNALS), 1, n), NEVER, dtype=np.int32)
-            for i, s in enumerate(SIGNALS):
-                top = self.cands.proposed.get(s, ())
-                if top:
-                    self.proposed[i, 0, [self.row_of[m] for m in top]] = np.arange(len(top))
+            at = [[NEVER] * n for _ in SIGNALS]  # plain lists: a few dozen rows
+            row_of = self.row_of
+            for place, s in zip(at, SIGNALS, strict=True):
+                for i, m in enumerate(self.cands.proposed.get(s, ())):
+                    place[row_of[m]] = i
+            self.proposed = np.array(at, dtype=np.int32).reshape(len(SIGNALS), 1, n)
         have = self.proposed.shape[2]
         if have == n:
             return self.proposed.copy()
