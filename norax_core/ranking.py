@@ -106,10 +106,31 @@ neighbour of each row, ``n`` where there is none (a padding column that scores 0
 Sessions = Callable[[float], np.ndarray]
 """``gap -> (q, n)`` each row's session in its namespace's timeline split where consecutive
 memories are more than ``gap`` seconds apart (equal numbers: same session; padding any)."""
-Positions = Callable[[float], np.ndarray]
-"""``gap -> (q, n)`` each row's position in its session (0: it opens it; -1: unknown)."""
-Users = Callable[[], np.ndarray]
-"""``() -> (q, n)`` whether each row was written by the user (``role`` metadata ``"user"``)."""
+
+
+class Positions(Protocol):
+    """``(gap, wanted=None) -> (q, n)`` each row's position in its session.
+
+    0: it opens it; -1: unknown. Sessions split where consecutive memories are more than
+    ``gap`` seconds apart. With a ``(q, n)`` mask ``wanted``, only those rows' positions need
+    be read (a stage that reads a few rows; the others may hold -1).
+    """
+
+    def __call__(self, gap: float, wanted: np.ndarray | None = None, /) -> np.ndarray:
+        """Each row's position (those of ``wanted``, if given)."""
+        ...
+
+
+class Users(Protocol):
+    """``(wanted=None) -> (q, n)`` whether each row was written by the user.
+
+    Its ``role`` metadata is ``"user"``. With a ``(q, n)`` mask ``wanted``, only those rows
+    need be read (the others may be False).
+    """
+
+    def __call__(self, wanted: np.ndarray | None = None, /) -> np.ndarray:
+        """Whether each row is the user's (those of ``wanted``, if given)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -784,7 +805,15 @@ def _exchange(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> 
         raise ValueError("the exchange stage needs the table's neighbours, positions and users")
     slots = table.neighbours(1, plan.context_gap)
     top = _best(score, cand, table.tie, np.full(cand.shape[0], plan.exchange_depth))
-    position, user = table.positions(plan.context_gap), table.users()
+    # only the best candidates' partners are lifted: read them and their neighbours alone
+    q, n = cand.shape
+    qs, rs = np.nonzero(top & cand)
+    read = np.zeros((q, n + 1), dtype=bool)
+    read[qs, rs] = True
+    for nb in slots:
+        read[qs, nb[qs, rs]] = True
+    read = read[:, :n]
+    position, user = table.positions(plan.context_gap, read), table.users(read)
     return exchange.exchange_slots(score, cand, top, slots, position, user, plan.exchange_weight)
 
 

@@ -96,7 +96,7 @@ class _Rows:
         self.row_of: dict[str, int] = {}
         self.cols: list[np.ndarray] = []  # scores, created, standing (graph rows: below)
         self.graph_rows: np.ndarray | None = None
-        self.role: list[str] = []  # the rows' roles read so far ("" for none)
+        self.role: dict[str, str] = {}  # the roles read so far ("" for none)
         self.proposed: np.ndarray | None = None  # (4, 1, n0): only first-table rows are proposed
 
     def near(self, ids: Sequence[str], window: int, gap: float) -> dict[str, tuple[str, ...]]:
@@ -164,7 +164,7 @@ class _Rows:
         """Make ``ids`` the rows (a table grows at its end); the first new row's index."""
         have = len(self.ids)
         if not have or self.ids != ids[:have]:
-            have, self.ids, self.row_of, self.cols, self.role = 0, [], {}, [], []
+            have, self.ids, self.row_of, self.cols = 0, [], {}, []
             self.graph_rows = self.proposed = None
         new = ids[have:]
         if not new and self.cols:  # an empty table still gets its (empty) columns
@@ -188,14 +188,19 @@ class _Rows:
         self.ids = list(ids)
         return have
 
-    def users(self, n: int, role: str) -> np.ndarray:
-        """``(1, n)`` whether each of the first ``n`` rows has ``role``."""
-        have = len(self.role)
-        if have < n:
-            todo = self.ids[have:n]
+    def users(self, n: int, role: str, wanted: np.ndarray | None = None) -> np.ndarray:
+        """``(1, n)`` whether each of the first ``n`` rows (those of ``wanted``) has ``role``."""
+        at = range(n) if wanted is None else np.flatnonzero(wanted[0]).tolist()
+        ids, known = self.ids, self.role
+        todo = [ids[r] for r in at if ids[r] not in known]
+        if todo:
             found = self.roles(todo) if self.roles is not None else {}
-            self.role += [str(found.get(m) or "") for m in todo]
-        return np.array([[r == role for r in self.role[:n]]], dtype=bool)
+            known.update((m, str(found.get(m) or "")) for m in todo)
+        if wanted is None:
+            return np.array([[known[m] == role for m in ids[:n]]], dtype=bool)
+        out = np.zeros((1, n), dtype=bool)
+        out[0, at] = [known[ids[r]] == role for r in at]
+        return out
 
     def proposals(self, n: int) -> np.ndarray:
         """``(4, 1, n)`` each row's position in each signal's proposals (:data:`NEVER`: none)."""
@@ -233,12 +238,18 @@ class _Rows:
         def sessions(gap: float) -> np.ndarray:
             return np.array([catalog.sessions(q.namespace, ids, gap, allowed=q.allowed)])
 
-        def positions(gap: float) -> np.ndarray:
-            got = catalog.session_positions(q.namespace, ids, gap, allowed=q.allowed)
-            return np.array([got], dtype=np.int64)
+        def positions(gap: float, wanted: np.ndarray | None = None) -> np.ndarray:
+            if wanted is None:
+                got = catalog.session_positions(q.namespace, ids, gap, allowed=q.allowed)
+                return np.array([got], dtype=np.int64)
+            at = np.flatnonzero(wanted[0]).tolist()
+            out = np.full((1, n), -1, dtype=np.int64)
+            some = [ids[r] for r in at]
+            out[0, at] = catalog.session_positions(q.namespace, some, gap, allowed=q.allowed)
+            return out
 
-        def users(role: str = "user") -> np.ndarray:
-            return self.users(n, role)
+        def users(wanted: np.ndarray | None = None) -> np.ndarray:
+            return self.users(n, "user", wanted)
 
         def words(_: int, at: Sequence[int]) -> list[frozenset[str]]:
             return links.words(q.namespace, [ids[r] for r in at])
@@ -262,7 +273,7 @@ class _Rows:
             statements=Statements(
                 query=[self.query_words],
                 words=words,
-                replies=lambda: users("assistant"),
+                replies=lambda: self.users(n, "assistant"),
                 cues=links.cues,
                 change=links.outright,
                 now=links.now_words,
