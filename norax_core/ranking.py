@@ -453,19 +453,11 @@ class Ranking:
     def explained(self, q: int, rows: Sequence[int]) -> list[dict[str, float]]:
         """:meth:`explain` of each of ``rows`` of query ``q`` (one array operation)."""
         at = np.asarray(rows, dtype=np.int64)
-        read: dict[int, list[float]] = {}  # a stage that is off shares the array before it
-        cols = []
-        for a in (self.fused, *(self.after.get(s, self.score) for s in STAGES)):
-            got = read.get(id(a))
-            if got is None:
-                got = read[id(a)] = a[q, at].tolist()
-            cols.append(got)
-        out = []
-        for vals in zip(*cols, strict=True):
-            # each stage's change: the float difference of its scores
-            steps = [vals[0], *(b - a for a, b in zip(vals, vals[1:], strict=False))]
-            out.append(dict(zip(_EXPLAINED, steps, strict=True)))
-        return out
+        steps = np.stack(
+            [self.fused[q][at], *(self.after.get(s, self.score)[q][at] for s in STAGES)]
+        )
+        steps[1:] -= steps[:-1].copy()  # each stage's change: the float difference of its scores
+        return [dict(zip(_EXPLAINED, col, strict=True)) for col in steps.T.tolist()]
 
 
 def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = None) -> Ranking:
