@@ -723,7 +723,9 @@ def _state(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.
 
     m = min(plan.latest_depth, score.shape[1])
     top = _order(score, cand, table.tie)[:, :m]
-    replies = st.replies()
+    read = np.zeros(cand.shape, dtype=bool)  # the rule compares these rows only
+    read[np.arange(top.shape[0])[:, None], top] = True
+    replies = st.replies(read)
     cues = st.cue_set(plan.latest_cues)
     change = st.change | st.shift if plan.latest_subject else None
     if change is not None:

@@ -273,7 +273,7 @@ class _Rows:
             statements=Statements(
                 query=[self.query_words],
                 words=words,
-                replies=lambda: self.users(n, "assistant"),
+                replies=lambda wanted=None: self.users(n, "assistant", wanted),
                 cues=links.cues,
                 change=links.outright,
                 now=links.now_words,

@@ -311,7 +311,7 @@ def _statements(pools: Sequence[Pool], n: int) -> Statements | None:
         return None
     words = [w for w in got if w is not None]
 
-    def replies() -> np.ndarray:
+    def replies(wanted: np.ndarray | None = None) -> np.ndarray:  # every row's
         out = np.zeros((len(pools), n), dtype=bool)
         for i, p in enumerate(pools):
             out[i, : len(p.ids)] = [r == "assistant" for r in (p.roles or [None] * len(p.ids))]
