@@ -67,8 +67,9 @@ class Statements:
     Attributes:
         query: Per query, the words of its text (the store's tokenizer).
         words: ``(query, rows) -> `` each row's words (its tokens, as the store indexed them).
-        replies: ``() -> (q, n)`` whether each row is an assistant's reply (``role``
-            metadata ``"assistant"``): a reply restates what it answers, it updates nothing.
+        replies: ``(wanted=None) -> (q, n)`` whether each row is an assistant's reply
+            (``role`` metadata ``"assistant"``; with a mask ``wanted``, only those rows need be
+            read): a reply restates what it answers, it updates nothing.
         cues: The update cues, tokenised (:data:`~norax_core.link_rule.CUE_WORDS`).
         change: The outright change cues among them (:data:`~norax_core.link_rule.
             CHANGE_CUE_WORDS`).
@@ -78,7 +79,7 @@ class Statements:
 
     query: Sequence[frozenset[str]]
     words: Callable[[int, Sequence[int]], list[frozenset[str]]]
-    replies: Callable[[], np.ndarray]
+    replies: Callable[..., np.ndarray]
     cues: frozenset[str]
     change: frozenset[str]
     now: frozenset[str] = frozenset()

@@ -106,10 +106,31 @@ neighbour of each row, ``n`` where there is none (a padding column that scores 0
 Sessions = Callable[[float], np.ndarray]
 """``gap -> (q, n)`` each row's session in its namespace's timeline split where consecutive
 memories are more than ``gap`` seconds apart (equal numbers: same session; padding any)."""
-Positions = Callable[[float], np.ndarray]
-"""``gap -> (q, n)`` each row's position in its session (0: it opens it; -1: unknown)."""
-Users = Callable[[], np.ndarray]
-"""``() -> (q, n)`` whether each row was written by the user (``role`` metadata ``"user"``)."""
+
+
+class Positions(Protocol):
+    """``(gap, wanted=None) -> (q, n)`` each row's position in its session.
+
+    0: it opens it; -1: unknown. Sessions split where consecutive memories are more than
+    ``gap`` seconds apart. With a ``(q, n)`` mask ``wanted``, only those rows' positions need
+    be read (a stage that reads a few rows; the others may hold -1).
+    """
+
+    def __call__(self, gap: float, wanted: np.ndarray | None = None, /) -> np.ndarray:
+        """Each row's position (those of ``wanted``, if given)."""
+        ...
+
+
+class Users(Protocol):
+    """``(wanted=None) -> (q, n)`` whether each row was written by the user.
+
+    Its ``role`` metadata is ``"user"``. With a ``(q, n)`` mask ``wanted``, only those rows
+    need be read (the others may be False).
+    """
+
+    def __call__(self, wanted: np.ndarray | None = None, /) -> np.ndarray:
+        """Whether each row is the user's (those of ``wanted``, if given)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -453,10 +474,10 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     Returns:
         The :class:`Ranking`.
     """
-    # only the weights' ratios matter: as shares, no scale overflows or underflows
-    plan = replace(plan, weights=shares(plan.weights))  # type: ignore[arg-type]
-    kk = np.minimum(np.asarray(k, dtype=np.int64), table.size).astype(np.int64)
-    kk = np.broadcast_to(kk, table.size.shape).copy()
+    plan = _shared(plan)
+    kk = np.minimum(np.asarray(k, dtype=np.int64), table.size).astype(np.int64, copy=False)
+    if kk.shape != table.size.shape:
+        kk = np.broadcast_to(kk, table.size.shape).copy()
     cand = _candidates(table, plan, kk)
     fused = _fuse(table, plan, cand)
     ctx = fused
@@ -484,6 +505,25 @@ def rank(table: Table, plan: Plan, k: int | np.ndarray, extend: Extend | None = 
     if plan.lane_slots > 0:
         cand, score = _lane(table, plan, kk, cand, score)
     return Ranking(table, kk, cand, fused, ctx, score, after)
+
+
+def _shared(plan: Plan) -> Plan:
+    """``plan`` with its weights as shares: only their ratios matter, and no scale overflows.
+
+    Kept for the last few plans ranked (frozen; :meth:`Plan.of` hands a search the same one).
+    """
+    hit = _SHARES.get(id(plan))
+    if hit is not None and hit[0] is plan:
+        return hit[1]
+    out = replace(plan, weights=shares(plan.weights))  # type: ignore[arg-type]
+    if len(_SHARES) >= 64:
+        _SHARES.pop(next(iter(_SHARES)), None)  # threads may race here: no KeyError
+    _SHARES[id(plan)] = (plan, out)
+    return out
+
+
+_SHARES: dict[int, tuple[Plan, Plan]] = {}
+"""Plans with their weights as shares, by the id of the plan (held, so an id is not reused)."""
 
 
 def _order(score: np.ndarray, cand: np.ndarray, tie: np.ndarray | None) -> np.ndarray:
@@ -683,7 +723,9 @@ def _state(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> np.
 
     m = min(plan.latest_depth, score.shape[1])
     top = _order(score, cand, table.tie)[:, :m]
-    replies = st.replies()
+    read = np.zeros(cand.shape, dtype=bool)  # the rule compares these rows only
+    read[np.arange(top.shape[0])[:, None], top] = True
+    replies = st.replies(read)
     cues = st.cue_set(plan.latest_cues)
     change = st.change | st.shift if plan.latest_subject else None
     if change is not None:
@@ -756,9 +798,17 @@ def _exchange(table: Table, plan: Plan, cand: np.ndarray, score: np.ndarray) -> 
     if table.neighbours is None or table.positions is None or table.users is None:
         raise ValueError("the exchange stage needs the table's neighbours, positions and users")
     slots = table.neighbours(1, plan.context_gap)
-    partner = exchange.partner_rows(slots, table.positions(plan.context_gap), table.users())
     top = _best(score, cand, table.tie, np.full(cand.shape[0], plan.exchange_depth))
-    return exchange.exchange_arrays(score, cand, top, partner, plan.exchange_weight)
+    # only the best candidates' partners are lifted: read them and their neighbours alone
+    q, n = cand.shape
+    qs, rs = np.nonzero(top & cand)
+    read = np.zeros((q, n + 1), dtype=bool)
+    read[qs, rs] = True
+    for nb in slots:
+        read[qs, nb[qs, rs]] = True
+    read = read[:, :n]
+    position, user = table.positions(plan.context_gap, read), table.users(read)
+    return exchange.exchange_slots(score, cand, top, slots, position, user, plan.exchange_weight)
 
 
 def _lane(

@@ -96,7 +96,7 @@ class _Rows:
         self.row_of: dict[str, int] = {}
         self.cols: list[np.ndarray] = []  # scores, created, standing (graph rows: below)
         self.graph_rows: np.ndarray | None = None
-        self.role: list[str] = []  # the rows' roles read so far ("" for none)
+        self.role: dict[str, str] = {}  # the roles read so far ("" for none)
         self.proposed: np.ndarray | None = None  # (4, 1, n0): only first-table rows are proposed
 
     def near(self, ids: Sequence[str], window: int, gap: float) -> dict[str, tuple[str, ...]]:
@@ -127,9 +127,10 @@ class _Rows:
         context, bridge or supersession neighbours): a row no signal proposed and no stage
         reached changes nobody's score.
         """
-        rest = sorted(self.standing - have)
-        if not rest or self._outranked(have):
+        rest_of = self.standing - have
+        if not rest_of or self._outranked(have):  # most searches: nothing to sort or score
             return []
+        rest = sorted(rest_of)
         got = self.signals["dense"].score(self.q, rest)
         match = np.array([got.get(m, 0.0) for m in rest], dtype=np.float64)
         keep = lane.pickable(match, self.cfg.lane_similarity, self.cfg.lane_slots)
@@ -163,7 +164,7 @@ class _Rows:
         """Make ``ids`` the rows (a table grows at its end); the first new row's index."""
         have = len(self.ids)
         if not have or self.ids != ids[:have]:
-            have, self.ids, self.row_of, self.cols, self.role = 0, [], {}, [], []
+            have, self.ids, self.row_of, self.cols = 0, [], {}, []
             self.graph_rows = self.proposed = None
         new = ids[have:]
         if not new and self.cols:  # an empty table still gets its (empty) columns
@@ -187,23 +188,29 @@ class _Rows:
         self.ids = list(ids)
         return have
 
-    def users(self, n: int, role: str) -> np.ndarray:
-        """``(1, n)`` whether each of the first ``n`` rows has ``role``."""
-        have = len(self.role)
-        if have < n:
-            todo = self.ids[have:n]
+    def users(self, n: int, role: str, wanted: np.ndarray | None = None) -> np.ndarray:
+        """``(1, n)`` whether each of the first ``n`` rows (those of ``wanted``) has ``role``."""
+        at = range(n) if wanted is None else np.flatnonzero(wanted[0]).tolist()
+        ids, known = self.ids, self.role
+        todo = [ids[r] for r in at if ids[r] not in known]
+        if todo:
             found = self.roles(todo) if self.roles is not None else {}
-            self.role += [str(found.get(m) or "") for m in todo]
-        return np.array([[r == role for r in self.role[:n]]], dtype=bool)
+            known.update((m, str(found.get(m) or "")) for m in todo)
+        if wanted is None:
+            return np.array([[known[m] == role for m in ids[:n]]], dtype=bool)
+        out = np.zeros((1, n), dtype=bool)
+        out[0, at] = [known[ids[r]] == role for r in at]
+        return out
 
     def proposals(self, n: int) -> np.ndarray:
         """``(4, 1, n)`` each row's position in each signal's proposals (:data:`NEVER`: none)."""
         if self.proposed is None:
-            self.proposed = np.full((len(SIGNALS), 1, n), NEVER, dtype=np.int32)
-            for i, s in enumerate(SIGNALS):
-                top = self.cands.proposed.get(s, ())
-                if top:
-                    self.proposed[i, 0, [self.row_of[m] for m in top]] = np.arange(len(top))
+            at = [[NEVER] * n for _ in SIGNALS]  # plain lists: a few dozen rows
+            row_of = self.row_of
+            for place, s in zip(at, SIGNALS, strict=True):
+                for i, m in enumerate(self.cands.proposed.get(s, ())):
+                    place[row_of[m]] = i
+            self.proposed = np.array(at, dtype=np.int32).reshape(len(SIGNALS), 1, n)
         have = self.proposed.shape[2]
         if have == n:
             return self.proposed.copy()
@@ -231,12 +238,18 @@ class _Rows:
         def sessions(gap: float) -> np.ndarray:
             return np.array([catalog.sessions(q.namespace, ids, gap, allowed=q.allowed)])
 
-        def positions(gap: float) -> np.ndarray:
-            got = catalog.session_positions(q.namespace, ids, gap, allowed=q.allowed)
-            return np.array([got], dtype=np.int64)
+        def positions(gap: float, wanted: np.ndarray | None = None) -> np.ndarray:
+            if wanted is None:
+                got = catalog.session_positions(q.namespace, ids, gap, allowed=q.allowed)
+                return np.array([got], dtype=np.int64)
+            at = np.flatnonzero(wanted[0]).tolist()
+            out = np.full((1, n), -1, dtype=np.int64)
+            some = [ids[r] for r in at]
+            out[0, at] = catalog.session_positions(q.namespace, some, gap, allowed=q.allowed)
+            return out
 
-        def users(role: str = "user") -> np.ndarray:
-            return self.users(n, role)
+        def users(wanted: np.ndarray | None = None) -> np.ndarray:
+            return self.users(n, "user", wanted)
 
         def words(_: int, at: Sequence[int]) -> list[frozenset[str]]:
             return links.words(q.namespace, [ids[r] for r in at])
@@ -260,7 +273,7 @@ class _Rows:
             statements=Statements(
                 query=[self.query_words],
                 words=words,
-                replies=lambda: users("assistant"),
+                replies=lambda wanted=None: self.users(n, "assistant", wanted),
                 cues=links.cues,
                 change=links.outright,
                 now=links.now_words,
@@ -299,19 +312,15 @@ def neighbour_slots(
     Each row's neighbours that are rows (of the first ``pad``) fill its slots from the first
     on, in ``near``'s order.
     """
-    out = np.full((2 * window, 1, pad), pad, dtype=np.int64)
-    lists = [near.get(m, ()) for m in ids]
-    counts = np.fromiter(map(len, lists), np.int64, len(ids))
-    total = int(counts.sum())
-    if not total:
-        return list(out)
+    width = 2 * window
+    # plain lists: a table holds a few dozen rows, for which numpy's per-call cost dominates
+    out = [[pad] * pad for _ in range(width)]
     get_row = rows_of.get
-    val = np.fromiter((get_row(x, pad) for nb in lists for x in nb), np.int64, total)
-    col = np.repeat(np.arange(len(ids)), counts)
-    kept = val < pad  # a neighbour that is no row (or a row added after this table) is skipped
-    val, col = val[kept], col[kept]
-    if val.size:
-        first = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])  # each row's first entry
-        slot = np.arange(col.size) - np.repeat(first, np.diff(np.r_[first, col.size]))
-        out[slot, 0, col] = val
-    return list(out)
+    for col, m in enumerate(ids):
+        slot = 0
+        for x in near.get(m, ()):
+            row = get_row(x, pad)
+            if row < pad:  # a neighbour that is no row (or added after this table) is skipped
+                out[slot][col] = row
+                slot += 1
+    return list(np.array(out, dtype=np.int64).reshape(width, 1, pad))

@@ -284,7 +284,7 @@ def pool_table(pools: Sequence[Pool], config: NoraxConfig | None = None) -> Tabl
         entities=[None if p.bridge is None else p.bridge.at(p.ids, n) for p in pools],
         sessions=PoolSessions(pools, n),
         positions=PoolPositions(pools, n),
-        users=lambda: np.array(
+        users=lambda wanted=None: np.array(
             [
                 [r == "user" for r in (p.roles or ())] + [False] * (n - len(p.roles or ()))
                 for p in pools
@@ -311,7 +311,7 @@ def _statements(pools: Sequence[Pool], n: int) -> Statements | None:
         return None
     words = [w for w in got if w is not None]
 
-    def replies() -> np.ndarray:
+    def replies(wanted: np.ndarray | None = None) -> np.ndarray:  # every row's
         out = np.zeros((len(pools), n), dtype=bool)
         for i, p in enumerate(pools):
             out[i, : len(p.ids)] = [r == "assistant" for r in (p.roles or [None] * len(p.ids))]
@@ -365,8 +365,8 @@ class _PoolTimelines:
         self.pools, self.n = pools, n
         self._cache: dict[float, np.ndarray] = {}
 
-    def __call__(self, gap: float) -> np.ndarray:
-        hit = self._cache.get(gap)
+    def __call__(self, gap: float, wanted: np.ndarray | None = None) -> np.ndarray:
+        hit = self._cache.get(gap)  # every row's, whatever ``wanted``
         if hit is not None:
             return hit
         if any(len(p.ids) < p.size for p in self.pools):

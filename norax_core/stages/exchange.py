@@ -15,9 +15,9 @@ without roles (LoCoMo) have no partners, and the stage leaves them alone. Only c
 (the context stage makes the neighbours of the best first-pass candidates candidates), so a
 search's table needs no rows the benchmark's lacks.
 
-:func:`exchange_arrays` is what :func:`norax_core.ranking.rank` runs over a whole batch;
-:func:`exchange` is its plain reference (``tests/unit/test_exchange_stage.py`` checks them
-equal).
+:func:`exchange_slots` is what :func:`norax_core.ranking.rank` runs over a whole batch
+(:func:`exchange_arrays` over :func:`partner_rows`); :func:`exchange` is its plain reference
+(``tests/unit/test_exchange_stage.py`` checks them equal).
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["exchange", "exchange_arrays", "partner_rows"]
+__all__ = ["exchange", "exchange_arrays", "exchange_slots", "partner_rows"]
+
+_FEW = 256
+"""Up to this many anchors (best candidates), :func:`exchange_slots` reads them one by one."""
 
 
 def partner_rows(slots: Sequence[np.ndarray], position: np.ndarray, user: np.ndarray) -> np.ndarray:
@@ -117,3 +120,63 @@ def exchange_arrays(
     np.maximum.at(best, (qi, partner), np.where(top & cand, weight * score, -np.inf))
     lift = best[:, :n]
     return np.where(cand & (lift > score), lift, score)  # type: ignore[no-any-return]
+
+
+def exchange_slots(
+    score: np.ndarray,
+    cand: np.ndarray,
+    top: np.ndarray,
+    slots: Sequence[np.ndarray],
+    position: np.ndarray,
+    user: np.ndarray,
+    weight: float,
+) -> np.ndarray:
+    """:func:`exchange_arrays` over :func:`partner_rows`, reading only the anchors' partners.
+
+    Only a partner of one of the best candidates (``top & cand``: the anchors) is lifted, and
+    a search has a handful of anchors in a table of a few dozen rows: up to :data:`_FEW`
+    anchors, each one's partner is read alone (numpy's per-call cost over whole ``(q, n)``
+    arrays was most of the stage); beyond, the whole-array form. Both give equal floats (one
+    product and maxima of the same values).
+
+    Args:
+        score: ``(q, n)`` scores of every row.
+        cand: ``(q, n)`` candidate mask.
+        top: ``(q, n)`` mask of the best candidates.
+        slots: See :func:`partner_rows`.
+        position: See :func:`partner_rows`.
+        user: See :func:`partner_rows`.
+        weight: ``w``.
+
+    Returns:
+        The new scores.
+    """
+    if weight <= 0:
+        return score
+    qs, rs = np.nonzero(top & cand)
+    if qs.size > _FEW:
+        return exchange_arrays(score, cand, top, partner_rows(slots, position, user), weight)
+    n = score.shape[1]
+    lift: dict[tuple[int, int], float] = {}
+    for q, a in zip(qs.tolist(), rs.tolist(), strict=True):
+        at, mine = position[q, a], bool(user[q, a])
+        p = n
+        for nb in slots:  # as partner_rows: the last matching slot wins
+            b = int(nb[q, a])
+            if b >= n:
+                continue
+            theirs, step = bool(user[q, b]), position[q, b] - at
+            reply = mine and not theirs and step == 1
+            if reply or (not mine and theirs and step == -1 and at >= 1):
+                p = b
+        if p < n:
+            v = weight * float(score[q, a])
+            if v > lift.get((q, p), -np.inf):
+                lift[q, p] = v
+    out = score
+    for (q, p), v in lift.items():
+        if cand[q, p] and v > score[q, p]:
+            if out is score:
+                out = score.copy()
+            out[q, p] = v
+    return out

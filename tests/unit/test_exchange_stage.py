@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from norax_core.stages.exchange import exchange, exchange_arrays, partner_rows
+from norax_core.stages import exchange as stage
+from norax_core.stages.exchange import exchange, exchange_arrays, exchange_slots, partner_rows
 
 
 def test_a_user_message_and_its_reply_are_partners_and_chat_turns_without_roles_are_not() -> None:
@@ -33,3 +35,32 @@ def test_the_partner_of_a_top_candidate_joins_right_after_it() -> None:
     # a partner that is not a candidate stays out
     out = exchange_arrays(score, np.array([[True, False, True, True]]), top, partner, 0.99)
     assert out[0, 1] == 0.2
+
+
+@pytest.mark.parametrize("few", [0, 256])
+def test_reading_the_anchors_partners_equals_the_whole_array_form(
+    few: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """exchange_slots (anchor by anchor, or whole arrays past _FEW) equals exchange_arrays."""
+    monkeypatch.setattr(stage, "_FEW", few)
+    rng = np.random.default_rng(7)
+    lifted = 0
+    for _ in range(200):
+        q, n = int(rng.integers(1, 4)), int(rng.integers(2, 30))
+        order = np.argsort(rng.random((q, n)), axis=1)  # each query's timeline
+        prev, nxt = np.full((q, n), n), np.full((q, n), n)
+        for i in range(q):
+            line = order[i]
+            prev[i, line[1:]], nxt[i, line[:-1]] = line[:-1], line[1:]
+        first = rng.random((q, n)) < 0.5  # which neighbour fills the first slot
+        slots = [np.where(first, prev, nxt), np.where(first, nxt, prev)]
+        position = np.argsort(order, axis=1) % 4  # sessions of four
+        user = rng.random((q, n)) < 0.5
+        score = np.round(rng.random((q, n)), 2)
+        cand = rng.random((q, n)) < 0.8
+        top = cand & (rng.random((q, n)) < 0.3)
+        want = exchange_arrays(score, cand, top, partner_rows(slots, position, user), 0.97)
+        got = exchange_slots(score, cand, top, slots, position, user, 0.97)
+        assert got.tolist() == want.tolist()
+        lifted += int((got != score).sum())
+    assert lifted > 50  # partners were lifted, not only left alone

@@ -153,7 +153,7 @@ def _table(queries: list[dict[str, object]]) -> Table:
         statements=Statements(
             query=[d["query"] for d in queries],  # type: ignore[misc]
             words=words,
-            replies=lambda: replies,
+            replies=lambda wanted=None: replies,
             cues=CUES,
             change=CHANGE,
         ),

@@ -81,6 +81,32 @@ def test_an_earlier_table_never_sees_the_rows_added_after_it(mem: NoraxMemory) -
     assert first.users().shape == (1, 2)
 
 
+def test_users_and_positions_of_some_rows_are_those_of_every_row(mem: NoraxMemory) -> None:
+    """Exchange and latest wins read a few rows only: theirs equal the whole table's reading."""
+    table, _ = _table(mem, ["m01", "m02", "m05", "m06", "m09"])
+    assert table.users is not None and table.positions is not None
+    assert table.statements is not None
+    every_user, every_at = table.users(), table.positions(30.0)
+    every_reply = table.statements.replies()
+    assert every_at.tolist() == [[0, 0, 0, 0, 0]] and table.positions(90.0).tolist() == [
+        [1, 2, 5, 6, 9]
+    ]
+    for gap in (30.0, 90.0):
+        every_at = table.positions(gap)
+        for rows in ([1, 3], [0], [], [0, 1, 2, 3, 4]):
+            wanted = np.zeros((1, 5), dtype=bool)
+            wanted[0, rows] = True
+            some = table.users(wanted)
+            at = table.positions(gap, wanted)
+            reply = table.statements.replies(wanted)
+            assert reply[0, rows].tolist() == every_reply[0, rows].tolist()
+            assert some[0, rows].tolist() == every_user[0, rows].tolist()
+            assert at[0, rows].tolist() == every_at[0, rows].tolist()
+            assert not some[~wanted].any() and (at[~wanted] == -1).all()
+    assert every_user.tolist() == [[True, False, True, False, True]]
+    assert every_reply.tolist() == [[False, True, False, True, False]]
+
+
 def _slots_by_row(
     rows_of: dict[str, int], near: dict[str, tuple[str, ...]], ids: list[str], window: int
 ) -> np.ndarray:

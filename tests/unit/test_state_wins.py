@@ -89,7 +89,7 @@ def _table(score: list[float], words: list[frozenset[str]], query: frozenset[str
         statements=Statements(
             query=[query],
             words=lambda _, rows: [words[r] for r in rows],
-            replies=lambda: np.zeros((1, n), bool),
+            replies=lambda wanted=None: np.zeros((1, n), bool),
             cues=CUES,
             change=CHANGE,
         ),

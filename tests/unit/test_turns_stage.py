@@ -110,8 +110,10 @@ def _table(dense: list[float], times: list[float], users: list[bool], texts: lis
         ids=[[f"m{i:02d}" for i in range(n)]] * q,
         plans=[_plan(t) for t in texts],
         sessions=lambda gap: by_time(session_numbers([times[i] for i in order], gap)),
-        positions=lambda gap: by_time(session_positions([times[i] for i in order], gap)),
-        users=lambda: np.array([users] * q, dtype=bool),
+        positions=lambda gap, wanted=None: by_time(
+            session_positions([times[i] for i in order], gap)
+        ),
+        users=lambda wanted=None: np.array([users] * q, dtype=bool),
     )
 
 
