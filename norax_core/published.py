@@ -171,7 +171,7 @@ class Published:
                             self._other.add(str(m.get("ns")))
         return set(self._known) - self._other
 
-    def get(self, namespace: str) -> tuple[float, bytes, bytes | None, list[Any]] | None:
+    def get(self, namespace: str) -> tuple[float, bytes, memoryview | None, list[Any]] | None:
         """``(taken, state, vectors or None, rows)`` of ``namespace``'s blob, if it has one.
 
         Raises:

@@ -7,9 +7,11 @@ snapshot_format`) in the smallest integer type that holds its values, and widene
 read, to the same arrays. Half of a state's bytes are int64 arrays of small values: the state
 of a 1k-memory namespace of the 10k scale store is 1.05 MB, 0.51 MB compacted, which zlib
 takes to 0.23 MB and inflates in 1.6 ms, plus 0.35 to widen, instead of 2.2 for the 0.27 MB
-of the whole state (format 2; minimum of 60 runs). Its rows are 0.63 MB, 0.16 compressed: 2.6 MB of base64 in all. Base64 and JSON
-are read by ``pybase64`` and ``orjson`` (both chromadb's dependencies: 1 ms instead of 8 for
-3.8 MB of base64, a third of json's time for the rows). Nothing is unpickled.
+of the whole state (format 2; minimum of 60 runs). Its rows are 0.63 MB, 0.16 compressed:
+2.6 MB of base64 in all. Base64 and JSON are read by ``pybase64`` and ``orjson`` (both
+chromadb's dependencies: 1 ms instead of 8 for 3.8 MB of base64, a third of json's time for
+the rows). The vectors are read in place (their matrix is copied once, by
+:meth:`~norax_core.signals.vectors.NamespaceMatrix.from_arrays`). Nothing is unpickled.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def pack(state: bytes, vectors: bytes | None, rows: list[tuple[object, ...]]) ->
     return _HEAD.pack(len(z_state), len(vec), len(z_rows)) + z_state + vec + z_rows
 
 
-def unpack(payload: bytes) -> tuple[bytes, bytes | None, list[tuple[object, ...]]]:
+def unpack(payload: bytes) -> tuple[bytes, memoryview | None, list[tuple[object, ...]]]:
     """The parts of :func:`pack`; the rows as a client's sidecar stores them.
 
     Raises:
@@ -96,7 +98,7 @@ def unpack(payload: bytes) -> tuple[bytes, bytes | None, list[tuple[object, ...]
             raise ValueError("lengths disagree")
         view = memoryview(payload)
         state = _widen(zlib.decompress(view[_HEAD.size : _HEAD.size + a]))
-        vec = payload[_HEAD.size + a : _HEAD.size + a + b]
+        vec = view[_HEAD.size + a : _HEAD.size + a + b]  # no copy: the matrix is one
         rows = _loads(zlib.decompress(view[_HEAD.size + a + b :]))
         out = [tuple(r) for r in rows]
         if not all(len(r) == _COLUMNS and _record(r[9]) and _record(r[10]) for r in out):
