@@ -379,7 +379,7 @@ class DerivedIndexes:
         self,
         namespace: str,
         state_blob: bytes,
-        vectors: bytes | None,
+        vectors: bytes | memoryview | None,
         rows_of: Callable[[set[str]], list[Any]],
     ) -> bool:
         """Hand a client's snapshot to the indexes; whether it held the vectors.

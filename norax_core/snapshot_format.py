@@ -46,7 +46,7 @@ def pack(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> bytes:
     return b"".join([struct.pack("<Q", len(header)), header, *chunks])
 
 
-def unpack(blob: bytes) -> tuple[dict[str, Any], Arrays]:
+def unpack(blob: bytes | memoryview) -> tuple[dict[str, Any], Arrays]:
     """``(meta, arrays)`` of a :func:`pack` blob; the arrays are read-only views of ``blob``.
 
     Raises:
@@ -54,7 +54,7 @@ def unpack(blob: bytes) -> tuple[dict[str, Any], Arrays]:
     """
     try:
         (size,) = struct.unpack_from("<Q", blob, 0)
-        header = json.loads(blob[8 : 8 + size])
+        header = json.loads(bytes(blob[8 : 8 + size]))
         base = 8 + size
         arrays: Arrays = {}
         for name, dtype, shape, at in header["arrays"]:

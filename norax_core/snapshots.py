@@ -172,7 +172,7 @@ def pack_vectors(block: NamespaceMatrix) -> bytes:
     return fmt.pack(meta, arrays)
 
 
-def unpack_vectors(blob: bytes, ids: set[str]) -> NamespaceMatrix | None:
+def unpack_vectors(blob: bytes | memoryview, ids: set[str]) -> NamespaceMatrix | None:
     """The matrix of :func:`pack_vectors` if it holds exactly ``ids``, else ``None``."""
     try:
         block = NamespaceMatrix.from_arrays(*fmt.unpack(blob))

@@ -106,6 +106,55 @@ class _Space:
         packed = self.__dict__.get("_packed")
         return list(self.rows) if packed is None else packed[0]
 
+    def tokens(self, ids: Iterable[str]) -> list[frozenset[str]]:
+        """Each memory's tokens (empty for an unknown id), without building its rows.
+
+        A search reads them for its candidates only: a space restored from arrays answers
+        from them (each memory's set made once), and builds its rows at a write.
+        """
+        packed = self.__dict__.get("_packed")
+        if packed is None:
+            rows = self.rows
+            return [r.tokens if (r := rows.get(m)) is not None else frozenset() for m in ids]
+        cache = self.__dict__.get("_tokens")
+        if cache is None:
+            a = packed[2]
+            flat = unpack_strs(a["tokens_s"], a["tokens_o"])
+            cuts = a["tokens_ptr"].tolist()
+            if cuts[-1] != len(flat):
+                raise ValueError("the supersession tokens do not fit together")
+            made: dict[str, frozenset[str]] = {}
+            at = {m: i for i, m in enumerate(packed[0])}
+            cache = self.__dict__["_tokens"] = (made, at, flat, cuts)
+        made, at, flat, cuts = cache
+        out = []
+        for m in ids:
+            got = made.get(m)
+            if got is None:
+                i = at.get(m)
+                if i is None:
+                    got = frozenset()
+                else:
+                    got = made[m] = frozenset(flat[cuts[i] : cuts[i + 1]])
+            out.append(got)
+        return out
+
+    def newer_of(self) -> dict[str, set[str]]:
+        """``older -> newer ids``, without building its rows (see :meth:`tokens`)."""
+        packed = self.__dict__.get("_packed")
+        if packed is None:
+            return self.newer
+        got: dict[str, set[str]] | None = self.__dict__.get("_newer")
+        if got is None:
+            a = packed[2]
+            got = {}
+            self.__dict__["_newer"] = got
+            linked = unpack_strs(a["linked_s"], a["linked_o"])
+            for m, older in zip(linked, _unnest(a, "older"), strict=True):
+                for o in older:
+                    got.setdefault(o, set()).add(m)
+        return got
+
     def to_arrays(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """Rows, links and link keys as flat arrays, for :meth:`from_arrays`.
 
@@ -155,6 +204,8 @@ class _Space:
 
     def _thaw(self) -> None:
         ids, meta, a = self.__dict__.pop("_packed")
+        self.__dict__.pop("_tokens", None)
+        self.__dict__.pop("_newer", None)
         order_s = unpack_strs(a["order_s_s"], a["order_s_o"])
         tokens, entities, words = (_unnest(a, k) for k in ("tokens", "entities", "words"))
         flags = a["flags"].tolist()
@@ -285,8 +336,9 @@ class SupersessionIndex:
     def words(self, namespace: str, ids: Iterable[str]) -> list[frozenset[str]]:
         """Each memory's tokens, as the store indexed them (empty for an unknown id)."""
         space = self._spaces.get(namespace)
-        rows = space.rows if space else {}
-        return [r.tokens if (r := rows.get(m)) is not None else frozenset() for m in ids]
+        if space is None:
+            return [frozenset() for _ in ids]
+        return space.tokens(ids)
 
     def newer(
         self, namespace: str, ids: Iterable[str], allowed: frozenset[str] | None = None
@@ -299,8 +351,9 @@ class SupersessionIndex:
         if space is None:
             return {}
         out = {}
+        newer = space.newer_of()
         for mid in ids:
-            got = space.newer.get(mid)
+            got = newer.get(mid)
             if got:
                 keep = sorted(got if allowed is None else got & allowed)
                 if keep:

@@ -119,8 +119,8 @@ def _rewrite(
 ) -> None:
     """Replace the blob of ``ns`` by another of the same snapshot.
 
-    ``old``: as format 1 wrote it (state and rows uncompressed, rows without records,
-    settings of version 1, no ``format`` in the head); ``bare``: the current format, its rows
+    ``old``: as format 2 wrote it (the state compressed as it is, not compacted; settings
+    of version 2, ``format`` 2 in the head); ``bare``: the current format, its rows
     without records (as a client publishes the rows of its own writes); else the current
     format with its state's compressed bytes corrupt, under a digest that matches (only the
     decompression finds it).
@@ -130,11 +130,11 @@ def _rewrite(
     head = found[f"{stem}-h"]
     text = "".join(found[f"{stem}-{i}"]["b"] for i in range(head["parts"]))
     state, vec, rows = published.unpack(base64.b64decode(text))
-    raw_rows = json.dumps([list(r[:9]) for r in rows], separators=(",", ":")).encode()
     if old:
-        sizes, body = (len(state), len(vec or b""), len(raw_rows)), [state, vec or b"", raw_rows]
-        head = {k: v for k, v in head.items() if k != "format"}
-        head["settings"] = "0" * 24  # version 1's settings hash differs (VERSION is in it)
+        z_state, z_rows = zlib.compress(state, 1), zlib.compress(json.dumps(rows).encode(), 1)
+        sizes, body = (len(z_state), len(vec or b""), len(z_rows)), [z_state, vec or b"", z_rows]
+        # version 2's settings differ (VERSION is in their hash)
+        head = {**head, "format": 2, "settings": "2-" + head["settings"].split("-", 1)[1]}
     elif bare:
         body = [published.pack(state, vec, [(*r[:9], None, None) for r in rows])]
     else:
@@ -170,7 +170,7 @@ def test_a_blob_of_the_former_format_is_read_from_rows_and_replaced(
     current = _head(_client(chroma_url), collection)
     assert current["format"] == FORMAT
     _rewrite(_client(chroma_url), collection, old=True)
-    assert "format" not in _head(_client(chroma_url), collection)
+    assert _head(_client(chroma_url), collection)["format"] == 2
     with _fresh(chroma_url, collection, tmp_path) as mem:
         _from_rows(mem, before)
     head = _head(_client(chroma_url), collection)  # published over it at close
@@ -289,8 +289,8 @@ def test_norax_publish_replaces_blobs_of_the_former_format(tmp_path: Path) -> No
         before = _search(mem, "a")
     client = chromadb.PersistentClient(path=str(folder))
     try:
-        _rewrite(client, "norax", old=True)  # a store published by format 1
-        assert "format" not in _head(client, "norax")
+        _rewrite(client, "norax", old=True)  # a store published by format 2
+        assert _head(client, "norax")["format"] == 2
     finally:
         client.close()
     with open_store(folder) as mem:  # the former blob is not held: not counted as published

@@ -1,5 +1,5 @@
-"""The published blob's payload (norax_core/published.py, format 2): state and rows
-compressed, vectors as they are, any damage a ValueError."""
+"""The published blob's payload (norax_core/published.py, format 3): state compacted, state
+and rows compressed, vectors as they are, any damage a ValueError."""
 
 from __future__ import annotations
 
@@ -9,12 +9,26 @@ import numpy as np
 import pytest
 
 from norax_core import published
+from norax_core import snapshot_format as fmt
 
 _ROW = ("m1", "ns", "text", 1.0, 2.0, "stated", "user", 3, "{}", "The text.", '{"k":1}')
 
 
+def _state(n: int = 2000) -> bytes:
+    """A snapshot blob (:mod:`norax_core.snapshot_format`) with int64 arrays of small values."""
+    arrays = {
+        "small": np.arange(n, dtype=np.int64) % 100,
+        "wide": np.array([-(2**40), 3], dtype=np.int64),
+        "floats": np.linspace(0.0, 1.0, n),
+        "strs": np.frombuffer(b"state " * n, dtype=np.uint8),
+        "empty": np.zeros(0, dtype=np.int64),
+        "pairs": (np.arange(2 * n, dtype=np.int32) % 7).reshape(n, 2),
+    }
+    return fmt.pack({"k": [1, "x"]}, arrays)
+
+
 def _parts() -> tuple[bytes, bytes, list[tuple[object, ...]]]:
-    state = b"state " * 2000  # compressible, as a snapshot's arrays are
+    state = _state()  # compressible, as a snapshot's arrays are
     vectors = np.random.default_rng(0).standard_normal(3 * 384).astype(np.float32).tobytes()
     return state, vectors, [_ROW, ("m2", *_ROW[1:9], None, None)]  # m2 holds no record
 
@@ -23,7 +37,7 @@ def test_pack_round_trips_and_compresses_the_state_and_rows_not_the_vectors() ->
     state, vectors, rows = _parts()
     payload = published.pack(state, vectors, rows)
     a, b, c = struct.unpack_from("<QQQ", payload)
-    assert a < len(state) // 10 and b == len(vectors)
+    assert a < len(state) // 5 and b == len(vectors)
     assert payload[24 + a : 24 + a + b] == vectors  # the float32 bytes, untouched
     got_state, got_vectors, got_rows = published.unpack(payload)
     assert got_state == state and got_vectors == vectors
@@ -38,7 +52,7 @@ def test_pack_round_trips_and_compresses_the_state_and_rows_not_the_vectors() ->
 )
 def test_rows_of_another_shape_are_a_value_error(row: tuple[object, ...]) -> None:
     with pytest.raises(ValueError, match="another shape"):
-        published.unpack(published.pack(b"state", None, [_ROW, row]))
+        published.unpack(published.pack(_state(3), None, [_ROW, row]))
 
 
 def test_a_corrupt_compressed_state_or_rows_is_a_value_error() -> None:
@@ -52,6 +66,9 @@ def test_a_corrupt_compressed_state_or_rows_is_a_value_error() -> None:
         published.unpack(bytes(payload[:-3]) + b"xyz")  # the rows' stream
     with pytest.raises(ValueError, match="unreadable"):  # format 1's uncompressed payload
         published.unpack(struct.pack("<QQQ", len(state), 0, 2) + state + b"[]")
+    z_state = __import__("zlib").compress(state)  # format 2's state: not compacted
+    with pytest.raises(ValueError, match="unreadable"):
+        published.unpack(struct.pack("<QQQ", len(z_state), 0, 0) + z_state)
 
 
 def test_the_format_is_in_the_settings() -> None:
@@ -69,5 +86,20 @@ def test_rows_orjson_refuses_are_read_by_json() -> None:
     rows = [
         ("m\ud800", "ns", "lone \udc00", 0.1 + 0.2, 2.0, "s", "user", 2**70, "{}", "\ud800", None)
     ]
-    got = published.unpack(published.pack(b"state", None, rows))[2]
+    got = published.unpack(published.pack(_state(3), None, rows))[2]
     assert got == rows
+
+
+def test_the_state_is_compacted_and_read_back_the_same() -> None:
+    """Integer arrays travel in the smallest type that holds them and come back as they were
+    (the same bytes): the int64 arrays of a snapshot's state are mostly small values."""
+    from norax_core import published_payload
+
+    state = _state()
+    compact = published_payload._compact(state)
+    head, arrays = fmt.unpack(compact)
+    assert arrays["small"].dtype == np.int8 and arrays["pairs"].dtype == np.int8
+    assert arrays["wide"].dtype == np.int64 and arrays["empty"].dtype == np.int64
+    assert arrays["floats"].dtype == np.float64
+    assert len(compact) < 0.6 * len(state)
+    assert published_payload._widen(compact) == state

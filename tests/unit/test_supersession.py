@@ -243,3 +243,27 @@ def test_a_client_load_reads_quantities_only_where_a_link_needs_them(
 
 def test_quantities_of_a_memory_without_numbers_are_empty() -> None:
     assert quantities(list(TOK("the deadline moved to friday")), frozenset(), frozenset()) == {}
+
+
+def test_a_restored_namespace_answers_a_search_without_building_its_rows() -> None:
+    """A namespace restored from a snapshot's arrays gives a search each candidate's words
+    and newer memories as the built index does, without building its rows (about 3 ms of a
+    cold 1k namespace's first query, issue 22); a write then builds them."""
+    from norax_core.supersession import _Space
+
+    built = SupersessionIndex(TOK)
+    built.add("ns", [MONDAY, FRIDAY, BUDGET, LUNCH])
+    meta, arrays = built.export("ns").to_arrays()  # type: ignore[union-attr]
+    restored = SupersessionIndex(TOK)
+    restored.restore("ns", _Space.from_arrays(meta, arrays))
+    ids = ["friday", "monday", "nobody", "lunch", "monday"]
+    assert restored.words("ns", ids) == built.words("ns", ids)
+    assert restored.words("ns", ids)[0] is restored.words("ns", ids)[0]  # made once
+    assert restored.newer("ns", ids) == built.newer("ns", ids) == {"monday": ("friday",)}
+    assert restored.newer("ns", ids, frozenset({"lunch"})) == {}
+    space = restored.export("ns")
+    assert "_packed" in vars(space)  # nothing built yet
+    restored.remove("ns", ["friday"])  # a write builds the rows
+    assert "_packed" not in vars(space) and "_tokens" not in vars(space)
+    assert restored.newer("ns", ["monday"]) == {}
+    assert restored.words("ns", ["monday"]) == built.words("ns", ["monday"])
