@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
@@ -95,24 +96,25 @@ def exact_top(
         return {}
     q32 = np.asarray(query, dtype=np.float32)
     approx = matrix @ q32
-    tol = float32_error(matrix.shape[1], max_norm, float(np.linalg.norm(query)))
-    upper = approx + tol
+    q64 = np.asarray(query, dtype=np.float64)
+    # |q| only widens the bound: a dot product's rounding is far below its doubling margin.
+    tol = float32_error(matrix.shape[1], max_norm, math.sqrt(float(q64 @ q64)))
     # The n-th best (clipped) lower bound: a row whose upper bound is below it cannot be in
     # the top n, nor tie with it.
     floor = 0.0
     if m > n:
         floor = min(max(float(np.partition(approx, m - n)[m - n]) - tol, 0.0), 1.0)
+    upper = approx + tol
     pick = np.flatnonzero(upper >= floor) if floor > 0.0 else np.flatnonzero(upper > 0.0)
-    exact = similarity(matrix[pick], query).tolist()
-    ranked = sorted(
-        ((s, ids[i]) for i, s in zip(pick.tolist(), exact, strict=True) if s > 0.0),
-        key=lambda p: (-p[0], p[1]),
-    )[:n]
+    exact = similarity(matrix[pick], q64).tolist()
+    # (-score, id) pairs sort best first, ties by id: no key function to call per pair.
+    ranked = sorted([(-s, ids[i]) for i, s in zip(pick.tolist(), exact, strict=True) if s > 0.0])
+    del ranked[n:]
     if len(ranked) < n:  # the rest score 0 (clipped): the smallest ids among them
         positive = {mid for _, mid in ranked}
         zeros = heapq.nsmallest(n - len(ranked), (i for i in ids if i not in positive))
-        ranked += [(0.0, mid) for mid in zeros]
-    return {mid: float(s) for s, mid in ranked}
+        ranked += [(-0.0, mid) for mid in zeros]
+    return {mid: -s for s, mid in ranked}
 
 
 class DenseSignal:
