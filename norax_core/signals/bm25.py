@@ -316,17 +316,20 @@ class _Partition:
         if n_docs == 0 or self.total_len == 0:
             return None
         avgdl = self.total_len / n_docs
-        scores: np.ndarray | None = None
-        for term, count in Counter(query_tokens).items():
-            tid = self.vocab.get(term)
-            if tid is None or self.df[tid] == 0:
-                continue  # rank_bm25: a term absent from the corpus adds 0
-            idf = float(lucene_idf(n_docs, self.df[tid]))
+        vocab, df = self.vocab, self.df
+        terms = [  # rank_bm25: a term absent from the corpus adds 0
+            (tid, count)
+            for term, count in Counter(query_tokens).items()
+            if (tid := vocab.get(term)) is not None and df[tid] != 0
+        ]
+        if not terms:
+            return None
+        idfs = lucene_idf(n_docs, [df[tid] for tid, _ in terms]).tolist()  # one array call
+        scores = np.zeros(len(self.id_at), dtype=np.float64)
+        for (tid, count), idf in zip(terms, idfs, strict=True):
             slots, tfs = self.postings(tid)
-            if scores is None:
-                scores = np.zeros(len(self.id_at), dtype=np.float64)
             scores[slots] += count * okapi_scores(tfs, self.doc_len[slots], avgdl, idf, k1, b)
-        if scores is not None and self.dead:
+        if self.dead:
             scores *= self.alive[: scores.size]
         return scores
 
@@ -377,7 +380,14 @@ class BM25Scores:
             threshold = np.partition(values, values.size - n)[values.size - n]
             candidates = candidates[values >= threshold]
         id_at = part.id_at
-        ranked = sorted((-float(raw[s]), str(id_at[s])) for s in candidates)
+        # (-score, id) pairs: best first, ties by id; the scores read in one array operation
+        ranked = sorted(
+            zip(
+                [-v for v in raw[candidates].tolist()],
+                [str(id_at[s]) for s in candidates.tolist()],
+                strict=True,
+            )
+        )
         return [(doc_id, -neg) for neg, doc_id in ranked[:n]]
 
     def get(self, ids: Iterable[str]) -> dict[str, float]:

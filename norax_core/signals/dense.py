@@ -53,9 +53,9 @@ def similarity(embeddings: Any, query: np.ndarray) -> np.ndarray:
     # Chroma stores float32; a server sends each as its shortest decimal, which parses to a
     # nearby float64: rounding to float32 first recovers the stored value, so the score is
     # the same over a server, embedded, or from an in-process matrix.
-    mat = np.asarray(embeddings, dtype=np.float32).astype(np.float64).reshape(-1, query.shape[-1])
-    np.multiply(mat, np.asarray(query, dtype=np.float64), out=mat)  # a copy of its own
-    return cosine_to_unit(mat.sum(axis=1))
+    mat = np.asarray(embeddings, dtype=np.float32).reshape(-1, query.shape[-1])
+    # float64 products of the float32 values (each widened exactly), in one pass
+    return cosine_to_unit(np.multiply(mat, np.asarray(query, dtype=np.float64)).sum(axis=1))
 
 
 def float32_error(dim: int, max_norm: float, query_norm: float) -> float:
@@ -259,7 +259,9 @@ class DenseSignal:
             allowed = query.allowed
             with cache.lock:
                 block = self._block(cache, query.namespace)
-                found, rows = block.rows(m for m in missing if allowed is None or m in allowed)
+                found, rows = block.rows(
+                    missing if allowed is None else [m for m in missing if m in allowed]
+                )
                 sims = similarity(block.matrix[rows], query.embedding).tolist()
             out.update(zip(found, sims, strict=True))
             return out

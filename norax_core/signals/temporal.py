@@ -441,15 +441,16 @@ class TemporalSignal:
     def score(self, query: Query, ids: Sequence[str]) -> dict[str, float]:
         """Recency score of each id (0.0 for ids not in the namespace or filter)."""
         ns = self._ns.get(query.namespace)
-        out = dict.fromkeys(ids, 0.0)
         if ns is None:
-            return out
-        slot, allowed = ns.slot, query.allowed
+            return dict.fromkeys(ids, 0.0)
+        get, allowed = ns.slot.get, query.allowed
         if allowed is None:
-            known = [m for m in ids if m in slot]
+            slots = [get(m, -1) for m in ids]
         else:
-            known = [m for m in ids if m in slot and m in allowed]
-        if known:
-            idx = np.array([slot[m] for m in known], dtype=np.int64)
-            out.update(zip(known, self._scores(ns, query.now, idx).tolist(), strict=True))
-        return out
+            slots = [get(m, -1) if m in allowed else -1 for m in ids]
+        at = np.array(slots, dtype=np.int64)
+        known = at >= 0
+        values = np.zeros(at.size, dtype=np.float64)
+        if known.any():  # one pass over the ids; the scores only of those it knows
+            values[known] = self._scores(ns, query.now, at[known])
+        return dict(zip(ids, values.tolist(), strict=True))
