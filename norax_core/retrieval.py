@@ -191,13 +191,13 @@ def search_results(
         ranking.explained(0, rows),
         strict=True,
     ):
-        values = dict(vars(records[names[r]]))
-        values.update(
-            score=score,
-            signals=dict(zip(SIGNALS, got, strict=True)),
-            matched_entities=tuple(matched.get(names[r], ())),
-            query_plan=info,
-            explanation=assembled(Explanation, {f: parts[f] for f in _EXPLANATION}),
-        )
+        values = {  # the memory's fields, then the search's: SearchResult's field order
+            **vars(records[names[r]]),
+            "score": score,
+            "signals": dict(zip(SIGNALS, got, strict=True)),
+            "matched_entities": tuple(matched.get(names[r], ())),
+            "query_plan": info,
+            "explanation": assembled(Explanation, {f: parts[f] for f in _EXPLANATION}),
+        }
         out.append(assembled(SearchResult, values))
     return out

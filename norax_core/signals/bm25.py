@@ -14,6 +14,7 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -410,7 +411,7 @@ class BM25Scores:
             return dict.fromkeys(ids, 0.0)
         get = part.slot_of.get
         if allowed is None:
-            slots = np.array([get(m, -1) for m in ids], dtype=np.intp)
+            slots = np.fromiter(map(get, ids, repeat(-1)), dtype=np.intp, count=len(ids))
         else:
             slots = np.array([get(m, -1) if m in allowed else -1 for m in ids], dtype=np.intp)
         values = np.where(slots >= 0, raw[slots], 0.0) / best

@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
+from itertools import filterfalse
 from typing import Any
 
 import numpy as np
@@ -249,9 +250,11 @@ class DenseSignal:
             return out
         last = self._last
         known = last[1] if last is not None and _same_search(last[0], query) else {}
-        missing = [m for m in ids if m not in known]
-        if len(missing) < len(ids):
-            out.update((m, known[m]) for m in ids if m in known)
+        hits = list(filter(known.__contains__, ids)) if known else []
+        missing: Sequence[str] = ids
+        if hits:
+            out.update(zip(hits, map(known.__getitem__, hits), strict=True))
+            missing = list(filterfalse(known.__contains__, ids))
         if not missing:
             return out
         cache = self._exact(query.namespace)

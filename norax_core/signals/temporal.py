@@ -445,10 +445,9 @@ class TemporalSignal:
             return dict.fromkeys(ids, 0.0)
         get, allowed = ns.slot.get, query.allowed
         if allowed is None:
-            slots = [get(m, -1) for m in ids]
+            at = np.fromiter(map(get, ids, repeat(-1)), dtype=np.int64, count=len(ids))
         else:
-            slots = [get(m, -1) if m in allowed else -1 for m in ids]
-        at = np.array(slots, dtype=np.int64)
+            at = np.array([get(m, -1) if m in allowed else -1 for m in ids], dtype=np.int64)
         known = at >= 0
         values = np.zeros(at.size, dtype=np.float64)
         if known.any():  # one pass over the ids; the scores only of those it knows
