@@ -62,7 +62,7 @@ def lucene_idf(n_docs: int, doc_freq: npt.ArrayLike) -> np.ndarray:
 
 
 def okapi_scores(
-    tf: np.ndarray, doc_len: np.ndarray, avgdl: float, idf: float, k1: float, b: float
+    tf: np.ndarray, doc_len: np.ndarray, avgdl: float, idf: float | np.ndarray, k1: float, b: float
 ) -> np.ndarray:
     r"""BM25 Okapi contribution of one query term to each document that contains it.
 
@@ -82,8 +82,8 @@ def okapi_scores(
         Length :math:`|d|` of each document, in tokens, aligned with ``tf``.
     avgdl : float
         Mean document length of the corpus (positive).
-    idf : float
-        The term's idf.
+    idf : float or numpy.ndarray
+        The term's idf (or each posting's term's, aligned with ``tf``).
     k1 : float
         Term frequency saturation (rank_bm25 default 1.5).
     b : float
@@ -325,11 +325,17 @@ class _Partition:
         ]
         if not terms:
             return None
-        idfs = lucene_idf(n_docs, [df[tid] for tid, _ in terms]).tolist()  # one array call
-        scores = np.zeros(len(self.id_at), dtype=np.float64)
-        for (tid, count), idf in zip(terms, idfs, strict=True):
-            slots, tfs = self.postings(tid)
-            scores[slots] += count * okapi_scores(tfs, self.doc_len[slots], avgdl, idf, k1, b)
+        # Every term's postings at once: one okapi_scores over them, each term's idf and
+        # count repeated along its postings; bincount adds a slot's terms in query order,
+        # from 0.0, as a loop of ``scores[slots] += ...`` would (the same sums).
+        posts = [self.postings(tid) for tid, _ in terms]
+        sizes = [len(slots) for slots, _ in posts]
+        slots = np.concatenate([s for s, _ in posts])
+        tfs = np.concatenate([t for _, t in posts])
+        idf = np.repeat(lucene_idf(n_docs, [df[tid] for tid, _ in terms]), sizes)
+        count = np.repeat(np.array([c for _, c in terms], dtype=np.float64), sizes)
+        part = count * okapi_scores(tfs, self.doc_len[slots], avgdl, idf, k1, b)
+        scores = np.bincount(slots, weights=part, minlength=len(self.id_at))
         if self.dead:
             scores *= self.alive[: scores.size]
         return scores
