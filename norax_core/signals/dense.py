@@ -56,7 +56,8 @@ def similarity(embeddings: Any, query: np.ndarray) -> np.ndarray:
     # the same over a server, embedded, or from an in-process matrix.
     mat = np.asarray(embeddings, dtype=np.float32).reshape(-1, query.shape[-1])
     # float64 products of the float32 values (each widened exactly), in one pass
-    return cosine_to_unit(np.multiply(mat, np.asarray(query, dtype=np.float64)).sum(axis=1))
+    prod = np.multiply(mat, np.asarray(query, dtype=np.float64))
+    return cosine_to_unit(np.add.reduce(prod, axis=1))  # what .sum(axis=1) calls
 
 
 def float32_error(dim: int, max_norm: float, query_norm: float) -> float:
