@@ -333,8 +333,9 @@ class _Partition:
         slots = np.concatenate([s for s, _ in posts])
         tfs = np.concatenate([t for _, t in posts])
         idf = np.repeat(lucene_idf(n_docs, [df[tid] for tid, _ in terms]), sizes)
-        count = np.repeat(np.array([c for _, c in terms], dtype=np.float64), sizes)
-        part = count * okapi_scores(tfs, self.doc_len[slots], avgdl, idf, k1, b)
+        part = okapi_scores(tfs, self.doc_len[slots], avgdl, idf, k1, b)
+        if any(c != 1 for _, c in terms):  # a repeated token counts once per occurrence
+            part *= np.repeat(np.array([c for _, c in terms], dtype=np.float64), sizes)
         scores = np.bincount(slots, weights=part, minlength=len(self.id_at))
         if self.dead:
             scores *= self.alive[: scores.size]
