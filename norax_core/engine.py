@@ -18,7 +18,7 @@ from norax_core.config import NoraxConfig, QueryEntities
 from norax_core.embedders import Embedder, resolve_embedder
 from norax_core.entities import load_extractor
 from norax_core.errors import InvalidInputError
-from norax_core.models import SIGNALS, Memory, MetadataValue, SearchResult
+from norax_core.models import SIGNALS, Memory, MetadataValue, SearchResult, varied
 from norax_core.presets import WeightsLike, resolve_weights
 from norax_core.query import intents, plan_query
 from norax_core.ranking import Plan, proposal_sizes, rank
@@ -378,7 +378,7 @@ class NoraxMemory:
             shown = set(cands.ids).intersection(ids := ranking.ids())  # proposed: the breakdown
             matched = self._store.indexes.graph_signal.explain(cands.query, sorted(shown))
         found = self._store.records(ids, local=True, namespace=cands.query.namespace)
-        return search_results(ranking, dataclasses.replace(cands, matched=matched), found, w)
+        return search_results(ranking, varied(cands, matched=matched), found, w)
 
     def candidates(
         self,

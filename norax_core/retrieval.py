@@ -18,7 +18,7 @@ import numpy as np
 from norax_core.batch import in_background
 from norax_core.config import NoraxConfig
 from norax_core.indexes import DerivedIndexes
-from norax_core.models import SIGNALS, Explanation, Memory, SearchResult, assembled
+from norax_core.models import SIGNALS, Explanation, Memory, SearchResult, assembled, varied
 from norax_core.ranking import Ranking
 from norax_core.signals.base import Query, Signal
 from norax_core.signals.dense import DenseSignal
@@ -101,7 +101,7 @@ def gather(
         else:
             tops["dense"] = in_background(dense.top, q, wanted["dense"])
     if entities is not None:
-        q = dataclasses.replace(q, entities=tuple(entities.result()))
+        q = varied(q, entities=tuple(entities.result()))
     for name, sig in signals.items():
         if name in wanted and name != "dense":
             tops[name] = sig.top(q, wanted[name])
@@ -111,7 +111,8 @@ def gather(
         if name in tops:
             top = tops[name]
             got = top.result() if isinstance(top, Future) else top
-            proposed[name] = sorted(got, key=lambda m, g=got: (-g[m], m))  # type: ignore[misc]
+            # (-score, id) pairs sort best first, ties by id, with no key function to call
+            proposed[name] = [m for _, m in sorted([(-s, m) for m, s in got.items()])]
             union.update(dict.fromkeys(proposed[name]))
     cand = list(union)
     scores = {name: sig.score(q, cand) for name, sig in signals.items()}
@@ -179,7 +180,7 @@ def search_results(
     info = None
     if qp is not None:
         override = qp.intent.value if qp.intent.value in weights.intents else None
-        info = dataclasses.replace(qp.info(), weights_intent=override)
+        info = varied(qp.info(), weights_intent=override)
     signals = ranking.table.scores[:, 0, rows].T.tolist()
     matched = cands.matched
     out = []
@@ -190,13 +191,13 @@ def search_results(
         ranking.explained(0, rows),
         strict=True,
     ):
-        values = dict(vars(records[names[r]]))
-        values.update(
-            score=score,
-            signals=dict(zip(SIGNALS, got, strict=True)),
-            matched_entities=tuple(matched.get(names[r], ())),
-            query_plan=info,
-            explanation=assembled(Explanation, {f: parts[f] for f in _EXPLANATION}),
-        )
+        values = {  # the memory's fields, then the search's: SearchResult's field order
+            **vars(records[names[r]]),
+            "score": score,
+            "signals": dict(zip(SIGNALS, got, strict=True)),
+            "matched_entities": tuple(matched.get(names[r], ())),
+            "query_plan": info,
+            "explanation": assembled(Explanation, {f: parts[f] for f in _EXPLANATION}),
+        }
         out.append(assembled(SearchResult, values))
     return out

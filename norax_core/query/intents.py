@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -273,7 +274,7 @@ class IntentModel:
         for f in feats:
             w = self.weights.get(f)
             if w is not None:
-                logits = [a + b for a, b in zip(logits, w, strict=True)]
+                logits = list(map(operator.add, logits, w))  # same sums, no Python loop
         top = max(logits)
         exp = [math.exp(v - top) for v in logits]
         total = sum(exp)

@@ -328,7 +328,7 @@ def find_periods(text: str, now: datetime) -> list[Period]:
         (30 February, years outside 1900-2100) are skipped.
     """
     lower = text.lower().replace("\u2019", "'")
-    if not any(c.isdigit() for c in lower) and not _HINT.search(lower):
+    if not any(map(str.isdigit, lower)) and not _HINT.search(lower):
         return []  # the common case: nothing date-like, skip every pattern
     claimed = bytearray(len(lower))
     found: list[tuple[int, Period]] = []

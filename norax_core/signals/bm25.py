@@ -14,6 +14,7 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -61,7 +62,7 @@ def lucene_idf(n_docs: int, doc_freq: npt.ArrayLike) -> np.ndarray:
 
 
 def okapi_scores(
-    tf: np.ndarray, doc_len: np.ndarray, avgdl: float, idf: float, k1: float, b: float
+    tf: np.ndarray, doc_len: np.ndarray, avgdl: float, idf: float | np.ndarray, k1: float, b: float
 ) -> np.ndarray:
     r"""BM25 Okapi contribution of one query term to each document that contains it.
 
@@ -81,8 +82,8 @@ def okapi_scores(
         Length :math:`|d|` of each document, in tokens, aligned with ``tf``.
     avgdl : float
         Mean document length of the corpus (positive).
-    idf : float
-        The term's idf.
+    idf : float or numpy.ndarray
+        The term's idf (or each posting's term's, aligned with ``tf``).
     k1 : float
         Term frequency saturation (rank_bm25 default 1.5).
     b : float
@@ -316,17 +317,27 @@ class _Partition:
         if n_docs == 0 or self.total_len == 0:
             return None
         avgdl = self.total_len / n_docs
-        scores: np.ndarray | None = None
-        for term, count in Counter(query_tokens).items():
-            tid = self.vocab.get(term)
-            if tid is None or self.df[tid] == 0:
-                continue  # rank_bm25: a term absent from the corpus adds 0
-            idf = float(lucene_idf(n_docs, self.df[tid]))
-            slots, tfs = self.postings(tid)
-            if scores is None:
-                scores = np.zeros(len(self.id_at), dtype=np.float64)
-            scores[slots] += count * okapi_scores(tfs, self.doc_len[slots], avgdl, idf, k1, b)
-        if scores is not None and self.dead:
+        vocab, df = self.vocab, self.df
+        terms = [  # rank_bm25: a term absent from the corpus adds 0
+            (tid, count)
+            for term, count in Counter(query_tokens).items()
+            if (tid := vocab.get(term)) is not None and df[tid] != 0
+        ]
+        if not terms:
+            return None
+        # Every term's postings at once: one okapi_scores over them, each term's idf and
+        # count repeated along its postings; bincount adds a slot's terms in query order,
+        # from 0.0, as a loop of ``scores[slots] += ...`` would (the same sums).
+        posts = [self.postings(tid) for tid, _ in terms]
+        sizes = [len(slots) for slots, _ in posts]
+        slots = np.concatenate([s for s, _ in posts])
+        tfs = np.concatenate([t for _, t in posts])
+        idf = np.repeat(lucene_idf(n_docs, [df[tid] for tid, _ in terms]), sizes)
+        part = okapi_scores(tfs, self.doc_len[slots], avgdl, idf, k1, b)
+        if any(c != 1 for _, c in terms):  # a repeated token counts once per occurrence
+            part *= np.repeat(np.array([c for _, c in terms], dtype=np.float64), sizes)
+        scores = np.bincount(slots, weights=part, minlength=len(self.id_at))
+        if self.dead:
             scores *= self.alive[: scores.size]
         return scores
 
@@ -377,7 +388,14 @@ class BM25Scores:
             threshold = np.partition(values, values.size - n)[values.size - n]
             candidates = candidates[values >= threshold]
         id_at = part.id_at
-        ranked = sorted((-float(raw[s]), str(id_at[s])) for s in candidates)
+        # (-score, id) pairs: best first, ties by id; the scores read in one array operation
+        ranked = sorted(
+            zip(
+                [-v for v in raw[candidates].tolist()],
+                [str(id_at[s]) for s in candidates.tolist()],
+                strict=True,
+            )
+        )
         return [(doc_id, -neg) for neg, doc_id in ranked[:n]]
 
     def get(self, ids: Iterable[str]) -> dict[str, float]:
@@ -400,7 +418,7 @@ class BM25Scores:
             return dict.fromkeys(ids, 0.0)
         get = part.slot_of.get
         if allowed is None:
-            slots = np.array([get(m, -1) for m in ids], dtype=np.intp)
+            slots = np.fromiter(map(get, ids, repeat(-1)), dtype=np.intp, count=len(ids))
         else:
             slots = np.array([get(m, -1) if m in allowed else -1 for m in ids], dtype=np.intp)
         values = np.where(slots >= 0, raw[slots], 0.0) / best

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Collection, Mapping, Sequence
+from itertools import filterfalse
 from typing import Any
 
 import numpy as np
@@ -52,9 +54,10 @@ def similarity(embeddings: Any, query: np.ndarray) -> np.ndarray:
     # Chroma stores float32; a server sends each as its shortest decimal, which parses to a
     # nearby float64: rounding to float32 first recovers the stored value, so the score is
     # the same over a server, embedded, or from an in-process matrix.
-    mat = np.asarray(embeddings, dtype=np.float32).astype(np.float64).reshape(-1, query.shape[-1])
-    np.multiply(mat, np.asarray(query, dtype=np.float64), out=mat)  # a copy of its own
-    return cosine_to_unit(mat.sum(axis=1))
+    mat = np.asarray(embeddings, dtype=np.float32).reshape(-1, query.shape[-1])
+    # float64 products of the float32 values (each widened exactly), in one pass
+    prod = np.multiply(mat, np.asarray(query, dtype=np.float64))
+    return cosine_to_unit(np.add.reduce(prod, axis=1))  # what .sum(axis=1) calls
 
 
 def float32_error(dim: int, max_norm: float, query_norm: float) -> float:
@@ -95,24 +98,25 @@ def exact_top(
         return {}
     q32 = np.asarray(query, dtype=np.float32)
     approx = matrix @ q32
-    tol = float32_error(matrix.shape[1], max_norm, float(np.linalg.norm(query)))
-    upper = approx + tol
+    q64 = np.asarray(query, dtype=np.float64)
+    # |q| only widens the bound: a dot product's rounding is far below its doubling margin.
+    tol = float32_error(matrix.shape[1], max_norm, math.sqrt(float(q64 @ q64)))
     # The n-th best (clipped) lower bound: a row whose upper bound is below it cannot be in
     # the top n, nor tie with it.
     floor = 0.0
     if m > n:
         floor = min(max(float(np.partition(approx, m - n)[m - n]) - tol, 0.0), 1.0)
+    upper = approx + tol
     pick = np.flatnonzero(upper >= floor) if floor > 0.0 else np.flatnonzero(upper > 0.0)
-    exact = similarity(matrix[pick], query).tolist()
-    ranked = sorted(
-        ((s, ids[i]) for i, s in zip(pick.tolist(), exact, strict=True) if s > 0.0),
-        key=lambda p: (-p[0], p[1]),
-    )[:n]
+    exact = similarity(matrix[pick], q64).tolist()
+    # (-score, id) pairs sort best first, ties by id: no key function to call per pair.
+    ranked = sorted([(-s, ids[i]) for i, s in zip(pick.tolist(), exact, strict=True) if s > 0.0])
+    del ranked[n:]
     if len(ranked) < n:  # the rest score 0 (clipped): the smallest ids among them
         positive = {mid for _, mid in ranked}
         zeros = heapq.nsmallest(n - len(ranked), (i for i in ids if i not in positive))
-        ranked += [(0.0, mid) for mid in zeros]
-    return {mid: float(s) for s, mid in ranked}
+        ranked += [(-0.0, mid) for mid in zeros]
+    return {mid: -s for s, mid in ranked}
 
 
 class DenseSignal:
@@ -247,9 +251,11 @@ class DenseSignal:
             return out
         last = self._last
         known = last[1] if last is not None and _same_search(last[0], query) else {}
-        missing = [m for m in ids if m not in known]
-        if len(missing) < len(ids):
-            out.update((m, known[m]) for m in ids if m in known)
+        hits = list(filter(known.__contains__, ids)) if known else []
+        missing: Sequence[str] = ids
+        if hits:
+            out.update(zip(hits, map(known.__getitem__, hits), strict=True))
+            missing = list(filterfalse(known.__contains__, ids))
         if not missing:
             return out
         cache = self._exact(query.namespace)
@@ -257,7 +263,9 @@ class DenseSignal:
             allowed = query.allowed
             with cache.lock:
                 block = self._block(cache, query.namespace)
-                found, rows = block.rows(m for m in missing if allowed is None or m in allowed)
+                found, rows = block.rows(
+                    missing if allowed is None else [m for m in missing if m in allowed]
+                )
                 sims = similarity(block.matrix[rows], query.embedding).tolist()
             out.update(zip(found, sims, strict=True))
             return out

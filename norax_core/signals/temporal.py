@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from itertools import repeat
+from itertools import filterfalse, repeat
 
 import numpy as np
 
@@ -309,11 +309,12 @@ class TemporalSignal:
         kept = self._kept(namespace)
         known = kept[3].setdefault((window, gap), {})
         asked = list(ids)
-        todo = [m for m in asked if m not in known]
+        todo = list(filterfalse(known.__contains__, asked))
         if todo:
             ordered, times, _, _ = kept[0]
             known.update(neighbour_map(ordered, times, window, gap, wanted=todo, pos=kept[0][2]))
-        return {m: known[m] for m in asked if m in known}
+        hits = list(filter(known.__contains__, asked))
+        return dict(zip(hits, map(known.__getitem__, hits), strict=True))
 
     def sessions(
         self,
@@ -351,7 +352,7 @@ class TemporalSignal:
         else:
             _, times, pos = self.filtered_timeline(namespace, allowed)
             at = session_positions(times, gap)
-        return [at[pos[m]] if m in pos else -1 for m in ids]
+        return [at[i] if i >= 0 else -1 for i in map(pos.get, ids, repeat(-1))]
 
     def _split(self, namespace: str, gap: float) -> tuple[list[int], list[int]]:
         """The namespace's session numbers and positions at ``gap``.
@@ -441,15 +442,15 @@ class TemporalSignal:
     def score(self, query: Query, ids: Sequence[str]) -> dict[str, float]:
         """Recency score of each id (0.0 for ids not in the namespace or filter)."""
         ns = self._ns.get(query.namespace)
-        out = dict.fromkeys(ids, 0.0)
         if ns is None:
-            return out
-        slot, allowed = ns.slot, query.allowed
+            return dict.fromkeys(ids, 0.0)
+        get, allowed = ns.slot.get, query.allowed
         if allowed is None:
-            known = [m for m in ids if m in slot]
+            at = np.fromiter(map(get, ids, repeat(-1)), dtype=np.int64, count=len(ids))
         else:
-            known = [m for m in ids if m in slot and m in allowed]
-        if known:
-            idx = np.array([slot[m] for m in known], dtype=np.int64)
-            out.update(zip(known, self._scores(ns, query.now, idx).tolist(), strict=True))
-        return out
+            at = np.array([get(m, -1) if m in allowed else -1 for m in ids], dtype=np.int64)
+        known = at >= 0
+        values = np.zeros(at.size, dtype=np.float64)
+        if known.any():  # one pass over the ids; the scores only of those it knows
+            values[known] = self._scores(ns, query.now, at[known])
+        return dict(zip(ids, values.tolist(), strict=True))

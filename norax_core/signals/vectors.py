@@ -88,8 +88,8 @@ class NamespaceMatrix:
     def rows(self, ids: Iterable[str]) -> tuple[list[str], np.ndarray]:
         """The ids among ``ids`` that have a row, and the row numbers, in that order."""
         pos = self._pos
-        found = [m for m in ids if m in pos]
-        return found, np.array([pos[m] for m in found], dtype=np.intp)
+        found = list(filter(pos.__contains__, ids))
+        return found, np.fromiter(map(pos.__getitem__, found), dtype=np.intp, count=len(found))
 
     def vector(self, mid: str) -> np.ndarray:
         """A copy of one id's vector (the id must have a row)."""

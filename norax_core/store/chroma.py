@@ -22,7 +22,9 @@ from norax_core.models import (
     INFERRED_KIND_KEY,
     RESERVED_PREFIX,
     Memory,
+    assembled,
     utc_from_timestamp,
+    varied,
 )
 from norax_core.sidecar import IndexRow, Sidecar, record_json
 from norax_core.signals.dense import NAMESPACE_KEY
@@ -73,15 +75,18 @@ def open_collection(client: Any, name: str, embedder: Embedder) -> Any:
 def memory_from_record(mid: str, doc: str | None, meta: dict[str, Any]) -> Memory:
     """The memory a Chroma record (id, document, metadata) holds."""
     ents = meta.get(ENTITIES_KEY) or ()
-    return Memory(
-        id=mid,
-        text=doc or "",
-        kind=str(meta.get(KIND_KEY, "episodic")),
-        created_at=utc_from_timestamp(float(meta.get(CREATED_KEY, 0.0))),
-        namespace=str(meta.get(NAMESPACE_KEY, DEFAULT_NAMESPACE)),
-        metadata={k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX)},
-        entities=tuple(ents),
-        inferred_kind=inferred_of(doc or "", meta),
+    return assembled(  # every field, in order: Memory(...) without its frozen __init__
+        Memory,
+        {
+            "id": mid,
+            "text": doc or "",
+            "kind": str(meta.get(KIND_KEY, "episodic")),
+            "created_at": utc_from_timestamp(float(meta.get(CREATED_KEY, 0.0))),
+            "namespace": str(meta.get(NAMESPACE_KEY, DEFAULT_NAMESPACE)),
+            "metadata": {k: v for k, v in meta.items() if not k.startswith(RESERVED_PREFIX)},
+            "entities": tuple(ents),
+            "inferred_kind": inferred_of(doc or "", meta),
+        },
     )
 
 
@@ -311,16 +316,7 @@ def _decoded(sidecar: Sidecar, ids: Sequence[str]) -> tuple[dict[str, Memory], b
 
 def copied(mem: Memory) -> Memory:
     """``mem`` with a metadata dict of its own (its values are scalars)."""
-    return Memory(
-        mem.id,
-        mem.text,
-        mem.kind,
-        mem.created_at,
-        mem.namespace,
-        dict(mem.metadata),
-        mem.entities,
-        mem.inferred_kind,
-    )
+    return varied(mem, metadata=dict(mem.metadata))
 
 
 def index_row(

@@ -371,3 +371,41 @@ def test_signal_tokenizes_text_when_query_has_no_tokens() -> None:
     signal = BM25Signal(build(DOCS), TOKENIZER)
     query = Query(text="Miso the cat", namespace="a", now=0.0)
     assert set(signal.top(query, 2)) == {"m06", "m23"}
+
+
+def _per_term_scores(part, tokens, k1, b):
+    """raw_scores as a loop over the query's terms: the reference of its one-pass form."""
+    from collections import Counter
+
+    n_docs = len(part.slot_of)
+    avgdl = part.total_len / n_docs
+    scores = np.zeros(len(part.id_at))
+    for term, count in Counter(tokens).items():
+        tid = part.vocab.get(term)
+        if tid is None or part.df[tid] == 0:
+            continue
+        slots, tfs = part.postings(tid)
+        idf = float(lucene_idf(n_docs, part.df[tid]))
+        scores[slots] += count * okapi_scores(tfs, part.doc_len[slots], avgdl, idf, k1, b)
+    return scores * part.alive[: scores.size] if part.dead else scores
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_raw_scores_equal_a_loop_over_the_query_terms(seed):
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(40)]
+    index = BM25Index()
+    for i in range(300):
+        index.add("ns", f"d{i}", list(rng.choice(words, size=int(rng.integers(0, 15)))))
+    for i in rng.choice(300, size=60, replace=False):
+        index.remove("ns", f"d{i}")  # tombstones (dead slots)
+    part = index.export("ns")
+    for _ in range(200):
+        query = list(rng.choice([*words, "absent"], size=int(rng.integers(1, 9))))  # repeats
+        for k1, b in ((1.5, 0.75), (1.2, 1.0), (0.5, 0.0)):
+            got = part.raw_scores(query, k1, b)
+            want = _per_term_scores(part, query, k1, b)
+            if got is None:
+                assert not want.any()
+            else:
+                assert np.array_equal(got, want)  # the same sums, bit for bit

@@ -329,3 +329,36 @@ def test_extractors_share_the_interface() -> None:
     for ex in (SpacyExtractor(fake_nlp()), RuleBasedExtractor()):
         assert isinstance(ex, EntityExtractor)
         assert ex.extract_query("the wallets") == ["wallet"]
+
+
+def _scan_every_position(text: str) -> list[tuple[int, int, str]]:
+    """find_code_identifiers without its pre-check: the regex run over the whole text."""
+    from norax_core.entities import _CODE_RE, normalize_entity
+
+    found = []
+    for m in _CODE_RE.finditer(text):
+        if m.lastgroup == "dotted" and all(len(p) < 2 for p in m.group().split(".")):
+            continue
+        entity = normalize_entity(m.group())
+        if entity:
+            found.append((m.start(), m.end(), entity))
+    return found
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_code_identifier_pre_check_skips_only_text_without_identifiers(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    alphabet = "aAbBzZ09 _.@#-xX,?'\u00e9\u00c9\u2019\u03a9\u03c9\n"
+    texts = [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(20_000)
+    ]
+    texts += [
+        "Gary at TechWorld Store",
+        "ask @ann_b about 0xFFAA",
+        "see utils.py #ops",
+        "Plain text.",
+    ]
+    assert [find_code_identifiers(t) for t in texts] == [_scan_every_position(t) for t in texts]
+    assert find_code_identifiers("Gary at TechWorld Store") == [(8, 17, "techworld")]

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from norax_core.config import NoraxConfig
 from norax_core.signals import temporal as temporal_mod
 from norax_core.signals.base import Query
 from norax_core.signals.bm25 import BM25Index, BM25Signal
 from norax_core.signals.temporal import TemporalSignal
+from norax_core.store.chroma import memory_from_record
 from norax_core.tokenize import Tokenizer
 
 TOK = Tokenizer()
@@ -79,3 +82,42 @@ def test_a_plan_is_resolved_once_per_weights_config_and_intent():
     assert Plan.of(plain, other).pool_min == Plan.of(plain, config).pool_min + 7
     assert Plan.of(weights, config, "lookup") is plan
     assert Plan.of(weights, config) == Plan._of(weights, config, None)
+
+
+def test_varied_copies_as_dataclasses_replace_would():
+    import dataclasses
+
+    from norax_core.models import Memory, QueryInfo, varied
+    from norax_core.retrieval import Candidates
+
+    # varied() skips __init__: it is only right while these classes have no __post_init__
+    for cls in (Query, Candidates, QueryInfo, Memory):
+        assert not hasattr(cls, "__post_init__")
+    q = Query("q", "ns", 1.0, tokens=("q",), embedding=np.ones(2))
+    cands = Candidates(q, 3, ["a"], {"bm25": {"a": 1.0}}, {})
+    info = QueryInfo("lookup", (), ("Ann",))
+    mem = memory_from_record("a", "Ann", {"norax_namespace": "ns", "topic": "x"})
+    for obj, changes in (
+        (q, {"entities": ("ann",)}),
+        (cands, {"matched": {"a": ("ann",)}}),
+        (info, {"weights_intent": "lookup"}),
+        (mem, {"metadata": {"topic": "y"}}),
+    ):
+        got, want = varied(obj, **changes), dataclasses.replace(obj, **changes)
+        assert type(got) is type(want) and vars(got).keys() == vars(want).keys()
+        assert all(getattr(got, k) is getattr(want, k) for k in vars(want))
+        assert vars(obj) != vars(got)  # the original is unchanged
+
+
+def test_a_record_is_assembled_as_its_constructor_would_build_it():
+    from dataclasses import fields
+
+    from norax_core.models import Memory
+    from norax_core.store.chroma import copied
+
+    meta = {"norax_namespace": "ns", "norax_kind": "semantic", "norax_created_at": 5.0, "t": 1}
+    mem = memory_from_record("a", "Ann likes tea.", meta)
+    assert list(vars(mem)) == [f.name for f in fields(Memory)]
+    assert Memory(**vars(mem)) == mem and mem.namespace == "ns" and mem.metadata == {"t": 1}
+    twin = copied(mem)
+    assert twin == mem and twin.metadata is not mem.metadata
