@@ -64,6 +64,7 @@ __all__ = [
     "find_code_identifiers",
     "load_extractor",
     "normalize_entity",
+    "word_key",
 ]
 
 MAX_CHARS = 100_000
@@ -153,6 +154,19 @@ def normalize_entity(text: str) -> str:
     if all(w in stop for w in s.split(" ")):
         return ""
     return s
+
+
+def word_key(word: str) -> str:
+    """``word`` lowercased, its edge punctuation stripped.
+
+    An entity :func:`normalize_entity` makes of words starting with ``word``, without dropping
+    any, starts with a word of this key (so stripped).
+
+    Examples:
+        >>> word_key("(New"), word_key("Colby\u2019s,")
+        ('new', "colby's")
+    """
+    return word.translate(_APOSTROPHES).lower().strip(_EDGE_PUNCT)
 
 
 def find_code_identifiers(text: str) -> list[tuple[int, int, str]]:
