@@ -253,38 +253,37 @@ class GraphSignal:
     def score(self, query: Query, ids: Sequence[str]) -> dict[str, float]:
         """The score of each of ``ids`` that ``query.allowed`` admits (0.0 if not indexed)."""
         space, t = self._prepare(query)
-        admitted = [i for i in ids if query.allowed is None or i in query.allowed]
+        admitted = ids if query.allowed is None else [i for i in ids if i in query.allowed]
         if space is None or t is None or not admitted:
             return dict.fromkeys(admitted, 0.0)
-        row_of = space.slot.get
-        rows = np.fromiter(map(row_of, admitted, repeat(-1)), np.int64, len(admitted))
+        rows = np.fromiter(map(space.slot.get, admitted, repeat(-1)), np.int64, len(admitted))
         return dict(zip(admitted, t.by_row[rows].tolist(), strict=True))
 
     def explain(self, query: Query, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """For each admitted id, the entities behind its score.
 
         Query entities the memory shares come first, in query order; then its community
-        peers and nearby entities, strongest contribution first.
+        peers and nearby entities, strongest contribution first (ties in the memory's order).
         """
         space, t = self._prepare(query)
-        admitted = [i for i in ids if query.allowed is None or i in query.allowed]
+        admitted = ids if query.allowed is None else [i for i in ids if i in query.allowed]
         out: dict[str, tuple[str, ...]] = dict.fromkeys(admitted, ())
         if space is None or t is None or not admitted:
             return out
-        row_of = space.slot.get
-        rows = np.fromiter(map(row_of, admitted, repeat(-1)), np.int64, len(admitted))
-        scored = np.flatnonzero(t.by_row[rows] > 0).tolist()  # the others hold nothing that pulls
+        rows = np.fromiter(map(space.slot.get, admitted, repeat(-1)), np.int64, len(admitted))
+        scored = (t.by_row[rows] > 0).nonzero()[0].tolist()  # the others hold nothing that pulls
         if not scored:
             return out
         _, wc, wp = self._w
         pull = (-wc * np.expm1(t.log_peer) - wp * np.expm1(t.log_near)).tolist()
-        index = dict(zip(t.ents.tolist(), range(len(t.ents)), strict=True))
-        ents_of, s = space.ents, t.n_seeds
+        ents, s = t.ents.tolist(), t.n_seeds
+        # each entity's place: the seeds by query order, below every other's -pull (> -1)
+        place: dict[int, float] = dict(zip(ents[:s], range(-s - 2, -2), strict=True))
+        place.update((e, -p) for e, p in zip(ents[s:], pull[s:], strict=True) if p > 0)
+        ents_of, names = space.ents, space.names
         for i, row in zip(scored, rows[scored].tolist(), strict=True):
-            hits = [index[e] for e in ents_of[row] if e in index]
-            shared = sorted(k for k in hits if k < s)
-            near = sorted((k for k in hits if k >= s and pull[k] > 0), key=lambda k: -pull[k])
-            out[admitted[i]] = tuple(space.names[int(t.ents[k])] for k in shared + near)
+            hits = sorted([e for e in ents_of[row] if e in place], key=place.__getitem__)
+            out[admitted[i]] = tuple(map(names.__getitem__, hits))
         return out
 
     # -- internals ------------------------------------------------------------------------
