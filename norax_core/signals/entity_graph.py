@@ -394,9 +394,9 @@ class Incidence:
         """``flat``'s spans of ``keys`` in ``ptr`` (in the order of ``keys``), and their lengths."""
         starts = ptr[keys]
         lengths = ptr[keys + 1] - starts
-        ends = np.cumsum(lengths)
+        ends = lengths.cumsum()
         total = int(ends[-1]) if len(ends) else 0
-        return flat[np.repeat(starts - ends + lengths, lengths) + np.arange(total)], lengths
+        return flat[(starts - ends + lengths).repeat(lengths) + np.arange(total)], lengths
 
 
 class NamespaceGraph:
