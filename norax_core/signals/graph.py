@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from functools import partial
 from itertools import repeat
 from typing import Any
 
@@ -145,6 +146,11 @@ class _Tables:
     by_row: np.ndarray  # every row's score (at most 1), 0 for the others, and a last 0 for -1
 
 
+def _new_hoods(cfg: GraphConfig, space: NamespaceGraph) -> Hoods:
+    hub_df = max(cfg.hub_fraction * len(space.slot), cfg.min_hub_df)
+    return Hoods(space, cfg.neighbours, cfg.second_hop, hub_df)
+
+
 _MAX_P = 1.0 - 1e-12  # keeps log(1 - p) finite; moves a score by at most 1e-12
 
 
@@ -226,6 +232,11 @@ class GraphSignal:
         total = c.direct + c.community + c.proximity
         self._w = (c.direct / total, c.community / total, c.proximity / total)
         self._cache: dict[tuple[str, tuple[str, ...], int], _Tables | None] = {}
+        # what a namespace's Hoods depend on besides its graph, and their builder (made once)
+        self._hoods_key = (
+            f"graph-hoods:{c.hub_fraction!r}:{c.min_hub_df}:{c.neighbours}:{c.second_hop}"
+        )
+        self._hoods_of = partial(_new_hoods, self.config)
 
     # -- the Signal protocol --------------------------------------------------------------
 
@@ -322,12 +333,8 @@ class GraphSignal:
         if not seeds:
             return None
         cfg = self.config
-        hub_df = max(cfg.hub_fraction * len(space.slot), cfg.min_hub_df)
         # each seed's block depends on the graph alone: kept until it changes
-        hoods: Hoods = space.memo(
-            f"graph-hoods:{hub_df!r}:{cfg.neighbours}:{cfg.second_hop}",
-            lambda sp: Hoods(sp, cfg.neighbours, cfg.second_hop, hub_df),
-        )
+        hoods: Hoods = space.memo(self._hoods_key, self._hoods_of)
         blocks, ents, starts = hoods.union(seeds)
         s, m = len(seeds), len(ents)
         idf = hoods.idf[ents]
