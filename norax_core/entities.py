@@ -156,19 +156,6 @@ def normalize_entity(text: str) -> str:
     return s
 
 
-def word_key(word: str) -> str:
-    """``word`` lowercased, its edge punctuation stripped.
-
-    An entity :func:`normalize_entity` makes of words starting with ``word``, without dropping
-    any, starts with a word of this key (so stripped).
-
-    Examples:
-        >>> word_key("(New"), word_key("Colby\u2019s,")
-        ('new', "colby's")
-    """
-    return word.translate(_APOSTROPHES).lower().strip(_EDGE_PUNCT)
-
-
 def find_code_identifiers(text: str) -> list[tuple[int, int, str]]:
     """Return ``(start, end, entity)`` for each code-like identifier in ``text``.
 
@@ -204,6 +191,19 @@ def _clean(text: str, max_chars: int) -> str:
 
 def _dedupe(found: Iterable[tuple[int, str]]) -> list[str]:
     return list(dict.fromkeys(e for _, e in sorted(found, key=lambda f: f[0])))
+
+
+def word_key(word: str) -> str:
+    """``word`` lowercased, its edge punctuation stripped.
+
+    An entity :func:`normalize_entity` makes of words starting with ``word``, without dropping
+    any, starts with a word of this key (so stripped).
+
+    Examples:
+        >>> word_key("(New"), word_key("Colby\u2019s,")
+        ('new', "colby's")
+    """
+    return word.translate(_APOSTROPHES).lower().strip(_EDGE_PUNCT)
 
 
 class NounMode(str, Enum):
