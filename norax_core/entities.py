@@ -64,6 +64,7 @@ __all__ = [
     "find_code_identifiers",
     "load_extractor",
     "normalize_entity",
+    "word_key",
 ]
 
 MAX_CHARS = 100_000
@@ -214,6 +215,19 @@ def _clean(text: str, max_chars: int) -> str:
 
 def _dedupe(found: Iterable[tuple[int, str]]) -> list[str]:
     return list(dict.fromkeys(e for _, e in sorted(found, key=lambda f: f[0])))
+
+
+def word_key(word: str) -> str:
+    """``word`` lowercased, its edge punctuation stripped.
+
+    An entity :func:`normalize_entity` makes of words starting with ``word``, without dropping
+    any, starts with a word of this key (so stripped).
+
+    Examples:
+        >>> word_key("(New"), word_key("Colby\u2019s,")
+        ('new', "colby's")
+    """
+    return word.translate(_APOSTROPHES).lower().strip(_EDGE_PUNCT)
 
 
 class NounMode(str, Enum):

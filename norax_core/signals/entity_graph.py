@@ -60,7 +60,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from norax_core.entities import find_code_identifiers, normalize_entity
+from norax_core.entities import find_code_identifiers, normalize_entity, word_key
 
 _normalized = lru_cache(maxsize=1 << 16)(normalize_entity)
 """normalize_entity for query n-grams: the same words recur across queries (a pure function)."""
@@ -295,9 +295,16 @@ def match_query(text: str, space: NamespaceGraph) -> list[str]:
             got = known[candidate] = space.lookup(candidate)
         return got
 
+    # An n-gram of several words can only name an entity of n words whose first word it
+    # starts with (normalising keeps the words of what it does not drop, and a dropped word
+    # leaves fewer than n): the others are not even normalised.
+    heads, lengths = space.heads(), space.lengths
+    firsts = [word_key(w) in heads for w in texts]
     for n in range(min(space.max_words(), MAX_QUERY_WORDS, len(words)), 0, -1):
+        if n > 1 and n not in lengths:
+            continue
         for i in range(len(words) - n + 1):
-            if any(used[i : i + n]):
+            if n > 1 and not firsts[i] or any(used[i : i + n]):
                 continue
             candidate = _normalized(" ".join(texts[i : i + n]))
             if candidate.count(" ") + 1 < n:
@@ -339,6 +346,10 @@ def match_query(text: str, space: NamespaceGraph) -> list[str]:
                 candidate = _normalized(part)
                 found.extend((start, name) for name in space.lookup(candidate) if candidate)
     return list(dict.fromkeys(e for _, e in sorted(found, key=lambda f: f[0])))
+
+
+def _head(name: str) -> str:
+    return name.partition(" ")[0].strip(_EDGE)
 
 
 def _memory_hash(memory_id: str, entities: Sequence[str]) -> int:
@@ -383,9 +394,9 @@ class Incidence:
         """``flat``'s spans of ``keys`` in ``ptr`` (in the order of ``keys``), and their lengths."""
         starts = ptr[keys]
         lengths = ptr[keys + 1] - starts
-        ends = np.cumsum(lengths)
+        ends = lengths.cumsum()
         total = int(ends[-1]) if len(ends) else 0
-        return flat[np.repeat(starts - ends + lengths, lengths) + np.arange(total)], lengths
+        return flat[(starts - ends + lengths).repeat(lengths) + np.arange(total)], lengths
 
 
 class NamespaceGraph:
@@ -462,6 +473,10 @@ class NamespaceGraph:
             self.touched.add(e)
         words = name.count(" ") + 1
         self.lengths[words] = self.lengths.get(words, 0) + 1
+        heads = self.__dict__.get("_heads")
+        if heads is not None and words > 1:
+            key = _head(name)
+            heads[key] = heads.get(key, 0) + 1
         self.tie[e] = zlib.crc32(name.encode("utf-8", "surrogatepass"))
         self.post[e] = set()
         self.adj[e] = {}
@@ -529,6 +544,27 @@ class NamespaceGraph:
         self.lengths[words] -= 1
         if not self.lengths[words]:
             del self.lengths[words]
+        heads = self.__dict__.get("_heads")
+        if heads is not None and words > 1:
+            key = _head(self.names[e])
+            heads[key] -= 1
+            if not heads[key]:
+                del heads[key]
+
+    def heads(self) -> dict[str, int]:
+        """First words of the entities of several words -> how many.
+
+        Stripped as by :func:`~norax_core.entities.word_key`; counted at the first call, then
+        kept up to date by the writes.
+        """
+        heads = self.__dict__.get("_heads")
+        if heads is None:
+            heads = self.__dict__["_heads"] = {}
+            for name in self.eid:
+                if " " in name:
+                    key = _head(name)
+                    heads[key] = heads.get(key, 0) + 1
+        return heads
 
     def _link(self, ents: tuple[int, ...], delta: int) -> None:
         adj = self.adj

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from functools import partial
 from itertools import repeat
 from typing import Any
 
@@ -17,13 +18,9 @@ import numpy as np
 
 from norax_core.signals.base import Query
 from norax_core.signals.entity_graph import EntityGraph, NamespaceGraph
+from norax_core.signals.graph_hoods import Hoods
 
 __all__ = ["EntityGraph", "GraphConfig", "GraphSignal", "personalized_pagerank"]
-
-
-def _idf(df: np.ndarray | float, n: int) -> Any:
-    """BM25's always-positive IDF (Lucene variant): ``ln(1 + (n - df + 0.5) / (df + 0.5))``."""
-    return np.log1p((n - df + 0.5) / (df + 0.5))
 
 
 @dataclass(frozen=True)
@@ -65,10 +62,6 @@ class GraphConfig:
             raise ValueError("GraphConfig: direct + community + proximity must be > 0")
         if self.damping >= 1:
             raise ValueError(f"GraphConfig.damping must be in [0, 1), got {self.damping}")
-
-
-def _new_dict(_: object) -> dict[Any, Any]:
-    return {}
 
 
 def personalized_pagerank(
@@ -150,10 +143,14 @@ class _Tables:
     log_peer: np.ndarray  # per entity: log(1 - c(e)), 0 if not a peer
     log_near: np.ndarray  # per entity: log(1 - r(e)), seeds included
     n_seeds: int
-    index: dict[int, int]  # entity id -> position in the arrays
     cand: np.ndarray  # the rows holding any of ``ents``, ascending
     total: np.ndarray  # their scores (unclipped)
-    by_row: np.ndarray  # every row's score, 0 for the others, and a last 0 for a row of -1
+    by_row: np.ndarray  # every row's score (at most 1), 0 for the others, and a last 0 for -1
+
+
+def _new_hoods(cfg: GraphConfig, space: NamespaceGraph) -> Hoods:
+    hub_df = max(cfg.hub_fraction * len(space.slot), cfg.min_hub_df)
+    return Hoods(space, cfg.neighbours, cfg.second_hop, hub_df)
 
 
 _MAX_P = 1.0 - 1e-12  # keeps log(1 - p) finite; moves a score by at most 1e-12
@@ -237,6 +234,11 @@ class GraphSignal:
         total = c.direct + c.community + c.proximity
         self._w = (c.direct / total, c.community / total, c.proximity / total)
         self._cache: dict[tuple[str, tuple[str, ...], int], _Tables | None] = {}
+        # what a namespace's Hoods depend on besides its graph, and their builder (made once)
+        self._hoods_key = (
+            f"graph-hoods:{c.hub_fraction!r}:{c.min_hub_df}:{c.neighbours}:{c.second_hop}"
+        )
+        self._hoods_of = partial(_new_hoods, self.config)
 
     # -- the Signal protocol --------------------------------------------------------------
 
@@ -264,37 +266,37 @@ class GraphSignal:
     def score(self, query: Query, ids: Sequence[str]) -> dict[str, float]:
         """The score of each of ``ids`` that ``query.allowed`` admits (0.0 if not indexed)."""
         space, t = self._prepare(query)
-        admitted = [i for i in ids if query.allowed is None or i in query.allowed]
+        admitted = ids if query.allowed is None else [i for i in ids if i in query.allowed]
         if space is None or t is None or not admitted:
             return dict.fromkeys(admitted, 0.0)
-        row_of = space.slot.get
-        rows = np.fromiter(map(row_of, admitted, repeat(-1)), np.int64, len(admitted))
-        return dict(zip(admitted, np.minimum(t.by_row[rows], 1.0).tolist(), strict=True))
+        rows = np.fromiter(map(space.slot.get, admitted, repeat(-1)), np.int64, len(admitted))
+        return dict(zip(admitted, t.by_row[rows].tolist(), strict=True))
 
     def explain(self, query: Query, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """For each admitted id, the entities behind its score.
 
         Query entities the memory shares come first, in query order; then its community
-        peers and nearby entities, strongest contribution first.
+        peers and nearby entities, strongest contribution first (ties in the memory's order).
         """
         space, t = self._prepare(query)
-        admitted = [i for i in ids if query.allowed is None or i in query.allowed]
+        admitted = ids if query.allowed is None else [i for i in ids if i in query.allowed]
         out: dict[str, tuple[str, ...]] = dict.fromkeys(admitted, ())
         if space is None or t is None or not admitted:
             return out
-        row_of = space.slot.get
-        rows = np.fromiter(map(row_of, admitted, repeat(-1)), np.int64, len(admitted))
-        scored = np.flatnonzero(t.by_row[rows] > 0).tolist()  # the others hold nothing that pulls
+        rows = np.fromiter(map(space.slot.get, admitted, repeat(-1)), np.int64, len(admitted))
+        scored = (t.by_row[rows] > 0).nonzero()[0].tolist()  # the others hold nothing that pulls
         if not scored:
             return out
         _, wc, wp = self._w
         pull = (-wc * np.expm1(t.log_peer) - wp * np.expm1(t.log_near)).tolist()
-        index, ents_of, s = t.index, space.ents, t.n_seeds
+        ents, s = t.ents.tolist(), t.n_seeds
+        # each entity's place: the seeds by query order, below every other's -pull (> -1)
+        place: dict[int, float] = dict(zip(ents[:s], range(-s - 2, -2), strict=True))
+        place.update((e, -p) for e, p in zip(ents[s:], pull[s:], strict=True) if p > 0)
+        ents_of, names = space.ents, space.names
         for i, row in zip(scored, rows[scored].tolist(), strict=True):
-            hits = [index[e] for e in ents_of[row] if e in index]
-            shared = sorted(k for k in hits if k < s)
-            near = sorted((k for k in hits if k >= s and pull[k] > 0), key=lambda k: -pull[k])
-            out[admitted[i]] = tuple(space.names[int(t.ents[k])] for k in shared + near)
+            hits = sorted([e for e in ents_of[row] if e in place], key=place.__getitem__)
+            out[admitted[i]] = tuple(map(names.__getitem__, hits))
         return out
 
     # -- internals ------------------------------------------------------------------------
@@ -329,107 +331,27 @@ class GraphSignal:
         return space, self._cache[key]
 
     def _tables(self, space: NamespaceGraph, entities: Sequence[str]) -> _Tables | None:
-        cfg = self.config
-        n = len(space.slot)
         seeds = list(dict.fromkeys(space.eid[q] for q in entities if q in space.eid))
         if not seeds:
             return None
-        s = len(seeds)
-        hub_df = max(cfg.hub_fraction * n, cfg.min_hub_df)
-        dfs = space.df
-        # an entity's best neighbours depend on the graph alone: kept until it changes
-        known: dict[tuple[int, int], list[int]] = space.memo(f"graph-best:{hub_df!r}", _new_dict)
-
-        def best(e: int, k: int) -> list[int]:
-            if k <= 0 or dfs[e] > hub_df:
-                return []
-            if (e, k) not in known:
-                known[e, k] = _best(e, k)
-            return known[e, k]
-
-        def _best(e: int, k: int) -> list[int]:
-            nb, w = space.neighbours(e)
-            ok = dfs[nb] <= hub_df
-            nb, w = nb[ok], w[ok]
-            score = w * _idf(dfs[nb], n)
-            if len(score) > k:  # the k best and every tie at the boundary, then order those
-                keep = score >= np.partition(score, len(score) - k)[len(score) - k]
-                nb, score = nb[keep], score[keep]
-            return nb[np.lexsort((space.tie[nb], -score))[:k]].tolist()
-
-        # a seed's neighbourhood (first hop, then each second hop, in order) likewise
-        hoods: dict[int, list[int]] = space.memo(
-            f"graph-hood:{hub_df!r}:{cfg.neighbours}:{cfg.second_hop}", _new_dict
-        )
-
-        def hood(q: int) -> list[int]:
-            got = hoods.get(q)
-            if got is None:
-                first = best(q, cfg.neighbours)
-                got = hoods[q] = [*first]
-                for u in first[: cfg.second_hop]:
-                    got += best(u, cfg.second_hop)
-            return got
-
-        # a seed's entities with their neighbours (the seed, then its neighbourhood), likewise
-        blocks: dict[int, tuple[np.ndarray, ...]] = space.memo(
-            f"graph-block:{hub_df!r}:{cfg.neighbours}:{cfg.second_hop}", _new_dict
-        )
-
-        def block(q: int) -> tuple[np.ndarray, ...]:
-            got = blocks.get(q)
-            if got is None:
-                own = np.fromiter(dict.fromkeys([q, *hood(q)]), np.int64)
-                nbs, ws = zip(*map(space.neighbours, own.tolist()), strict=True)
-                lengths = np.fromiter(map(len, nbs), np.int64, len(own))
-                got = blocks[q] = (
-                    own,
-                    lengths,
-                    np.repeat(own, lengths),
-                    *map(np.concatenate, (nbs, ws)),
-                )
-            return got
-
-        local = dict.fromkeys(seeds)
-        for q in seeds:
-            local.update(dict.fromkeys(hood(q)))
-        ents = np.fromiter(local, np.int64, len(local))
-        m = len(ents)
-        df = dfs[ents].astype(np.float64)
-        idf = _idf(df, n)
-        nu = idf / _idf(1.0, n)
+        cfg = self.config
+        # each seed's block depends on the graph alone: kept until it changes
+        hoods: Hoods = space.memo(self._hoods_key, self._hoods_of)
+        blocks, ents, starts = hoods.union(seeds)
+        s, m = len(seeds), len(ents)
+        idf = hoods.idf[ents]
+        nu = idf / hoods.idf1
         direct = np.zeros(m)
         direct[:s] = nu[:s] / s
         if m == s:
             return self._rows(space, ents, direct, np.zeros(m), np.zeros(m), s)
-        pos = np.full(len(dfs), -1, np.int64)
-        pos[ents] = np.arange(m)
-        # the edges inside L from the seeds' blocks, in the order of L (the seeds' own
-        # neighbours first, then each neighbourhood's in turn), each entity's neighbours once
-        own_parts, hood_parts = [], []
-        taken = np.zeros(len(dfs), bool)
-        taken[seeds] = True
-        for q in seeds:
-            own, lengths, *pairs = block(q)
-            cut = int(lengths[0])
-            own_parts.append([a[:cut] for a in pairs])
-            first = ~taken[own[1:]]
-            taken[own[1:]] = True
-            rest = [a[cut:] for a in pairs]
-            if not first.all():
-                keep = np.repeat(first, lengths[1:])
-                rest = [a[keep] for a in rest]
-            hood_parts.append(rest)
-        froms, tos, wts = map(np.concatenate, zip(*own_parts, *hood_parts, strict=True))
-        j = pos[tos]
-        inside = j >= 0
-        src, wts = pos[froms[inside]], wts[inside]
+        src, dst, wts = hoods.edges(blocks, ents, starts)
         restart = np.zeros(m)
-        restart[:s] = idf[:s] / idf[:s].sum()
+        restart[:s] = idf[:s] / np.add.reduce(idf[:s])
         pi = personalized_pagerank(
             m,
             src,
-            j[inside],
+            dst,
             wts,
             restart,
             damping=cfg.damping,
@@ -437,14 +359,18 @@ class GraphSignal:
             tol=cfg.tol,
         )
         rel = pi * nu
-        near = np.minimum(rel / rel.max(), _MAX_P) if rel.max() > 0 else np.zeros(m)
-        comm = space.comm[ents].tolist()
+        top = np.maximum.reduce(rel)
+        near = np.minimum(rel / top, _MAX_P) if top > 0 else np.zeros(m)
+        comm = space.comm[ents]
         share: dict[int, float] = {}
-        for c, v in zip(comm[:s], restart[:s].tolist(), strict=True):
+        for c, v in zip(comm[:s].tolist(), restart[:s].tolist(), strict=True):
             share[c] = share.get(c, 0.0) + v
-        peer = np.array([share.get(c, 0.0) for c in comm]) * nu
+        peer = np.zeros(m)
+        for c, v in share.items():
+            peer[comm == c] = v
+        peer *= nu
         peer[:s] = 0.0
-        peer = np.minimum(peer, _MAX_P)
+        np.minimum(peer, _MAX_P, out=peer)
         return self._rows(space, ents, direct, np.log1p(-peer), np.log1p(-near), s)
 
     def _rows(
@@ -465,13 +391,12 @@ class GraphSignal:
         inc = space.incidence()
         flat, lengths = inc.gather(inc.ent_ptr, inc.ent_rows, ents)
         size = len(space.ids)
-        cand = np.flatnonzero(np.bincount(flat, minlength=size))
+        cand = np.bincount(flat, minlength=size).nonzero()[0]
         d, lc, lp = (
-            np.bincount(flat, weights=np.repeat(col, lengths), minlength=size)[cand]
+            np.bincount(flat, weights=col.repeat(lengths), minlength=size)[cand]
             for col in (direct, log_peer, log_near)
         )
         total = self._combine(d, lc, lp)
         by_row = np.zeros(size + 1)
-        by_row[cand] = total
-        index = dict(zip(ents.tolist(), range(len(ents)), strict=True))
-        return _Tables(ents, direct, log_peer, log_near, n_seeds, index, cand, total, by_row)
+        by_row[cand] = np.minimum(total, 1.0)
+        return _Tables(ents, direct, log_peer, log_near, n_seeds, cand, total, by_row)
