@@ -11,6 +11,7 @@ import random
 
 import numpy as np
 import pytest
+from test_graph import random_corpus
 
 from norax_core.signals.entity_graph import EntityGraph, NamespaceGraph
 from norax_core.signals.graph import GraphConfig, GraphSignal, personalized_pagerank
@@ -95,16 +96,6 @@ def plain_tables(sig: GraphSignal, space: NamespaceGraph, entities: tuple[str, .
     return {"ents": ents, "direct": direct, "peer": log_peer, "near": log_near, "rows": totals}
 
 
-def corpus(seed: int, n: int = 300, vocab: int = 90) -> dict[str, list[str]]:
-    rng = np.random.default_rng(seed)
-    p = 1 / np.arange(1, vocab + 1) ** 1.1
-    p /= p.sum()
-    return {
-        f"m{i}": [f"e{x}" for x in dict.fromkeys(rng.choice(vocab, rng.integers(1, 7), p=p))]
-        for i in range(n)
-    }
-
-
 def assert_same(sig: GraphSignal, space: NamespaceGraph, entities: tuple[str, ...]) -> None:
     t = sig._tables(space, entities)
     want = plain_tables(sig, space, entities)
@@ -126,7 +117,7 @@ def assert_same(sig: GraphSignal, space: NamespaceGraph, entities: tuple[str, ..
 def test_tables_equal_the_plain_computation(seed: int, config: GraphConfig) -> None:
     """One seed, several, repeated seeds (kept blocks reused), hub seeds, and after writes."""
     g = EntityGraph()
-    g.add_many(NS, corpus(seed).items())
+    g.add_many(NS, random_corpus(seed, 300, 90).items())
     sig = GraphSignal(g, config)
     rng = random.Random(seed)
     vocab = [f"e{i}" for i in range(95)]  # a few unknown names too
