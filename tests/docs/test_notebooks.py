@@ -46,6 +46,7 @@ NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])")
 VOLATILE = re.compile(
     r"[-+]?\d+(?:\.\d+)?\s?(?:ms|µs|us|s|sec|seconds|min|minutes)(?![\w.])"  # timings
     r"|\S*/\S*"  # paths and URLs
+    r"|\b[0-9a-f]{16,32}\b"  # memory ids: random hex, sometimes all digits (or digits, e, digits)
 )
 
 pytestmark = pytest.mark.integration
@@ -174,6 +175,14 @@ def test_a_stale_saved_output_fails(kernel_name: str) -> None:
     assert stale_figures(saved, nb) == ["cell 0: 1 figures differ (0.725 -> 0.75)"]
     saved.cells[0].outputs[0]["text"] = current  # other timing, other path: the same figures
     assert stale_figures(saved, nb) == []
+
+
+def test_random_memory_ids_are_not_figures() -> None:
+    """A memory id is random hex: one that reads as a number must not change the count."""
+    cell = nbformat.v4.new_code_cell("")
+    text = "rank 1 8e93451230984512 0.583\nrank 2 4469554109548470 0.460\n"
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+    assert _figures(cell) == [1.0, 0.583, 2.0, 0.46]
 
 
 def _save(nb: nbformat.NotebookNode, path: Path) -> None:
