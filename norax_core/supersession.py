@@ -118,11 +118,7 @@ class _Space:
             return [r.tokens if (r := rows.get(m)) is not None else frozenset() for m in ids]
         cache = self.__dict__.get("_tokens")
         if cache is None:
-            a = packed[2]
-            flat = unpack_strs(a["tokens_s"], a["tokens_o"])
-            cuts = a["tokens_ptr"].tolist()
-            if cuts[-1] != len(flat):
-                raise ValueError("the supersession tokens do not fit together")
+            flat, cuts = _flat(packed[2], "tokens")
             made: dict[str, frozenset[str]] = {}
             at = {m: i for i, m in enumerate(packed[0])}
             cache = self.__dict__["_tokens"] = (made, at, flat, cuts)
@@ -286,11 +282,17 @@ def _nested(name: str, groups: Sequence[Sequence[str]]) -> dict[str, np.ndarray]
     }
 
 
-def _unnest(arrays: Mapping[str, np.ndarray], name: str) -> list[list[str]]:
+def _flat(arrays: Mapping[str, np.ndarray], name: str) -> tuple[list[str], list[int]]:
+    """The strings of the nested array ``name`` and each row's start in them (one more: the end)."""
     flat = unpack_strs(arrays[f"{name}_s"], arrays[f"{name}_o"])
     cuts = arrays[f"{name}_ptr"].tolist()
     if not cuts or cuts[-1] != len(flat):
         raise ValueError(f"the supersession {name} do not fit together")
+    return flat, cuts
+
+
+def _unnest(arrays: Mapping[str, np.ndarray], name: str) -> list[list[str]]:
+    flat, cuts = _flat(arrays, name)
     return [flat[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
 
 
