@@ -12,18 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from norax_core.signals.bm25 import lucene_idf
 from norax_core.signals.entity_graph import NamespaceGraph
 
-__all__ = ["Hoods", "SeedBlock", "idf"]
-
-
-def idf(df: np.ndarray | float, n: int) -> Any:
-    """BM25's always-positive IDF (Lucene variant): ``ln(1 + (n - df + 0.5) / (df + 0.5))``."""
-    return np.log1p((n + 0.5 - df) / (df + 0.5))  # the same values: n + 0.5 - df is exact
+__all__ = ["Hoods", "SeedBlock"]
 
 
 @dataclass(frozen=True)
@@ -56,9 +51,9 @@ class Hoods:
         self.space = space
         self.n = n = len(space.slot)
         self.df = space.df
-        self.idf = idf(self.df, n)  # per entity id (free ids too)
+        self.idf = lucene_idf(n, self.df)  # BM25's, per entity id (free ids too)
         self.open_idf = np.where(self.df <= hub_df, self.idf, 0.0)  # 0 for hubs
-        self.idf1 = idf(1.0, n)  # the largest IDF (df = 1)
+        self.idf1 = float(lucene_idf(n, 1.0))  # the largest IDF (df = 1)
         self.neighbours, self.second_hop, self.hub_df = neighbours, second_hop, hub_df
         self._best: dict[tuple[int, int], list[int]] = {}
         self._blocks: dict[int, SeedBlock] = {}
