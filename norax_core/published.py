@@ -7,7 +7,8 @@ time, part count, digest) and up to :data:`MAX_PARTS` parts ``<key>-<i>``, the p
 base64 in the metadata string ``b`` (not the document: Chroma
 puts documents in its trigram full-text index, which took 1.4-1.8 s and 18 MB of disk per
 2.7 MB blob against 64-122 ms and 8 MB for a metadata string, measured in Chroma 1.5.9).
-A cold namespace is read with one ``get`` of its ids (:meth:`Published.get`).
+A cold namespace is read with one ``get`` of its ids (:meth:`Published.get`), over a kept
+connection of its own when the client is chromadb's HTTP client (:mod:`norax_core.fast_get`).
 
 The payload (:mod:`norax_core.published_payload`, format :data:`VERSION` 3) holds the state
 (compacted) and rows compressed. A blob of another version names other :func:`settings`: it is never
@@ -36,7 +37,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from norax_core import snapshots
+from norax_core import fast_get, snapshots
 from norax_core.published_payload import b64decode, b64encode
 from norax_core.published_payload import pack as pack
 from norax_core.published_payload import unpack as unpack
@@ -181,8 +182,7 @@ class Published:
         col = self._collection(create=False)
         if col is None:
             return None
-        got = col.get(ids=part_ids(namespace), include=["metadatas"])
-        found = dict(zip(got["ids"], got["metadatas"], strict=True))
+        found = dict(zip(*fast_get.get(col, part_ids(namespace)), strict=True))
         stem = key(namespace)
         head = found.get(f"{stem}-h")
         if not head or head.get("ns") != namespace:
