@@ -47,10 +47,11 @@ IDLE = 4
 
 @dataclass
 class Stats:
-    """Counters, for tests and monitoring: reads served directly, and handed over."""
+    """Counters, for tests and monitoring: reads served directly, handed over, retried."""
 
     direct: int = 0
     fallback: int = 0
+    retried: int = 0
 
 
 stats = Stats()
@@ -140,6 +141,7 @@ def _read(req: _Request, ids: Sequence[str]) -> tuple[list[str], list[Any]] | No
             if not reused:
                 raise
             conn.close()  # the server closed the kept connection: once more, on a new one
+            stats.retried += 1
             status, encoding, data = _post(conn, req, body)
     except Exception:  # noqa: BLE001 - refused, reset, malformed: the client's own read
         conn.close()

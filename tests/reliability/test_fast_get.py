@@ -1,0 +1,269 @@
+"""The direct read of published blobs (norax_core/fast_get.py) over a real ``chroma run``.
+
+It answers exactly what ``Collection.get(ids=..., include=["metadatas"])`` answers, sends the
+request chromadb's client sends (headers included: a relay in front of the server records
+both), is what a cold client namespace's restore uses, and hands over to the client's own
+read when a proxy applies (from the environment now, or mounted in the client's session),
+for an embedded client, and when the server is gone; a kept connection the server closed
+(a restart) is retried on a new one.
+"""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import chromadb
+import pytest
+from chromadb.config import Settings
+from test_published_snapshots import _fresh, _search, _seed
+
+from norax_core import fast_get
+
+pytestmark = pytest.mark.server
+
+_BIG = "QUJD" * 300_000  # 1.2 MB of base64, as a published part holds
+
+
+def _records(client: Any, name: str) -> Any:
+    col = client.get_or_create_collection(name, embedding_function=None)
+    col.upsert(
+        ids=["h", "p0", "p1", "p2"],
+        metadatas=[
+            {"head": True, "parts": 3, "taken": 1.5, "ns": "é ☃"},
+            {"digest": "d", "b": _BIG},
+            {"digest": "d", "b": _BIG[::-1]},
+            {"digest": "d", "b": "x"},
+        ],
+        embeddings=[[1.0]] * 4,
+    )
+    return col
+
+
+_ASKED = ["h", "p0", "p1", "nope", "p2", "p3"]  # two missing
+
+
+def _client_get(col: Any) -> tuple[list[str], list[Any]]:
+    got = col.get(ids=_ASKED, include=["metadatas"])
+    return got["ids"], got["metadatas"]
+
+
+def _direct(col: Any) -> tuple[list[str], list[Any]]:
+    """fast_get.get, asserted to have read directly."""
+    before = fast_get.stats.direct
+    got = fast_get.get(col, _ASKED)
+    assert fast_get.stats.direct == before + 1
+    return got
+
+
+def _fallback(col: Any) -> tuple[list[str], list[Any]]:
+    """fast_get.get, asserted to have handed over to the client's own read."""
+    before = (fast_get.stats.direct, fast_get.stats.fallback)
+    got = fast_get.get(col, _ASKED)
+    assert (fast_get.stats.direct, fast_get.stats.fallback) == (before[0], before[1] + 1)
+    return got
+
+
+def _http(url: str, headers: dict[str, str] | None = None, **settings: Any) -> Any:
+    """``HttpClient``; its ``headers`` become the settings' ``chroma_server_headers``."""
+    u = urllib.parse.urlparse(url)
+    return chromadb.HttpClient(
+        host=u.hostname, port=u.port, headers=headers, settings=Settings(**settings)
+    )
+
+
+@pytest.fixture(autouse=True)
+def _no_env_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_it_answers_what_collection_get_answers(chroma_url: str) -> None:
+    col = _records(_http(chroma_url), f"fg-{uuid.uuid4().hex[:8]}")
+    want = _client_get(col)
+    assert sorted(want[0]) == ["h", "p0", "p1", "p2"]
+    assert _direct(col) == want
+    assert _direct(col) == want  # on the kept connection
+    col.delete(ids=["p1"])
+    assert _direct(col) == _client_get(col)
+    assert fast_get.get(col, ["nope"]) == ([], [])
+
+
+def test_a_cold_client_namespace_is_restored_through_it(chroma_url: str, tmp_path: Path) -> None:
+    collection = f"fgpub-{uuid.uuid4().hex[:8]}"
+    before = _seed(chroma_url, collection, tmp_path)
+    direct = fast_get.stats.direct
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        assert _search(mem) == before
+        assert mem.store.indexes.restored == 1 and mem.rows_read == []
+    assert fast_get.stats.direct == direct + 1
+
+
+def test_an_embedded_client_reads_through_its_own_get(tmp_path: Path) -> None:
+    col = _records(chromadb.PersistentClient(path=str(tmp_path / "c")), "fgc")
+    assert _fallback(col) == _client_get(col)
+
+
+def test_a_proxy_named_by_the_environment_is_left_to_the_client(
+    chroma_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    col = _records(_http(chroma_url), f"fg-{uuid.uuid4().hex[:8]}")
+    want = _client_get(col)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # after the client was made
+    assert _fallback(col) == want
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # httpx would not use it for this host
+    assert _direct(col) == want
+    monkeypatch.delenv("HTTP_PROXY")
+    monkeypatch.delenv("NO_PROXY")
+    monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")
+    assert _fallback(col) == want
+
+
+class _Relay:
+    """An HTTP relay to a server that records each request; as a proxy or in front of it."""
+
+    def __init__(self, target: str) -> None:
+        self.target = urllib.parse.urlparse(target)
+        self.seen: list[tuple[str, str, dict[str, str], bytes]] = []
+        relay = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _relay(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                path = urllib.parse.urlparse(self.path)._replace(scheme="", netloc="").geturl()
+                relay.seen.append((self.command, self.path, dict(self.headers), body))
+                conn = http.client.HTTPConnection(relay.target.hostname, relay.target.port)
+                conn.request(self.command, path, body or None, {"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                data = resp.read()
+                conn.close()
+                self.send_response(resp.status)
+                self.send_header("Content-Type", resp.getheader("Content-Type") or "text/plain")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _relay
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def relay(chroma_url: str) -> Iterator[_Relay]:
+    r = _Relay(chroma_url)
+    yield r
+    r.close()
+
+
+def test_it_sends_the_clients_request_and_headers(chroma_url: str, relay: _Relay) -> None:
+    name = f"fg-{uuid.uuid4().hex[:8]}"
+    _records(_http(chroma_url), name)
+    client = _http(
+        relay.url,
+        headers={"X-Norax-Test": "kept"},
+        chroma_client_auth_provider="chromadb.auth.token_authn.TokenAuthClientProvider",
+        chroma_client_auth_credentials="s3cret",
+    )
+    col = client.get_collection(name)
+    want = _client_get(col)
+    theirs = relay.seen[-1]
+    assert _direct(col) == want
+    ours = relay.seen[-1]
+    assert ours[:2] == theirs[:2] and ours[3] == theirs[3]  # method, path, body
+    theirs_h, ours_h = ({k.lower(): v for k, v in r[2].items()} for r in (theirs, ours))
+    assert theirs_h["x-norax-test"] == ours_h["x-norax-test"] == "kept"
+    assert theirs_h["authorization"] == ours_h["authorization"] == "Bearer s3cret"
+    del theirs_h["accept-encoding"], ours_h["accept-encoding"]  # ours: identity
+    assert theirs_h == ours_h
+
+
+def test_a_proxy_in_the_clients_session_is_left_to_the_client(
+    chroma_url: str, relay: _Relay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    col = _records(_http(chroma_url), f"fg-{uuid.uuid4().hex[:8]}")
+    want = _client_get(col)
+    monkeypatch.setenv("HTTP_PROXY", relay.url)
+    proxied = _http(chroma_url).get_collection(col.name)  # httpx mounts the proxy
+    monkeypatch.delenv("HTTP_PROXY")  # gone from the environment: the session still has it
+    seen = len(relay.seen)
+    assert _fallback(proxied) == want
+    assert len(relay.seen) == seen + 1 and relay.seen[-1][1].startswith(chroma_url + "/")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(path: str, port: int) -> subprocess.Popen[bytes]:
+    exe = str(Path(sys.executable).parent / "chroma")
+    if not Path(exe).exists():
+        exe = shutil.which("chroma") or "chroma"
+    proc = subprocess.Popen(
+        [exe, "run", "--path", path, "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1)
+            return proc
+        except OSError:
+            time.sleep(0.3)
+    proc.terminate()
+    pytest.fail("chroma run did not start within 60 s")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def test_a_connection_the_server_closed_is_opened_again() -> None:
+    path, port = tempfile.mkdtemp(prefix="norax-fg-"), _free_port()
+    proc = _start(path, port)
+    try:
+        col = _records(_http(f"http://127.0.0.1:{port}"), "fgc")
+        want = _client_get(col)
+        assert _direct(col) == want
+        _stop(proc)
+        with pytest.raises(Exception) as theirs:  # noqa: PT011 - whatever the client raises
+            col.get(ids=_ASKED, include=["metadatas"])
+        with pytest.raises(type(theirs.value)):  # the same, from its own read
+            _fallback(col)
+        proc = _start(path, port)
+        retried = fast_get.stats.retried
+        assert _direct(col) == want
+        _stop(proc)
+        proc = _start(path, port)  # the kept connection is closed by this restart
+        assert _direct(col) == want
+        assert fast_get.stats.retried == retried + 1
+    finally:
+        _stop(proc)
+        shutil.rmtree(path, ignore_errors=True)
