@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "norax_core.embedders",
             "norax_core.entities",
             "norax_core.errors",
+            "norax_core.fast_get",  # one HTTP read to Chroma, standard library and chromadb only
             "norax_core.kinds",
             "norax_core.latest",
             "norax_core.locking",
