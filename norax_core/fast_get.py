@@ -109,8 +109,7 @@ def _request(col: Any) -> _Request | None:
             return None  # a proxy mounted when the client was made
         if not isinstance(session._transport, httpx.HTTPTransport):
             return None
-        env = urllib.request.getproxies()
-        if (env.get("http") or env.get("all")) and not urllib.request.proxy_bypass(host):
+        if _env_proxy(host):
             return None
         headers = {
             k: v for k, v in server.get_request_headers().items() if k.lower() != "accept-encoding"
@@ -118,6 +117,14 @@ def _request(col: Any) -> _Request | None:
         return _Request(host, port, parts.path, headers, server.keepalive_secs)
     except Exception:  # noqa: BLE001 - anything unexpected: the client's own read
         return None
+
+
+def _env_proxy(host: str) -> bool:
+    """Whether the environment names a proxy httpx would use for plain ``http`` to ``host``."""
+    if not any(k[-6:].lower() == "_proxy" for k in os.environ):  # 10 us; getproxies 80
+        return False
+    env = urllib.request.getproxies()
+    return bool(env.get("http") or env.get("all")) and not urllib.request.proxy_bypass(host)
 
 
 def _read(req: _Request, ids: Sequence[str]) -> tuple[list[str], list[Any]] | None:
