@@ -18,7 +18,7 @@ It is used only where it clearly is that same request, and it hands over to the 
 * the URL is not plain ``http`` (TLS settings are the client's to apply) or carries a user;
 * httpx would send it through a proxy: a proxy mounted in the client's session, or one the
   environment names for that host now (``urllib.request.getproxies``/``proxy_bypass``);
-* the session has cookies, auth, query parameters or event hooks of its own;
+* the session has cookies, auth, query parameters, event hooks or a timeout of its own;
 * the request fails (a kept connection the server closed is retried once on a new one), the
   answer is not ``200``, is encoded, or is not a body of the expected shape.
 
@@ -99,6 +99,9 @@ def _request(col: Any) -> _Request | None:
             return None
         if session.cookies or session.params or any(session.event_hooks.values()):
             return None
+        limits = session.timeout
+        if any(x is not None for x in (limits.connect, limits.read, limits.write, limits.pool)):
+            return None  # chromadb's client waits without a timeout, as http.client does
         path = f"/tenants/{col.tenant}/databases/{col.database}/collections/{col.id}/get"
         url = server.get_api_url() + urllib.parse.quote(path, safe="/")
         parts = urllib.parse.urlsplit(url)

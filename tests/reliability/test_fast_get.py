@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import chromadb
+import httpx
 import pytest
 from chromadb.config import Settings
 from test_published_snapshots import _fresh, _search, _seed
@@ -110,6 +111,24 @@ def test_a_cold_client_namespace_is_restored_through_it(chroma_url: str, tmp_pat
         assert _search(mem) == before
         assert mem.store.indexes.restored == 1 and mem.rows_read == []
     assert fast_get.stats.direct == direct + 1
+
+
+def test_a_refused_read_raises_the_clients_own_error(chroma_url: str) -> None:
+    client = _http(chroma_url)
+    col = _records(client, f"fg-{uuid.uuid4().hex[:8]}")
+    client.delete_collection(col.name)
+    with pytest.raises(Exception) as theirs:  # noqa: PT011 - whatever the client raises
+        col.get(ids=_ASKED, include=["metadatas"])
+    with pytest.raises(type(theirs.value)) as ours:
+        _fallback(col)
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_a_client_with_a_timeout_reads_through_its_own_get(chroma_url: str) -> None:
+    client = _http(chroma_url)
+    col = _records(client, f"fg-{uuid.uuid4().hex[:8]}")
+    client._server._session.timeout = httpx.Timeout(30.0)
+    assert _fallback(col) == _client_get(col)
 
 
 def test_an_embedded_client_reads_through_its_own_get(tmp_path: Path) -> None:
