@@ -23,6 +23,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,17 @@ def test_it_answers_what_collection_get_answers(chroma_url: str) -> None:
     col.delete(ids=["p1"])
     assert _direct(col) == _client_get(col)
     assert fast_get.get(col, ["nope"]) == ([], [])
+
+
+def test_threads_read_at_once_each_on_its_own_connection(chroma_url: str) -> None:
+    col = _records(_http(chroma_url), f"fg-{uuid.uuid4().hex[:8]}")
+    want = _client_get(col)
+    direct = fast_get.stats.direct
+    with ThreadPoolExecutor(6) as pool:
+        got = list(pool.map(lambda _: fast_get.get(col, _ASKED), range(30)))
+    assert got == [want] * 30 and fast_get.stats.direct == direct + 30
+    port = int(urllib.parse.urlparse(chroma_url).port or 0)
+    assert 1 <= len(fast_get._pool("127.0.0.1", port)._idle) <= fast_get.IDLE
 
 
 def test_a_cold_client_namespace_is_restored_through_it(chroma_url: str, tmp_path: Path) -> None:
