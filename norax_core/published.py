@@ -9,7 +9,7 @@ puts documents in its trigram full-text index, which took 1.4-1.8 s and 18 MB of
 2.7 MB blob against 64-122 ms and 8 MB for a metadata string, measured in Chroma 1.5.9).
 A cold namespace is read with one ``get`` of its ids (:meth:`Published.get`).
 
-The payload (:mod:`norax_core.published_payload`, format :data:`VERSION` 3) holds the state
+The payload (:mod:`norax_core.published_payload`, format :data:`VERSION` 4) holds the state
 (compacted) and rows compressed. A blob of another version names other :func:`settings`: it is never
 served, and it is replaced like a missing one.
 
@@ -59,9 +59,10 @@ blob on disk), and each write call, a delete of one small record included, read 
 (0.2-0.8 s a call, growing with the log). With 2 the log is purged as it goes: a delete
 takes 5-15 ms and 60 writes of 4 MB 4 s instead of 28 s (Chroma 1.5.9)."""
 _CONFIG = {"hnsw": {"sync_threshold": LOG_SYNC, "batch_size": LOG_SYNC}}
-VERSION = "3"
+VERSION = "4"
 """The published blobs' format (in :func:`settings` and each head's ``format``): version 1
-stored the state and rows uncompressed, version 2 the state's arrays in their own types."""
+stored the state and rows uncompressed, version 2 the state's arrays in their own types,
+version 3 the state compacted, it and the rows (row by row) zlib-compressed."""
 FORMAT = int(VERSION)
 _PLACEHOLDER = [1.0]  # Chroma needs an embedding per record; never used
 
