@@ -24,7 +24,7 @@ import zstandard
 from _support import open_store, rewrite_text
 from test_client_snapshots import NOW, _client, _fill, _from_rows, _open, _search, _write
 
-from norax_core import NoraxMemory, published, published_payload
+from norax_core import NoraxMemory, published
 from norax_core.maintenance import check_store, repair_store
 from norax_core.published import FORMAT, LOG_SYNC, SUFFIX, part_ids
 
@@ -125,12 +125,13 @@ def _rewrite(
 ) -> None:
     """Replace the blob of ``ns`` by another of the same snapshot.
 
-    ``old``: as format 3 wrote it (the state compacted, it and the rows, row by row,
-    zlib-compressed; settings of version 3, ``format`` 3 in the head); ``bare``: the
-    current format, its rows without records (as a client publishes the rows of its own
-    writes); else the current format with its state's compressed bytes damaged under a
-    digest that matches (only the decompression finds it): ``damage`` ``"zeros"`` (the
-    frame's second half zeroed) or ``"cut"`` (the frame truncated).
+    ``old``: in format 3's layout (the state and the rows, row by row, zlib-compressed; its
+    state's integer arrays were also narrowed, which does not matter here: it is never
+    read), settings of version 3, ``format`` 3 in the head; ``bare``: the current format,
+    its rows without records (as a client publishes the rows of its own writes); else the
+    current format with its state's compressed bytes damaged under a digest that matches
+    (only the decompression finds it): ``damage`` ``"zeros"`` (the frame's second half
+    zeroed), ``"cut"`` (the frame truncated) or ``"rows"`` (its rows of another shape).
     """
     stem = published.key(ns)
     found = _blob(client, collection, ns)
@@ -138,21 +139,30 @@ def _rewrite(
     text = "".join(found[f"{stem}-{i}"]["b"] for i in range(head["parts"]))
     state, vec, rows = published.unpack(base64.b64decode(text))
     if old:
-        z_state = zlib.compress(published_payload._compact(state), 1)
+        z_state = zlib.compress(state, 1)
         z_rows = zlib.compress(json.dumps([list(r) for r in rows]).encode(), 1)
         sizes, body = (len(z_state), len(vec or b""), len(z_rows)), [z_state, vec or b"", z_rows]
         head = {**head, "format": 3, "settings": _settings_of(client, collection, "3")}
     elif bare:
         body = [published.pack(state, vec, [(*r[:9], None, None) for r in rows])]
     else:
-        zstd = zstandard.ZstdCompressor(level=3)
-        z_state = bytearray(zstd.compress(published_payload._compact(state)))
+        now = published.pack(state, vec, rows)
+        a, b, c = struct.unpack_from("<QQQ", now)
+        z_state = bytearray(now[24 : 24 + a])
+        z_rows = now[24 + a + b :]
         if damage == "cut":
             z_state = z_state[: len(z_state) - 100]
+        elif damage == "rows":  # rows of another shape: a row more stated than they hold
+            raw = zstandard.ZstdDecompressor().decompress(z_rows)
+            (size,) = struct.unpack_from("<Q", raw)
+            rows_head = json.loads(raw[8 : 8 + size])
+            more = json.dumps({**rows_head, "n": rows_head["n"] + 1}).encode()
+            z_rows = zstandard.ZstdCompressor().compress(
+                struct.pack("<Q", len(more)) + more + raw[8 + size :]
+            )
         else:
             z_state[len(z_state) // 2 :] = bytes(len(z_state) - len(z_state) // 2)
-        z_rows = zstd.compress(json.dumps([list(c) for c in zip(*rows, strict=True)]).encode())
-        sizes, body = (len(z_state), len(vec or b""), len(z_rows)), [z_state, vec or b"", z_rows]
+        sizes, body = (len(z_state), b, len(z_rows)), [z_state, now[24 + a : 24 + a + b], z_rows]
     payload = b"".join(bytes(b) for b in body)
     if not bare:
         payload = struct.pack("<QQQ", *sizes) + payload
@@ -205,8 +215,8 @@ def test_a_blob_of_the_former_format_is_read_from_rows_and_replaced(
         assert mem.store.indexes.restored == 1 and mem.rows_read == []
 
 
-@pytest.mark.parametrize("damage", ["zeros", "cut"])
-def test_a_corrupt_compressed_state_under_a_matching_digest_is_deleted(
+@pytest.mark.parametrize("damage", ["zeros", "cut", "rows"])
+def test_a_corrupt_state_or_rows_under_a_matching_digest_is_deleted(
     chroma_url: str, tmp_path: Path, damage: str
 ) -> None:
     collection = f"pub-{uuid.uuid4().hex[:8]}"
