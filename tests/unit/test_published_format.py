@@ -224,3 +224,21 @@ def test_the_format_is_in_the_settings() -> None:
         assert published.settings("id", 1, {"t": 1}) != now
     finally:
         published.VERSION = old
+
+
+def test_reads_after_a_damaged_frame_and_from_threads_are_whole() -> None:
+    """Each thread reuses one decompressor: an error leaves it usable, threads do not mix."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    state, vectors, rows = _parts()
+    payload = published.pack(state, vectors, rows)
+    a = struct.unpack_from("<QQQ", payload)[0]
+    damaged = payload[: 24 + a - 9] + bytes(5) + payload[24 + a - 4 :]
+    for _ in range(2):
+        with pytest.raises(ValueError, match="unreadable"):
+            published.unpack(damaged)
+        assert published.unpack(payload)[2] == rows
+    others = [published.pack(_state(50 + i), None, [(f"m{i}", *_ROW[1:])]) for i in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda p: published.unpack(p), others * 25))
+    assert all(g[2][0][0] == f"m{i % 4}" and g[0] == _state(50 + i % 4) for i, g in enumerate(got))
