@@ -10,7 +10,7 @@ puts documents in its trigram full-text index, which took 1.4-1.8 s and 18 MB of
 A cold namespace is read with one ``get`` of its ids (:meth:`Published.get`).
 
 The payload (:mod:`norax_core.published_payload`, format :data:`VERSION` 4) holds the state
-(compacted) and rows compressed. A blob of another version names other :func:`settings`: it is never
+and rows zstd-compressed. A blob of another version names other :func:`settings`: it is never
 served, and it is replaced like a missing one.
 
 Validity. A blob is served only if its metadata names this store's settings
@@ -61,8 +61,9 @@ takes 5-15 ms and 60 writes of 4 MB 4 s instead of 28 s (Chroma 1.5.9)."""
 _CONFIG = {"hnsw": {"sync_threshold": LOG_SYNC, "batch_size": LOG_SYNC}}
 VERSION = "4"
 """The published blobs' format (in :func:`settings` and each head's ``format``): version 1
-stored the state and rows uncompressed, version 2 the state's arrays in their own types,
-version 3 the state compacted, it and the rows (row by row) zlib-compressed."""
+stored the state and rows uncompressed, version 2 zlib-compressed, version 3 the state's
+integer arrays narrowed too, version 4 (:mod:`norax_core.published_payload`) the state as it
+is and the rows column by column, zstd-compressed."""
 FORMAT = int(VERSION)
 _PLACEHOLDER = [1.0]  # Chroma needs an embedding per record; never used
 
