@@ -208,6 +208,8 @@ def test_a_blob_of_the_former_format_is_read_from_rows_and_replaced(
     assert _head(_client(chroma_url), collection)["format"] == 3
     with _fresh(chroma_url, collection, tmp_path) as mem:
         _from_rows(mem, before)
+        # not read at all (other settings), so not found unreadable and deleted either
+        assert _head(_client(chroma_url), collection)["format"] == 3
     head = _head(_client(chroma_url), collection)  # published over it at close
     assert head["format"] == FORMAT and head["settings"] == current["settings"]
     with _fresh(chroma_url, collection, tmp_path) as mem:
