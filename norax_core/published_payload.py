@@ -1,17 +1,20 @@
-"""The payload of a published blob (:mod:`norax_core.published`), format 3, and its base64.
+"""The payload of a published blob (:mod:`norax_core.published`), format 4, and its base64.
 
-``<QQQ`` sizes, then the snapshot's state compacted and zlib-compressed, its float32 vectors
-as they are (zlib took them to 0.93 of their size only) and its rows with their records as
-JSON, zlib-compressed. Compacted: each integer array of the state (:mod:`norax_core.
-snapshot_format`) in the smallest integer type that holds its values, and widened back when
-read, to the same arrays. Half of a state's bytes are int64 arrays of small values: the state
-of a 1k-memory namespace of the 10k scale store is 1.05 MB, 0.51 MB compacted, which zlib
-takes to 0.23 MB and inflates in 1.6 ms, plus 0.35 to widen, instead of 2.2 for the 0.27 MB
-of the whole state (format 2; minimum of 60 runs). Its rows are 0.63 MB, 0.16 compressed:
-2.6 MB of base64 in all. Base64 and JSON are read by ``pybase64`` and ``orjson`` (both
-chromadb's dependencies: 1 ms instead of 8 for 3.8 MB of base64, a third of json's time for
-the rows). The vectors are read in place (their matrix is copied once, by
-:meth:`~norax_core.signals.vectors.NamespaceMatrix.from_arrays`). Nothing is unpickled.
+``<QQQ`` sizes, then the snapshot's state zstd-compressed, its float32 vectors as they are
+and its rows (:func:`_pack_rows`) zstd-compressed. Measured on a 1k-memory namespace of the
+10k scale store (cold: each of 4 namespaces read once in a fresh client process, as a first
+query reads it): its state is 1.05 MB, 0.21 MB compressed at level :data:`_LEVEL`, read in
+1.1 ms; its rows 0.52 MB, 0.13 compressed, read in 1.7 ms (JSON rows read into tuples:
+1.9; JSON columns zipped: 2.2). 2.5 MB of base64 in all. Format 3 used zlib level 1 (the
+state and rows inflated in 1.6 + 1.4 ms, warm) over a state whose integer arrays were
+narrowed and widened back when read: 0.19 MB at level 3, but 0.4 ms more to read cold than
+the state inflated as it is. Levels 3 to 6 inflate as fast; 3 compresses in 2.7 + 1.7 ms,
+6 in 12 + 5 (zlib level 1: 9). The vectors stay as they are (zstd took them to 0.92 of
+their size, byte-shuffled 0.86, for 1.5 ms more to read). Base64 and JSON are read by
+``pybase64`` and ``orjson`` (both chromadb's dependencies: 1 ms instead of 8 for 3.8 MB of
+base64, a third of json's time). The vectors are read in place (their matrix is copied
+once, by :meth:`~norax_core.signals.vectors.NamespaceMatrix.from_arrays`). Nothing is
+unpickled.
 """
 
 from __future__ import annotations
@@ -19,12 +22,10 @@ from __future__ import annotations
 import base64
 import json
 import struct
-import zlib
+import threading
 from typing import Any
 
-import numpy as np
-
-from norax_core import snapshot_format as fmt
+import zstandard
 
 _orjson: Any
 try:
@@ -39,10 +40,16 @@ except ImportError:  # pragma: no cover - an older chromadb
     _b64 = base64
 
 _HEAD = struct.Struct("<QQQ")
+_SIZE = struct.Struct("<Q")
 _COLUMNS = 11
 """Columns of a stored row (:data:`norax_core.sidecar._FULL`), the last two its record."""
-_LEVEL = 1
-"""zlib's level: 1 compresses the state to 0.26 (6: 0.23) in a fifth of the time."""
+_LEVEL = 3
+"""zstd's level (see the module docstring)."""
+_TEXT, _JSON = "t", "j"
+"""How a column of the rows travels: its texts joined by NUL, or a JSON list."""
+_RECORD = frozenset({str, type(None)})
+"""The types a record column holds (a document or metadata JSON, or ``None``)."""
+_local = threading.local()
 
 
 def b64encode(payload: bytes) -> str:
@@ -71,17 +78,31 @@ def _loads(raw: bytes) -> Any:
         return json.loads(raw)
 
 
+def _inflate(frame: memoryview) -> bytes:
+    """A zstd frame's bytes; a truncated or damaged frame, or bytes after it, raise.
+
+    One decompressor per thread (one is not for concurrent use; making one costs 30 us).
+    """
+    zstd = getattr(_local, "zstd", None)
+    if zstd is None:
+        zstd = _local.zstd = zstandard.ZstdDecompressor()
+    return bytes(zstd.decompress(frame, allow_extra_data=False))
+
+
 def pack(state: bytes, vectors: bytes | None, rows: list[tuple[object, ...]]) -> bytes:
     """One payload of a snapshot's three parts.
 
     ``state``: a :func:`~norax_core.snapshots.capture` blob. The rows are the sidecar's
     stored rows, with their Chroma records (document and metadata
-    JSON, ``null`` where a row holds none): a client that restores the namespace answers its
+    JSON, ``None`` where a row holds none): a client that restores the namespace answers its
     searches from them (:mod:`norax_core.store.client_records`) without reading its results
     from Chroma.
+
+    Raises:
+        ValueError: A row of fewer than :data:`_COLUMNS` columns.
     """
-    raw_rows = json.dumps([list(r[:_COLUMNS]) for r in rows], separators=(",", ":")).encode()
-    z_state, z_rows = zlib.compress(_compact(state), _LEVEL), zlib.compress(raw_rows, _LEVEL)
+    zstd = zstandard.ZstdCompressor(level=_LEVEL)
+    z_state, z_rows = zstd.compress(state), zstd.compress(_pack_rows(rows))
     vec = vectors or b""
     return _HEAD.pack(len(z_state), len(vec), len(z_rows)) + z_state + vec + z_rows
 
@@ -90,58 +111,87 @@ def unpack(payload: bytes) -> tuple[bytes, memoryview | None, list[tuple[object,
     """The parts of :func:`pack`; the rows as a client's sidecar stores them.
 
     Raises:
-        ValueError: The payload is not such parts.
+        ValueError: The payload is not such parts (rows of another shape included).
     """
     try:
         a, b, c = _HEAD.unpack_from(payload)
         if _HEAD.size + a + b + c != len(payload):
             raise ValueError("lengths disagree")
         view = memoryview(payload)
-        state = _widen(zlib.decompress(view[_HEAD.size : _HEAD.size + a]))
+        state = _inflate(view[_HEAD.size : _HEAD.size + a])
         vec = view[_HEAD.size + a : _HEAD.size + a + b]  # no copy: the matrix is one
-        rows = _loads(zlib.decompress(view[_HEAD.size + a + b :]))
-        out = [tuple(r) for r in rows]
-        if not all(len(r) == _COLUMNS and _record(r[9]) and _record(r[10]) for r in out):
-            raise ValueError("rows of another shape")
+        rows = _unpack_rows(_inflate(view[_HEAD.size + a + b :]))
     except Exception as exc:  # any unreadable blob: the namespace loads from Chroma
         raise ValueError(f"unreadable published snapshot: {exc}") from exc
-    return state, vec or None, out
+    return state, vec or None, rows
 
 
-def _record(value: object) -> bool:
-    return value is None or type(value) is str
+def _pack_rows(rows: list[tuple[object, ...]]) -> bytes:
+    """The rows column by column, for :func:`_unpack_rows`.
+
+    A ``<Q`` size, a JSON head (the row count, each column's form and size), then each
+    column: its texts joined by NUL when it holds only text (without NUL or lone
+    surrogate), else a JSON list (numbers, ``None``). Read back by splitting each text in
+    C and one ``zip``: the stored rows' tuples, with fewer Python objects made on the way
+    than JSON rows (a list per row, then its tuple).
+    """
+    if any(len(r) < _COLUMNS for r in rows):
+        raise ValueError("rows of another shape")
+    forms, bodies = [], []
+    for i in range(_COLUMNS):
+        column = [r[i] for r in rows]
+        text = _joined(column)
+        forms.append(_JSON if text is None else _TEXT)
+        bodies.append(json.dumps(column, separators=(",", ":")).encode() if text is None else text)
+    columns = [[form, len(body)] for form, body in zip(forms, bodies, strict=True)]
+    head = json.dumps({"n": len(rows), "columns": columns}, separators=(",", ":")).encode()
+    return b"".join([_SIZE.pack(len(head)), head, *bodies])
 
 
-_NARROW = [np.dtype(t) for t in ("i1", "u1", "<i2", "<u2", "<i4", "<u4")]
+def _joined(column: list[object]) -> bytes | None:
+    """A column's texts joined by NUL in UTF-8, if it holds only texts that can be."""
+    if not set(map(type, column)) <= {str}:
+        return None
+    text = "\0".join(column)  # type: ignore[arg-type]  # all str, checked above
+    if text.count("\0") != max(len(column) - 1, 0):
+        return None
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return None
 
 
-def _narrow(arr: np.ndarray) -> np.ndarray:
-    """``arr`` in the smallest integer type that holds its values (itself if none is smaller)."""
-    if arr.dtype.kind not in "iu" or arr.dtype.itemsize == 1 or not arr.size:
-        return arr
-    lo, hi = int(arr.min()), int(arr.max())
-    for kind in _NARROW:
-        if kind.itemsize >= arr.dtype.itemsize:
-            break
-        info = np.iinfo(kind)
-        if info.min <= lo and hi <= info.max:
-            return arr.astype(kind)
-    return arr
+def _unpack_rows(raw: bytes) -> list[tuple[object, ...]]:
+    """The rows of :func:`_pack_rows`.
 
-
-def _compact(state: bytes) -> bytes:
-    """A snapshot blob with its integer arrays narrowed, and their types (for :func:`_widen`)."""
-    meta, arrays = fmt.unpack(state)
-    narrow = {name: _narrow(arr) for name, arr in arrays.items()}
-    wide = {name: arr.dtype.str for name, arr in arrays.items() if narrow[name] is not arr}
-    return fmt.pack({"meta": meta, "wide": wide}, narrow)
-
-
-def _widen(compact: bytes) -> bytes:
-    """The snapshot blob of :func:`_compact`: the same meta and arrays."""
-    head, arrays = fmt.unpack(compact)
-    wide = head["wide"]
-    return fmt.pack(
-        head["meta"],
-        {name: arr.astype(wide[name]) if name in wide else arr for name, arr in arrays.items()},
-    )
+    Raises:
+        ValueError: Not :data:`_COLUMNS` columns of the stated row count, or a record
+            column holding something other than text or ``None`` (rows of another shape).
+    """
+    (size,) = _SIZE.unpack_from(raw)
+    head = json.loads(raw[_SIZE.size : _SIZE.size + size])
+    if type(head) is not dict:
+        raise ValueError("rows of another shape")
+    n, forms = head.get("n"), head.get("columns")
+    if type(n) is not int or n < 0 or type(forms) is not list or len(forms) != _COLUMNS:
+        raise ValueError("rows of another shape")
+    view, at, columns = memoryview(raw), _SIZE.size + size, []
+    for form, length in forms:
+        if type(length) is not int or length < 0 or at + length > len(raw):
+            raise ValueError("lengths disagree")
+        if form == _TEXT:
+            text = str(view[at : at + length], "utf-8")
+            column = text.split("\0") if text or n else []
+        elif form == _JSON:
+            column = _loads(raw[at : at + length])
+        else:
+            raise ValueError(f"a column of unknown form {form!r}")
+        if type(column) is not list or len(column) != n:
+            raise ValueError("rows of another shape")
+        columns.append(column)
+        at += length
+    if at != len(raw):
+        raise ValueError("lengths disagree")
+    if not (set(map(type, columns[-2])) | set(map(type, columns[-1]))) <= _RECORD:
+        raise ValueError("rows of another shape")
+    return list(zip(*columns, strict=True))

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import chromadb
 import pytest
+import zstandard
 from _support import open_store, rewrite_text
 from test_client_snapshots import NOW, _client, _fill, _from_rows, _open, _search, _write
 
@@ -115,15 +116,22 @@ def test_a_corrupt_blob_loads_from_rows_and_is_deleted(chroma_url: str, tmp_path
 
 
 def _rewrite(
-    client: chromadb.ClientAPI, collection: str, old: bool, ns: str = "a", bare: bool = False
+    client: chromadb.ClientAPI,
+    collection: str,
+    old: bool,
+    ns: str = "a",
+    bare: bool = False,
+    damage: str = "zeros",
 ) -> None:
     """Replace the blob of ``ns`` by another of the same snapshot.
 
-    ``old``: as format 2 wrote it (the state compressed as it is, not compacted; settings
-    of version 2, ``format`` 2 in the head); ``bare``: the current format, its rows
-    without records (as a client publishes the rows of its own writes); else the current
-    format with its state's compressed bytes corrupt, under a digest that matches (only the
-    decompression finds it).
+    ``old``: in format 3's layout (the state and the rows, row by row, zlib-compressed; its
+    state's integer arrays were also narrowed, which does not matter here: it is never
+    read), settings of version 3, ``format`` 3 in the head; ``bare``: the current format,
+    its rows without records (as a client publishes the rows of its own writes); else the
+    current format with its state's compressed bytes damaged under a digest that matches
+    (only the decompression finds it): ``damage`` ``"zeros"`` (the frame's second half
+    zeroed), ``"cut"`` (the frame truncated) or ``"rows"`` (its rows of another shape).
     """
     stem = published.key(ns)
     found = _blob(client, collection, ns)
@@ -131,17 +139,30 @@ def _rewrite(
     text = "".join(found[f"{stem}-{i}"]["b"] for i in range(head["parts"]))
     state, vec, rows = published.unpack(base64.b64decode(text))
     if old:
-        z_state, z_rows = zlib.compress(state, 1), zlib.compress(json.dumps(rows).encode(), 1)
+        z_state = zlib.compress(state, 1)
+        z_rows = zlib.compress(json.dumps([list(r) for r in rows]).encode(), 1)
         sizes, body = (len(z_state), len(vec or b""), len(z_rows)), [z_state, vec or b"", z_rows]
-        # version 2's settings differ (VERSION is in their hash)
-        head = {**head, "format": 2, "settings": "2-" + head["settings"].split("-", 1)[1]}
+        head = {**head, "format": 3, "settings": _settings_of(client, collection, "3")}
     elif bare:
         body = [published.pack(state, vec, [(*r[:9], None, None) for r in rows])]
     else:
-        z_state = bytearray(zlib.compress(state))
-        z_state[len(z_state) // 2 :] = bytes(len(z_state) - len(z_state) // 2)
-        z_rows = zlib.compress(json.dumps([list(r) for r in rows]).encode())
-        sizes, body = (len(z_state), len(vec or b""), len(z_rows)), [z_state, vec or b"", z_rows]
+        now = published.pack(state, vec, rows)
+        a, b, c = struct.unpack_from("<QQQ", now)
+        z_state = bytearray(now[24 : 24 + a])
+        z_rows = now[24 + a + b :]
+        if damage == "cut":
+            z_state = z_state[: len(z_state) - 100]
+        elif damage == "rows":  # rows of another shape: a row more stated than they hold
+            raw = zstandard.ZstdDecompressor().decompress(z_rows)
+            (size,) = struct.unpack_from("<Q", raw)
+            rows_head = json.loads(raw[8 : 8 + size])
+            more = json.dumps({**rows_head, "n": rows_head["n"] + 1}).encode()
+            z_rows = zstandard.ZstdCompressor().compress(
+                struct.pack("<Q", len(more)) + more + raw[8 + size :]
+            )
+        else:
+            z_state[len(z_state) // 2 :] = bytes(len(z_state) - len(z_state) // 2)
+        sizes, body = (len(z_state), b, len(z_rows)), [z_state, now[24 + a : 24 + a + b], z_rows]
     payload = b"".join(bytes(b) for b in body)
     if not bare:
         payload = struct.pack("<QQQ", *sizes) + payload
@@ -158,6 +179,19 @@ def _rewrite(
     )
 
 
+def _settings_of(client: chromadb.ClientAPI, collection: str, version: str) -> str:
+    """The settings a store of the default tokenizer names, as version ``version`` wrote them."""
+    from norax_core.sidecar import SCHEMA_VERSION
+    from norax_core.tokenize import Tokenizer
+
+    args = (str(client.get_collection(collection).id), SCHEMA_VERSION, Tokenizer().signature())
+    now, published.VERSION = published.VERSION, version
+    try:
+        return published.settings(*args)
+    finally:
+        published.VERSION = now
+
+
 def _head(client: chromadb.ClientAPI, collection: str, ns: str = "a") -> dict:
     return _blob(client, collection, ns)[f"{published.key(ns)}-h"]
 
@@ -169,10 +203,13 @@ def test_a_blob_of_the_former_format_is_read_from_rows_and_replaced(
     before = _seed(chroma_url, collection, tmp_path)
     current = _head(_client(chroma_url), collection)
     assert current["format"] == FORMAT
+    assert current["settings"] == _settings_of(_client(chroma_url), collection, str(FORMAT))
     _rewrite(_client(chroma_url), collection, old=True)
-    assert _head(_client(chroma_url), collection)["format"] == 2
+    assert _head(_client(chroma_url), collection)["format"] == 3
     with _fresh(chroma_url, collection, tmp_path) as mem:
         _from_rows(mem, before)
+        # not read at all (other settings), so not found unreadable and deleted either
+        assert _head(_client(chroma_url), collection)["format"] == 3
     head = _head(_client(chroma_url), collection)  # published over it at close
     assert head["format"] == FORMAT and head["settings"] == current["settings"]
     with _fresh(chroma_url, collection, tmp_path) as mem:
@@ -180,12 +217,13 @@ def test_a_blob_of_the_former_format_is_read_from_rows_and_replaced(
         assert mem.store.indexes.restored == 1 and mem.rows_read == []
 
 
-def test_a_corrupt_compressed_state_under_a_matching_digest_is_deleted(
-    chroma_url: str, tmp_path: Path
+@pytest.mark.parametrize("damage", ["zeros", "cut", "rows"])
+def test_a_corrupt_state_or_rows_under_a_matching_digest_is_deleted(
+    chroma_url: str, tmp_path: Path, damage: str
 ) -> None:
     collection = f"pub-{uuid.uuid4().hex[:8]}"
     before = _seed(chroma_url, collection, tmp_path)
-    _rewrite(_client(chroma_url), collection, old=False)
+    _rewrite(_client(chroma_url), collection, old=False, damage=damage)
     with _fresh(chroma_url, collection, tmp_path) as mem:
         _from_rows(mem, before)
         assert not _blob(_client(chroma_url), collection)  # deleted...
@@ -289,8 +327,8 @@ def test_norax_publish_replaces_blobs_of_the_former_format(tmp_path: Path) -> No
         before = _search(mem, "a")
     client = chromadb.PersistentClient(path=str(folder))
     try:
-        _rewrite(client, "norax", old=True)  # a store published by format 2
-        assert _head(client, "norax")["format"] == 2
+        _rewrite(client, "norax", old=True)  # a store published by format 3
+        assert _head(client, "norax")["format"] == 3
     finally:
         client.close()
     with open_store(folder) as mem:  # the former blob is not held: not counted as published

@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "norax_core.locking",
             "norax_core.models",
             "norax_core.presets",
-            "norax_core.published_payload",  # a published blob's bytes, over snapshot_format
+            "norax_core.published_payload",  # a published blob's bytes (zstd, JSON)
             "norax_core.query",  # weights files pick per-intent overrides by its Intent
             "norax_core.reclaim",  # malloc_trim through ctypes, standard library only
             "norax_core.sidecar",
