@@ -395,7 +395,7 @@ class DerivedIndexes:
         if any(self.namespace_of.get(m, namespace) != namespace for m in ids):
             raise ValueError("it holds an id loaded in another namespace")
         snapshots.restore(namespace, state, self.bm25, self.temporal, self.graph, self.supersede)
-        self.sidecar.cache(namespace, rows)  # the client's sidecar caches them
+        self.sidecar.cache(namespace, rows)  # the client's sidecar keeps them (in memory)
         self._standing[namespace] = {str(r[0]) for r in rows if r[_INFERRED] in STANDING}
         self._roles[namespace] = {str(r[0]): str(r[_ROLE]) for r in rows if r[_ROLE]}
         self.namespace_of.update(dict.fromkeys(ids, namespace))

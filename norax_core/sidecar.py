@@ -9,6 +9,10 @@ by namespace, so one namespace loads without reading the others
 saved graph communities have a row of their own. Each row also keeps the memory's Chroma
 record (document, metadata), so an embedded store answers a search without reading Chroma
 (a client too, for the namespaces it has loaded: :mod:`norax_core.store.client_records`).
+A client's sidecar is in memory and a cache: emptied at open, never read to recover
+anything. The rows of a namespace it restores from a snapshot stay in memory as the snapshot
+gave them until SQL must answer (:meth:`Sidecar.cache`): a search reads its results' records
+there, and a namespace evicted without a write never writes them.
 The engine reconciles the sidecar with Chroma on open (not at all when Chroma's write
 position is the one the sidecar recorded, :mod:`norax_core.store.position`; else pending
 ids, and every id) and on :meth:`NoraxMemory.refresh`.
