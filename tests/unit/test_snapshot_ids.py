@@ -68,3 +68,21 @@ def test_the_recency_catalog_short_of_an_id_is_refused() -> None:
 
     with pytest.raises(ValueError, match="disagree"):
         snapshots.ids_of(_retyped(_blob(), "temporal.ids", short))
+
+
+def test_a_client_snapshot_holding_an_id_loaded_in_another_namespace_is_refused() -> None:
+    blob = _blob()  # namespace a, ids a-0 ... a-5
+    side = Sidecar(None)
+    rows = [IndexRow(m, "b", "episodic", 1e9, ("word",), ()) for m in ("b-0", "a-3")]
+    side.upsert(rows)
+    idx = DerivedIndexes(side, NoraxConfig())
+    idx.ensure("b")  # a-3 is loaded, in b
+
+    def records(ids: set[str]) -> list[tuple[object, ...]]:
+        return [(m, "a", "episodic", 1e9, "[]", "[]", 0, "", "", None, None) for m in ids]
+
+    with pytest.raises(ValueError, match="another namespace"):
+        idx._restore_client("a", blob, None, records)
+    idx.remove(["a-3"])
+    assert idx._restore_client("a", blob, None, records) is False  # no vectors
+    assert idx.namespace_of["a-3"] == "a" and idx.namespace_of["b-0"] == "b"
