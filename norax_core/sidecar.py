@@ -662,7 +662,7 @@ class Sidecar(snapshot_table.SnapshotTable):
             if rows:
                 self._cached[namespace] = rows
                 self._cached_ids.update(zip((r[0] for r in rows), rows, strict=True))
-            if self.path is not None:  # a file's triggers see them at once (no client's)
+            if self.path is not None and self._cached:  # a file: its triggers see them now
                 self._settle()
 
     def graph_state(self, namespace: str) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+from pathlib import Path
 
 from norax_core.sidecar import IndexRow, Sidecar
 
@@ -151,3 +152,11 @@ def test_threads_read_cached_records_while_others_write_and_evict() -> None:
     for t in readers:
         t.join()
     assert errors == []
+
+
+def test_a_file_sidecar_writes_cached_rows_at_once(tmp_path: Path) -> None:
+    side = Sidecar(tmp_path / "side.sqlite3")  # its triggers must see every row change
+    side.cache("a", _records(side, "a", ["a1", "a2"]))
+    assert side.settled == 1 and _sql_count(side) == 2
+    side.cache("b", [])
+    assert side.settled == 1
