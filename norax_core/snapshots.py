@@ -114,8 +114,8 @@ def ids_of(blob: bytes) -> tuple[dict[str, Any], set[str]]:
         ValueError: The blob is not a snapshot, or its indexes disagree.
     """
     meta, arrays = fmt.unpack(blob)
-    parts = _parts(arrays)
     try:
+        parts = _parts(arrays)
         recency = _Namespace.from_arrays(parts.get("temporal", {}))
         part = (
             _Partition.from_arrays(meta["bm25"], parts.get("bm25", {})) if "bm25" in meta else None

@@ -8,6 +8,8 @@ twice, raises ``ValueError`` ("disagree").
 
 from __future__ import annotations
 
+import json
+import struct
 from collections.abc import Callable
 
 import numpy as np
@@ -86,3 +88,13 @@ def test_a_client_snapshot_holding_an_id_loaded_in_another_namespace_is_refused(
     idx.remove(["a-3"])
     assert idx._restore_client("a", blob, None, records) is False  # no vectors
     assert idx.namespace_of["a-3"] == "a" and idx.namespace_of["b-0"] == "b"
+
+
+def test_a_snapshot_naming_an_array_by_a_number_is_unreadable() -> None:
+    blob = _blob()
+    (size,) = struct.unpack_from("<Q", blob, 0)
+    header = json.loads(blob[8 : 8 + size])
+    header["arrays"][0][0] = 7  # a name that is no string
+    text = json.dumps(header, separators=(",", ":")).encode().ljust(size)
+    with pytest.raises(ValueError, match="unreadable snapshot"):
+        snapshots.ids_of(blob[:8] + text + blob[8 + size :])
