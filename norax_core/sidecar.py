@@ -9,6 +9,10 @@ by namespace, so one namespace loads without reading the others
 saved graph communities have a row of their own. Each row also keeps the memory's Chroma
 record (document, metadata), so an embedded store answers a search without reading Chroma
 (a client too, for the namespaces it has loaded: :mod:`norax_core.store.client_records`).
+A client's sidecar is in memory and a cache: emptied at open, never read to recover
+anything. The rows of a namespace it restores from a snapshot stay in memory as the snapshot
+gave them until SQL must answer (:meth:`Sidecar.cache`): a search reads its results' records
+there, and a namespace evicted without a write never writes them.
 The engine reconciles the sidecar with Chroma on open (not at all when Chroma's write
 position is the one the sidecar recorded, :mod:`norax_core.store.position`; else pending
 ids, and every id) and on :meth:`NoraxMemory.refresh`.
@@ -191,7 +195,7 @@ class Sidecar(snapshot_table.SnapshotTable):
 
     def __init__(self, path: str | Path | None) -> None:
         self.path = Path(path) if path is not None else None
-        self._conn = sqlite3.connect(
+        self._db = sqlite3.connect(
             str(path) if path is not None else ":memory:",
             check_same_thread=False,
             isolation_level=None,  # explicit BEGIN/COMMIT below
@@ -200,6 +204,11 @@ class Sidecar(snapshot_table.SnapshotTable):
         # kind -> id -> record (kept_records); a write of the row drops it
         self._parsed: dict[str, OrderedDict[str, Any]] = {}
         self._writes = 0
+        # rows :meth:`cache` keeps in memory, not written yet: namespace -> rows, id -> row
+        self._cached: dict[str, list[tuple[object, ...]]] = {}
+        self._cached_ids: dict[object, tuple[object, ...]] = {}
+        self.settled = 0
+        """How many times rows :meth:`cache` kept in memory were written to SQL."""
         with self._lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -246,21 +255,58 @@ class Sidecar(snapshot_table.SnapshotTable):
                     f" WHERE key = '{POSITION_KEY}'; END"  # again after a write)
                 )
 
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """The connection, once the rows :meth:`cache` keeps in memory are written.
+
+        Every read or write of SQL goes through it (the caller holds the lock), so SQL
+        answers as if :meth:`cache` had written them at once.
+        """
+        if self._cached:
+            self._settle()
+        return self._db
+
+    def _settle(self) -> None:
+        """Write the rows :meth:`cache` keeps in memory, in one transaction (lock held)."""
+        cached, ids = self._cached, self._cached_ids
+        self._cached, self._cached_ids = {}, {}
+        try:
+            with _Transaction(self._db):
+                for rows in cached.values():
+                    self._db.executemany(_INSERT_FULL, rows)
+        except BaseException:  # rolled back: they stay in memory
+            self._cached, self._cached_ids = cached, ids
+            raise
+        self.settled += 1
+
+    def _uncache(self, namespace: str) -> None:
+        """Forget the rows of ``namespace`` that :meth:`cache` keeps in memory.
+
+        The caller holds the lock, in a transaction, and deletes the namespace's rows from
+        SQL. Rows of other namespaces under the same ids go too, as if they had been
+        written: writing them would have replaced those (``INSERT OR REPLACE``).
+        """
+        rows = self._cached.pop(namespace, ())
+        for r in rows:
+            self._cached_ids.pop(r[0], None)
+        sql = "DELETE FROM memories WHERE id IN ({})"
+        self._in_ids(self._db, sql, [str(r[0]) for r in rows])
+
     def close(self) -> None:
-        """Close the database."""
+        """Close the database (an in-memory one drops what :meth:`cache` kept unwritten)."""
         with self._lock:
-            self._conn.close()
+            (self._conn if self.path is not None else self._db).close()
 
     def get_meta(self, key: str) -> str | None:
         """A value of the key/value table, or ``None``."""
         with self._lock:
-            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def set_meta(self, items: dict[str, str]) -> None:
         """Set several key/value pairs in one transaction."""
-        with self._lock, self._tx():
-            self._conn.executemany(
+        with self._lock, _Transaction(self._db):
+            self._db.executemany(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", list(items.items())
             )
 
@@ -269,18 +315,18 @@ class Sidecar(snapshot_table.SnapshotTable):
 
     def mark_pending(self, ids: Iterable[str]) -> None:
         """Record ``ids`` as being written (before Chroma is), in one transaction."""
-        with self._lock, self._tx():
-            self._conn.executemany("INSERT OR IGNORE INTO pending VALUES (?)", [(i,) for i in ids])
+        with self._lock, _Transaction(self._db):
+            self._db.executemany("INSERT OR IGNORE INTO pending VALUES (?)", [(i,) for i in ids])
 
     def clear_pending(self, ids: Iterable[str]) -> None:
         """Forget that ``ids`` were being written."""
-        with self._lock, self._tx():
-            self._conn.executemany("DELETE FROM pending WHERE id = ?", [(i,) for i in ids])
+        with self._lock, _Transaction(self._db):
+            self._db.executemany("DELETE FROM pending WHERE id = ?", [(i,) for i in ids])
 
     def pending(self) -> set[str]:
         """Ids whose write began but never completed (see the module docstring)."""
         with self._lock:
-            return {r[0] for r in self._conn.execute("SELECT id FROM pending")}
+            return {r[0] for r in self._db.execute("SELECT id FROM pending")}
 
     def upsert(
         self,
@@ -304,10 +350,7 @@ class Sidecar(snapshot_table.SnapshotTable):
                 [(r.id, r.namespace) for r in unlinked],
             )
             self._conn.executemany("DELETE FROM pending WHERE id = ?", [(i,) for i in cleared])
-            self._conn.executemany(
-                f"INSERT OR REPLACE INTO memories ({_FULL}) VALUES ({', '.join('?' * 11)})",
-                [_values(r) for r in rows],
-            )
+            self._conn.executemany(_INSERT_FULL, [_values(r) for r in rows])
 
     def delete(self, ids: Iterable[str], links: Links | None = None) -> None:
         """Delete rows by id, and write the ``links`` that changes, in one transaction.
@@ -362,12 +405,14 @@ class Sidecar(snapshot_table.SnapshotTable):
 
         The recorded Chroma position goes with them: the rows no longer match it.
         """
-        with self._lock, self._tx():
+        with self._lock, _Transaction(self._db):
             self._forget()
-            self._conn.execute("DELETE FROM memories")
-            self._conn.execute("DELETE FROM supersedes")
-            self._conn.execute("DELETE FROM unlinked")
-            self._conn.execute("DELETE FROM meta WHERE key = ?", (POSITION_KEY,))
+            self._cached.clear()
+            self._cached_ids.clear()
+            self._db.execute("DELETE FROM memories")
+            self._db.execute("DELETE FROM supersedes")
+            self._db.execute("DELETE FROM unlinked")
+            self._db.execute("DELETE FROM meta WHERE key = ?", (POSITION_KEY,))
 
     def ids(self) -> set[str]:
         """Every id the sidecar holds."""
@@ -413,10 +458,23 @@ class Sidecar(snapshot_table.SnapshotTable):
         return standing, roles
 
     def records(self, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
-        """``id -> (document, metadata JSON)`` of the ``ids`` whose record the sidecar holds."""
+        """``id -> (document, metadata JSON)`` of the ``ids`` whose record the sidecar holds.
+
+        Those of rows :meth:`cache` keeps in memory are read there (nothing is written).
+        """
         sql = "SELECT id, document, metadata FROM memories WHERE id IN ({})"
         sql += " AND document IS NOT NULL AND metadata IS NOT NULL"
-        return {mid: (doc, meta) for mid, doc, meta in self._by_ids(sql, ids)}
+        out: dict[str, tuple[str, str]] = {}
+        with self._lock:
+            cached, rest = self._cached_ids, list(ids)
+            if cached:
+                for m in ids:
+                    r = cached.get(m)
+                    if r is not None and r[_DOC] is not None and r[_DOC + 1] is not None:
+                        out[m] = (str(r[_DOC]), str(r[_DOC + 1]))
+                rest = [m for m in ids if m not in cached]
+            got = self._in_ids(self._db, sql, rest)  # no id of a cached row
+        return out | {mid: (doc, meta) for mid, doc, meta in got}
 
     def kept_records(
         self,
@@ -461,6 +519,9 @@ class Sidecar(snapshot_table.SnapshotTable):
         """The ids of ``namespace``'s rows that hold no record (:meth:`fill_records`)."""
         sql = "SELECT id FROM memories WHERE namespace = ? AND document IS NULL"
         with self._lock:
+            rows = self._cached.get(namespace)
+            if rows is not None:
+                return [str(r[0]) for r in rows if r[_DOC] is None]
             return [m for (m,) in self._conn.execute(sql, (namespace,))]
 
     def fill_records(
@@ -504,11 +565,15 @@ class Sidecar(snapshot_table.SnapshotTable):
 
     def _by_ids(self, sql: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """The rows of ``sql``, its ``IN ({})`` filled with ``ids`` (:data:`_IN_CHUNK` a time)."""
-        out: list[tuple[Any, ...]] = []
         with self._lock:
-            for s in range(0, len(ids), _IN_CHUNK):
-                chunk = list(ids[s : s + _IN_CHUNK])
-                out += self._conn.execute(sql.format(",".join("?" * len(chunk))), chunk)
+            return self._in_ids(self._conn, sql, ids)
+
+    @staticmethod
+    def _in_ids(conn: sqlite3.Connection, sql: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+        out: list[tuple[Any, ...]] = []
+        for s in range(0, len(ids), _IN_CHUNK):
+            chunk = list(ids[s : s + _IN_CHUNK])
+            out += conn.execute(sql.format(",".join("?" * len(chunk))), chunk)
         return out
 
     def has_namespace(self, namespace: str) -> bool:
@@ -549,15 +614,26 @@ class Sidecar(snapshot_table.SnapshotTable):
 
     def drop_namespace(self, namespace: str) -> None:
         """Delete one namespace's rows and links (a cache of Chroma's, in client mode)."""
-        with self._lock, self._tx():
+        with self._lock, _Transaction(self._db):
             self._forget()  # the namespace's ids are not known here
-            self._conn.execute("DELETE FROM memories WHERE namespace = ?", (namespace,))
-            self._conn.execute("DELETE FROM supersedes WHERE namespace = ?", (namespace,))
-            self._conn.execute("DELETE FROM unlinked WHERE namespace = ?", (namespace,))
+            self._drop(namespace)
+
+    def _drop(self, namespace: str) -> None:
+        """Delete ``namespace``'s rows, links and unlinked marks (lock held, in a transaction).
+
+        Only its own: the rows :meth:`cache` keeps in memory for others stay there.
+        """
+        self._uncache(namespace)
+        self._db.execute("DELETE FROM memories WHERE namespace = ?", (namespace,))
+        self._db.execute("DELETE FROM supersedes WHERE namespace = ?", (namespace,))
+        self._db.execute("DELETE FROM unlinked WHERE namespace = ?", (namespace,))
 
     def namespace_records(self, namespace: str) -> list[tuple[object, ...]]:
         """One namespace's rows as stored (every column, JSON undecoded: :meth:`cache`)."""
         with self._lock:
+            rows = self._cached.get(namespace)
+            if rows is not None:  # kept in memory: as they would read from SQL
+                return list(rows)
             return self._conn.execute(
                 f"SELECT {_FULL} FROM memories WHERE namespace = ?", (namespace,)
             ).fetchall()
@@ -565,31 +641,42 @@ class Sidecar(snapshot_table.SnapshotTable):
     def cache(self, namespace: str, records: Sequence[tuple[object, ...]]) -> None:
         """Replace one namespace's rows by :meth:`namespace_records` of a like sidecar.
 
-        A client's cache of a namespace read from a shared snapshot: one transaction, no
-        JSON encoding; its links and unlinked marks go (the loaded indexes hold its links).
+        A client's cache of a namespace read from a snapshot (the shared file, a published
+        one): its old rows, links and unlinked marks go at once (the loaded indexes hold its
+        links); the new rows are kept in memory (``records`` is kept, not copied: the caller
+        leaves it unchanged) and written when SQL must answer: any read or write of SQL but
+        :meth:`records`, :meth:`namespace_records` and :meth:`lacking_records` of them,
+        which read them in memory (meta, pending ids and graph states are other tables).
+        Measured on a 1,000-memory namespace: 0.05-0.3 ms instead of 3.1-3.5 ms for the
+        insert; a namespace searched and evicted without a write never writes them. Rows
+        under an id another namespace's kept rows hold write those first. Only an in-memory
+        sidecar (a client's) keeps them; a file's are written at once (its triggers).
         """
-        with self._lock, self._tx():
-            self._forget()  # the namespace's ids are not known here
-            self._conn.execute("DELETE FROM memories WHERE namespace = ?", (namespace,))
-            self._conn.execute("DELETE FROM supersedes WHERE namespace = ?", (namespace,))
-            self._conn.execute("DELETE FROM unlinked WHERE namespace = ?", (namespace,))
-            self._conn.executemany(
-                f"INSERT OR REPLACE INTO memories ({_FULL}) VALUES ({', '.join('?' * 11)})",
-                records,
-            )
+        rows = records if isinstance(records, list) else list(records)
+        with self._lock:
+            with _Transaction(self._db):
+                self._forget()  # the namespace's ids are not known here
+                self._drop(namespace)
+            if self._cached_ids and not self._cached_ids.keys().isdisjoint(r[0] for r in rows):
+                self._settle()  # it moves an id of another kept namespace: in SQL's order
+            if rows:
+                self._cached[namespace] = rows
+                self._cached_ids.update(zip((r[0] for r in rows), rows, strict=True))
+            if self.path is not None and self._cached:  # a file: its triggers see them now
+                self._settle()
 
     def graph_state(self, namespace: str) -> str | None:
         """The saved graph communities of ``namespace`` (JSON), or ``None``."""
         with self._lock:
-            row = self._conn.execute(
+            row = self._db.execute(
                 "SELECT state FROM graph_state WHERE namespace = ?", (namespace,)
             ).fetchone()
         return None if row is None else str(row[0])
 
     def set_graph_states(self, states: Mapping[str, str]) -> None:
         """Save several namespaces' graph communities (JSON) in one transaction."""
-        with self._lock, self._tx():
-            self._conn.executemany(
+        with self._lock, _Transaction(self._db):
+            self._db.executemany(
                 "INSERT OR REPLACE INTO graph_state (namespace, state) VALUES (?, ?)",
                 list(states.items()),
             )
@@ -600,8 +687,8 @@ class Sidecar(snapshot_table.SnapshotTable):
         A client's sidecar would otherwise keep one per namespace it ever evicted. A replaced
         state counts as saved when it was replaced. Returns how many were deleted.
         """
-        with self._lock, self._tx():
-            cur = self._conn.execute(
+        with self._lock, _Transaction(self._db):
+            cur = self._db.execute(
                 "DELETE FROM graph_state WHERE rowid IN (SELECT rowid FROM (SELECT rowid,"
                 " SUM(length(state)) OVER (ORDER BY rowid DESC) AS kept FROM graph_state)"
                 " WHERE kept > ?)",
@@ -612,6 +699,8 @@ class Sidecar(snapshot_table.SnapshotTable):
 
 _ROW = "id, namespace, kind, created_at, tokens, entities, seq, role, inferred_kind"
 _FULL = _ROW + ", document, metadata"  # written, and read by a check; not by a load
+_DOC = 9  # the position of ``document`` in _FULL (``metadata`` follows)
+_INSERT_FULL = f"INSERT OR REPLACE INTO memories ({_FULL}) VALUES ({', '.join('?' * 11)})"
 _IN_CHUNK = 500  # ids per ``IN (...)`` (SQLite allows 999 parameters in old builds)
 
 

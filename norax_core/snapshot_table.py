@@ -42,8 +42,12 @@ SCHEMA = (
 class SnapshotTable:
     """The snapshot rows of a :class:`~norax_core.sidecar.Sidecar` (its connection and lock)."""
 
-    _conn: sqlite3.Connection
     _lock: threading.Lock
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """The sidecar's connection (the caller holds ``_lock``)."""
+        raise NotImplementedError
 
     def namespace_ids(self, namespace: str) -> set[str]:
         """The ids of one namespace's rows (what a lazy open compares with Chroma's)."""

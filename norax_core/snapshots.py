@@ -65,9 +65,14 @@ def _prefixed(prefix: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarra
     return {f"{prefix}.{k}": v for k, v in arrays.items()}
 
 
-def _part(prefix: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    cut = len(prefix) + 1
-    return {k[cut:]: v for k, v in arrays.items() if k.startswith(prefix + ".")}
+def _parts(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+    """``arrays`` of :func:`_prefixed` names, by prefix (one pass over the names)."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for k, v in arrays.items():
+        prefix, dot, name = k.partition(".")
+        if dot:
+            out.setdefault(prefix, {})[name] = v
+    return out
 
 
 def capture(
@@ -110,18 +115,19 @@ def ids_of(blob: bytes) -> tuple[dict[str, Any], set[str]]:
     """
     meta, arrays = fmt.unpack(blob)
     try:
-        recency = _Namespace.from_arrays(_part("temporal", arrays))
+        parts = _parts(arrays)
+        recency = _Namespace.from_arrays(parts.get("temporal", {}))
         part = (
-            _Partition.from_arrays(meta["bm25"], _part("bm25", arrays)) if "bm25" in meta else None
+            _Partition.from_arrays(meta["bm25"], parts.get("bm25", {})) if "bm25" in meta else None
         )
         space = (
-            _Space.from_arrays(meta["supersede"], _part("supersede", arrays))
+            _Space.from_arrays(meta["supersede"], parts.get("supersede", {}))
             if "supersede" in meta
             else None
         )
         graph = None
         if "graph" in meta:
-            space_graph = graph_arrays.from_arrays(meta["graph"], _part("graph", arrays))
+            space_graph = graph_arrays.from_arrays(meta["graph"], parts.get("graph", {}))
             saved = meta.get("graph_saved")
             graph = (space_graph, dict(saved) if isinstance(saved, dict) else None)
         kinds = [str(k) for k in meta["kinds"]]
@@ -132,13 +138,14 @@ def ids_of(blob: bytes) -> tuple[dict[str, Any], set[str]]:
         isinstance(graph, tuple) and isinstance(graph[0], NamespaceGraph)
     ):
         raise ValueError("not a namespace snapshot")
-    ids = set(recency.slot)
-    held = [
-        set(part.slot_of) if part is not None else None,
-        set(graph[0].slot) if graph is not None else None,
-        set(space.ids()) if space is not None else None,
-    ]
-    if any(h != ids for h in held) or (space is not None and len(space.ids()) != len(ids)):
+    # the same ids in every index: their id maps' keys compared as sets, none copied
+    held = recency.slot.keys()
+    ids = set(held)
+    if (
+        (part is not None and part.slot_of.keys() != held)
+        or (graph is not None and graph[0].slot.keys() != held)
+        or (space is not None and (len(space.ids()) != len(ids) or set(space.ids()) != ids))
+    ):
         raise ValueError("the snapshot's indexes disagree")
     state = {
         "bm25": part,

@@ -3,7 +3,10 @@
 A client of a Chroma server caches the rows of the namespaces it has loaded in an in-memory
 sidecar (:class:`~norax_core.indexes.DerivedIndexes`), kept as current as the loaded indexes:
 its own writes, the writes it pulls from the change log (:mod:`norax_core.sync`), a
-reconcile, and the namespace's eviction or reload all replace or drop them. Each row holds
+reconcile, and the namespace's eviction or reload all replace or drop them. A namespace
+restored from a snapshot keeps its rows as the snapshot gave them until SQL needs them
+(:meth:`~norax_core.sidecar.Sidecar.cache`); :meth:`~norax_core.sidecar.Sidecar.records`
+reads them there. Each row holds
 the memory's record (document, metadata) when the row came from Chroma, so a search reads
 its results there rather than from Chroma: records are exactly as current as the indexes
 that ranked them, and their bytes are charged to the index budget.
