@@ -102,12 +102,13 @@ def session_positions(times: Sequence[float], gap: float) -> list[int]:
         >>> session_positions([0.0, 1.0, 2.0, 5000.0, 5001.0], 3600.0)
         [0, 1, 2, 0, 1]
     """
-    out: list[int] = []
-    prev = -1
-    for s in session_numbers(times, gap):
-        out.append(out[-1] + 1 if s == prev else 0)
-        prev = s
-    return out
+    n = len(times)
+    if not n:
+        return []
+    breaks = np.diff(np.asarray(times, dtype=np.float64)) > gap
+    starts = np.flatnonzero(np.r_[True, breaks])  # where each session opens
+    opened = np.repeat(starts, np.diff(np.r_[starts, n]))
+    return (np.arange(n) - opened).tolist()  # type: ignore[no-any-return]
 
 
 def propagate(

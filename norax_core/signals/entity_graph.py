@@ -54,7 +54,7 @@ import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import combinations, count
+from itertools import chain, combinations, count
 from typing import Any
 
 import networkx as nx
@@ -376,12 +376,29 @@ class Incidence:
 
     @classmethod
     def of(cls, space: NamespaceGraph) -> Incidence:
+        """The incidence of ``space.ents``.
+
+        Read from the CSR arrays the graph was restored from
+        (:mod:`norax_core.signals.graph_arrays`) while no write has changed it.
+        """
+        kept = space.__dict__.get("_ents_csr")
+        if kept is not None:
+            row_ptr, ents = kept
+            rows = np.repeat(np.arange(len(row_ptr) - 1, dtype=np.int64), np.diff(row_ptr))
+            return cls.from_pairs(space, rows, ents, row_ptr)
         lists = space.ents
-        lengths = np.fromiter((len(e) for e in lists), np.int64, len(lists))
+        lengths = np.fromiter(map(len, lists), np.int64, len(lists))
         rows = np.repeat(np.arange(len(lists), dtype=np.int64), lengths)
-        ents = np.fromiter((e for es in lists for e in es), np.int64, int(lengths.sum()))
+        ents = np.fromiter(chain.from_iterable(lists), np.int64, int(lengths.sum()))
         row_ptr = np.zeros(len(lists) + 1, np.int64)
         np.cumsum(lengths, out=row_ptr[1:])
+        return cls.from_pairs(space, rows, ents, row_ptr)
+
+    @classmethod
+    def from_pairs(
+        cls, space: NamespaceGraph, rows: np.ndarray, ents: np.ndarray, row_ptr: np.ndarray
+    ) -> Incidence:
+        """The incidence of the pairs ``(rows, ents)`` (rows ascending), with ``row_ptr``."""
         ent_ptr = np.zeros(len(space.names) + 1, np.int64)
         np.cumsum(np.bincount(ents, minlength=len(space.names)), out=ent_ptr[1:])
         ent_rows = rows[np.argsort(ents, kind="stable")]
@@ -487,6 +504,7 @@ class NamespaceGraph:
         """Index a memory's entities (empty names dropped, repeats once), replacing it."""
         if memory_id in self.slot:
             self.remove(memory_id)
+        self.__dict__.pop("_ents_csr", None)
         names = tuple(dict.fromkeys(e for e in entities if e))
         ents = tuple(self._intern(e) for e in names)
         row = self.free_rows.pop() if self.free_rows else len(self.ids)
@@ -515,6 +533,7 @@ class NamespaceGraph:
         row = self.slot.pop(memory_id, None)
         if row is None:
             return False
+        self.__dict__.pop("_ents_csr", None)
         ents = self.ents[row]
         self.fingerprint ^= _memory_hash(memory_id, [self.names[e] for e in ents])
         self.ids[row], self.ents[row] = None, ()

@@ -96,6 +96,11 @@ def from_arrays(meta: Mapping[str, Any], a: Mapping[str, np.ndarray]) -> Namespa
         raise ValueError("the graph's rows do not fit together")
     g.ids = ids
     g.ents = [tuple(flat[x:y]) for x, y in zip(cuts, cuts[1:], strict=False)]
+    # the same rows as arrays, for the incidence (Incidence.of) until the first write
+    g.__dict__["_ents_csr"] = (
+        a["ents_ptr"].astype(np.int64, copy=False),
+        a["ents"].astype(np.int64, copy=False),
+    )
     g.slot = dict(zip(unpack_strs(a["slot_s"], a["slot_o"]), a["slot_rows"].tolist(), strict=True))
     g.row_tie = a["row_tie"].astype(np.int64)
     g.free_rows = a["free_rows"].tolist()
@@ -105,7 +110,13 @@ def from_arrays(meta: Mapping[str, Any], a: Mapping[str, np.ndarray]) -> Namespa
     g.free_eids = a["free_eids"].tolist()
     g.counts = a["counts"].tolist()
     g._df = a["df"].astype(np.int64)
-    g._stale = set(a["stale"].tolist())
+    stale = a["stale"]
+    if len(stale):  # synced now, in one step (NamespaceGraph.df would, entity by entity)
+        counts = a["counts"]
+        if int(stale.min()) < 0 or int(stale.max()) >= min(len(counts), len(g._df)):
+            raise ValueError("the graph's entity counts do not fit together")
+        g._df[stale] = counts[stale]
+    g._stale = set()
     g.tie = a["tie"].astype(np.int64)
     g.comm = a["comm"].astype(np.int64)
     g.post_arr, g.adj_arr, g.mask_arr, g._memo = {}, {}, {}, {}

@@ -1,0 +1,136 @@
+"""The views a namespace's first search builds, built the cheap way, equal the plain builds.
+
+A namespace restored from a snapshot builds some views at its first search: the entity
+incidence (:class:`~norax_core.signals.entity_graph.Incidence`, read from the restored CSR
+arrays), the entity document frequencies (synced at the restore), the time order
+(:meth:`~norax_core.signals.temporal._Namespace.ordered`, one ``lexsort``) and the positions
+in sessions (:func:`~norax_core.signals.context.session_positions`, vectorised). Each is
+compared here with the plain construction on random inputs, ties and free slots included.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from norax_core.signals.context import session_numbers, session_positions
+from norax_core.signals.entity_graph import Incidence, NamespaceGraph
+from norax_core.signals.graph_arrays import from_arrays, to_arrays
+from norax_core.signals.temporal import _Namespace
+
+
+def random_graph(seed: int) -> NamespaceGraph:
+    """Adds, replaces and removes (freed rows, freed and reused entity ids)."""
+    rng = random.Random(seed)
+    g = NamespaceGraph()
+    for step in range(600):
+        mid = f"m{rng.randrange(250)}"
+        if rng.random() < 0.2:
+            g.remove(mid)
+        else:
+            g.add(mid, [f"e{rng.randrange(120)}" for _ in range(rng.randrange(0, 8))])
+        if step % 97 == 0:
+            _ = g.df  # sync now and then: some stale ids left at the snapshot, some not
+    return g
+
+
+def plain_incidence(g: NamespaceGraph) -> Incidence:
+    rows = [r for r, es in enumerate(g.ents) for _ in es]
+    ents = [e for es in g.ents for e in es]
+    row_ptr = np.cumsum([0, *map(len, g.ents)])
+    ent_rows = [r for _, r in sorted(zip(ents, rows, strict=True), key=lambda p: p[0])]
+    ent_ptr = np.cumsum([0, *np.bincount(np.array(ents, np.int64), minlength=len(g.names))])
+    return Incidence(
+        np.array(rows, np.int64),
+        np.array(ents, np.int64),
+        row_ptr,
+        ent_ptr,
+        np.array(ent_rows, np.int64),
+    )
+
+
+def same(a: Incidence, b: Incidence) -> None:
+    for name in ("rows", "ents", "row_ptr", "ent_ptr", "ent_rows"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == np.int64 and x.tolist() == y.tolist(), name
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_restored_incidence_and_df_equal_the_plain_builds(seed: int) -> None:
+    live = random_graph(seed)
+    restored = from_arrays(*to_arrays(live))
+    assert "_ents_csr" in restored.__dict__  # read from the arrays, not from the tuples
+    same(restored.incidence(), plain_incidence(live))
+    same(Incidence.of(live), plain_incidence(live))
+    assert restored.df.tolist() == live.df.tolist()
+    rng = random.Random(seed + 50)
+    for _ in range(5):  # a write drops the arrays: the incidence is the tuples' again
+        mid, drop = f"m{rng.randrange(250)}", rng.random() < 0.5
+        for g in (live, restored):
+            if drop:
+                g.remove(mid)
+            else:
+                g.add(mid, ["e1", f"new{seed}"])
+        assert "_ents_csr" not in restored.__dict__
+        same(restored.incidence(), plain_incidence(live))
+        assert restored.df.tolist() == live.df.tolist()
+
+
+def test_empty_graph_incidence() -> None:
+    g = from_arrays(*to_arrays(NamespaceGraph()))
+    same(g.incidence(), plain_incidence(NamespaceGraph()))
+
+
+def timeline(seed: int, nan: bool = False) -> _Namespace:
+    """Slots with shared times, shared sequence numbers, dead slots (and NaN times)."""
+    rng = random.Random(seed)
+    ns = _Namespace()
+    for i in range(300):
+        t = float(rng.choice([0.0, -0.0, 1.0, 2.5, 1e9, math.inf, rng.uniform(0, 10)]))
+        if nan and rng.random() < 0.05:
+            t = math.nan
+        ns.add(f"id{rng.randrange(400):03d}", t, 0, rng.choice([0, 1, 2, i]))
+    for _ in range(40):
+        m = f"id{rng.randrange(400):03d}"
+        if m in ns.slot:
+            ns.remove(m)
+    return ns
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("nan", [False, True])
+def test_time_order_equals_the_tuple_sort(seed: int, nan: bool) -> None:
+    ns = timeline(seed, nan)
+    ts, seq, names = ns.ts.tolist(), ns.seq.tolist(), ns.ids
+    live = np.flatnonzero(ns.alive[: ns.n]).tolist()
+    order = sorted(live, key=lambda i: (ts[i], seq[i], names[i]))
+    ordered, times, pos, seqs = ns.ordered()
+    assert ordered == [names[i] for i in order]
+    assert [repr(t) for t in times] == [repr(ts[i]) for i in order]  # -0.0 and NaN kept
+    assert seqs == [seq[i] for i in order]
+    assert pos == {m: j for j, m in enumerate(ordered)}
+
+
+def loop_positions(times: list[float], gap: float) -> list[int]:
+    out: list[int] = []
+    prev = -1
+    for s in session_numbers(times, gap):
+        out.append(out[-1] + 1 if s == prev else 0)
+        prev = s
+    return out
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_session_positions_equal_the_loop(seed: int) -> None:
+    rng = random.Random(seed)
+    steps = [0.0, 5.0, 3600.0, 7200.0, 1e5]
+    times = sorted(rng.choice(steps) + i for i in range(rng.randrange(0, 60)))
+    if seed % 3 == 0 and times:
+        times[len(times) // 2] = math.nan
+    for gap in (0.0, 10.0, 3600.0, math.inf):
+        got = session_positions(times, gap)
+        assert got == loop_positions(times, gap)
+        assert all(type(x) is int for x in got)
