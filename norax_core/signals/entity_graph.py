@@ -401,7 +401,9 @@ class Incidence:
         """The incidence of the pairs ``(rows, ents)`` (rows ascending), with ``row_ptr``."""
         ent_ptr = np.zeros(len(space.names) + 1, np.int64)
         np.cumsum(np.bincount(ents, minlength=len(space.names)), out=ent_ptr[1:])
-        ent_rows = rows[np.argsort(ents, kind="stable")]
+        # the same stable order; 16-bit keys sort by radix (several times faster)
+        keys = ents.astype(np.uint16) if len(space.names) <= 1 << 16 else ents
+        ent_rows = rows[np.argsort(keys, kind="stable")]
         return cls(rows, ents, row_ptr, ent_ptr, ent_rows)
 
     @staticmethod
@@ -696,7 +698,11 @@ class NamespaceGraph:
     def linked(self, a: str, b: str) -> bool:
         """Whether entities ``a`` and ``b`` share a memory (co-occurrence edge)."""
         ea, eb = self.eid.get(a), self.eid.get(b)
-        return ea is not None and eb is not None and eb in self.adj[ea]
+        if ea is None or eb is None:
+            return False
+        if "_gcsr" in self.__dict__:  # restored: read the arrays, as a search does (no thaw)
+            return bool((self.neighbours(ea)[0] == eb).any())
+        return eb in self.adj[ea]
 
     def max_words(self) -> int:
         """Words in the namespace's longest entity (0 when it has none)."""

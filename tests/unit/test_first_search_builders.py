@@ -5,7 +5,9 @@ incidence (:class:`~norax_core.signals.entity_graph.Incidence`, read from the re
 arrays), the entity document frequencies (synced at the restore), the time order
 (:meth:`~norax_core.signals.temporal._Namespace.ordered`, one ``lexsort``) and the positions
 in sessions (:func:`~norax_core.signals.context.session_positions`, vectorised). Each is
-compared here with the plain construction on random inputs, ties and free slots included.
+compared here with the plain construction on random inputs, ties and free slots included, as
+are the supersession tokens of a search's candidates, decoded row by row from the restored
+arrays (:func:`~norax_core.supersession._row_strs`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from norax_core.signals.context import session_numbers, session_positions
 from norax_core.signals.entity_graph import Incidence, NamespaceGraph
 from norax_core.signals.graph_arrays import from_arrays, to_arrays
 from norax_core.signals.temporal import _Namespace
+from norax_core.supersession import _flat, _nested, _row_strs
 
 
 def random_graph(seed: int) -> NamespaceGraph:
@@ -134,3 +137,37 @@ def test_session_positions_equal_the_loop(seed: int) -> None:
         got = session_positions(times, gap)
         assert got == loop_positions(times, gap)
         assert all(type(x) is int for x in got)
+
+
+def nested(seed: int, nul: bool) -> dict[str, np.ndarray]:
+    """A nested string array as the supersession snapshot writes it (rows may be empty)."""
+    rng = random.Random(seed)
+    alphabet = ["a", "bb", "", "é", "日本", "x y", "ü-1"]
+    rows = [[rng.choice(alphabet) for _ in range(rng.randrange(0, 5))] for _ in range(80)]
+    if not nul and rows and rows[-1]:
+        rows[-1][0] += "\0"  # a string holding NUL: written with offsets
+    elif not nul:
+        rows.append(["\0"])
+    return _nested("tokens", rows)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("nul", [True, False])
+def test_row_strings_equal_the_flat_unpack(seed: int, nul: bool) -> None:
+    arrays = nested(seed, nul)
+    assert (arrays["tokens_o"].tolist()[0] == -1) is nul
+    flat, cuts = _flat(arrays, "tokens")
+    row = _row_strs(arrays, "tokens")
+    for i in range(len(cuts) - 1):
+        assert row(i) == flat[cuts[i] : cuts[i + 1]]
+
+
+def test_row_strings_of_no_strings_and_misfits() -> None:
+    row = _row_strs(_nested("tokens", [[], [], []]), "tokens")
+    assert [row(i) for i in range(3)] == [[], [], []]
+    arrays = _nested("tokens", [["a", "b"], ["c"]])
+    bad = {**arrays, "tokens_ptr": np.array([0, 2, 4], np.int64)}
+    with pytest.raises(ValueError):
+        _row_strs(bad, "tokens")
+    with pytest.raises(ValueError):
+        _row_strs({**arrays, "tokens_o": np.array([-1, 4], np.int64)}, "tokens")
