@@ -457,17 +457,42 @@ class NamespaceGraph:
 
     def __getattr__(self, name: str) -> Any:
         # A graph restored from arrays (norax_core.signals.graph_arrays) builds its postings
-        # and edges as sets and dicts at their first use other than a search's.
+        # and edges as sets and dicts at their first use other than a search's, and its rows'
+        # entity tuples at their first use (a search reads the rows' arrays: row_ents).
         if name in ("post", "adj") and "_gcsr" in self.__dict__:
             self._thaw()
             return self.__dict__[name]
+        if name == "ents" and "_ents_csr" in self.__dict__:
+            ptr, flat = self.__dict__["_ents_csr"]
+            cuts, ents = ptr.tolist(), flat.tolist()
+            self.__dict__["ents"] = [tuple(ents[x:y]) for x, y in zip(cuts, cuts[1:], strict=False)]
+            return self.__dict__["ents"]
         raise AttributeError(name)
+
+    def row_ents(self, row: int) -> Sequence[int]:
+        """Row ``row``'s entity ids (:attr:`ents`, read from the restored arrays while kept)."""
+        kept = self.__dict__.get("_ents_csr")
+        if kept is None or "ents" in self.__dict__:
+            return self.ents[row]
+        ptr, flat = kept
+        return flat[ptr[row] : ptr[row + 1]].tolist()  # type: ignore[no-any-return]
+
+    def _own_rows(self) -> None:
+        """Before a write: the rows' tuples built, the restored arrays (now stale) dropped."""
+        if "_ents_csr" in self.__dict__:
+            _ = self.ents
+            del self.__dict__["_ents_csr"]
 
     def _thaw(self) -> None:
         post_at, post_ptr, post_rows, adj_at, adj_ptr, adj_nbr, adj_w = self.__dict__.pop("_gcsr")
         rows, nbrs, weights = post_rows.tolist(), adj_nbr.tolist(), adj_w.tolist()
-        self.post = {e: set(rows[post_ptr[i] : post_ptr[i + 1]]) for e, i in post_at.items()}
-        spans = {e: slice(adj_ptr[i], adj_ptr[i + 1]) for e, i in adj_at.items()}
+        post_ptr, adj_ptr = post_ptr.tolist(), adj_ptr.tolist()
+        # a None map: the i-th key is entity i (graph_arrays.from_arrays)
+        n_post, n_adj = len(post_ptr) - 1, len(adj_ptr) - 1
+        post_of = post_at.items() if post_at is not None else ((e, e) for e in range(n_post))
+        adj_of = adj_at.items() if adj_at is not None else ((e, e) for e in range(n_adj))
+        self.post = {e: set(rows[post_ptr[i] : post_ptr[i + 1]]) for e, i in post_of}
+        spans = {e: slice(adj_ptr[i], adj_ptr[i + 1]) for e, i in adj_of}
         self.adj = {e: dict(zip(nbrs[at], weights[at], strict=True)) for e, at in spans.items()}
 
     # -- writes ---------------------------------------------------------------------------
@@ -506,7 +531,7 @@ class NamespaceGraph:
         """Index a memory's entities (empty names dropped, repeats once), replacing it."""
         if memory_id in self.slot:
             self.remove(memory_id)
-        self.__dict__.pop("_ents_csr", None)
+        self._own_rows()
         names = tuple(dict.fromkeys(e for e in entities if e))
         ents = tuple(self._intern(e) for e in names)
         row = self.free_rows.pop() if self.free_rows else len(self.ids)
@@ -535,7 +560,7 @@ class NamespaceGraph:
         row = self.slot.pop(memory_id, None)
         if row is None:
             return False
-        self.__dict__.pop("_ents_csr", None)
+        self._own_rows()
         ents = self.ents[row]
         self.fingerprint ^= _memory_hash(memory_id, [self.names[e] for e in ents])
         self.ids[row], self.ents[row] = None, ()
@@ -623,7 +648,7 @@ class NamespaceGraph:
         arr = self.post_arr.get(e)
         lazy = self.__dict__.get("_gcsr")
         if arr is None and lazy is not None:
-            i, ptr = lazy[0][e], lazy[1]
+            i, ptr = e if lazy[0] is None else lazy[0][e], lazy[1]
             rows = set(lazy[2][ptr[i] : ptr[i + 1]].tolist())  # in the order the set would
             arr = self.post_arr[e] = np.fromiter(rows, np.int64, len(rows))
         elif arr is None:
@@ -645,7 +670,7 @@ class NamespaceGraph:
         arrs = self.adj_arr.get(e)
         lazy = self.__dict__.get("_gcsr")
         if arrs is None and lazy is not None:
-            i, ptr = lazy[3][e], lazy[4]
+            i, ptr = e if lazy[3] is None else lazy[3][e], lazy[4]
             a, b = ptr[i], ptr[i + 1]
             arrs = (lazy[5][a:b].astype(np.int64), lazy[6][a:b].astype(np.float64))
             self.adj_arr[e] = arrs
@@ -996,7 +1021,7 @@ class EntityGraph:
         row = space.slot.get(memory_id) if space else None
         if space is None or row is None:
             return ()
-        return tuple(space.names[e] for e in space.ents[row])
+        return tuple(space.names[e] for e in space.row_ents(row))
 
     def graph(self, namespace: str) -> nx.Graph:
         """A copy of the namespace's graph.

@@ -66,7 +66,13 @@ def test_restored_incidence_and_df_equal_the_plain_builds(seed: int) -> None:
     live = random_graph(seed)
     restored = from_arrays(*to_arrays(live))
     assert "_ents_csr" in restored.__dict__  # read from the arrays, not from the tuples
+    assert "ents" not in restored.__dict__  # built at first use
+    assert [restored.row_ents(r) for r in range(len(live.ids))] == [list(e) for e in live.ents]
     same(restored.incidence(), plain_incidence(live))
+    again = from_arrays(*to_arrays(restored))  # re-saved from the arrays: the same graph
+    assert again.ents == live.ents and "ents" not in restored.__dict__
+    if seed % 2:
+        assert restored.ents == live.ents  # the tuples, built from the arrays
     same(Incidence.of(live), plain_incidence(live))
     assert restored.df.tolist() == live.df.tolist()
     rng = random.Random(seed + 50)
@@ -171,3 +177,31 @@ def test_row_strings_of_no_strings_and_misfits() -> None:
         _row_strs(bad, "tokens")
     with pytest.raises(ValueError):
         _row_strs({**arrays, "tokens_o": np.array([-1, 4], np.int64)}, "tokens")
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("frees", [False, True])
+def test_restored_postings_and_edges_equal_the_thawed_ones(seed: int, frees: bool) -> None:
+    """Read from the arrays (entity ids in order: no position map) or thawed into sets and
+    dicts, an entity's rows and neighbours come out the same, in the same order."""
+    if frees:
+        live = random_graph(seed)  # freed (and reused) entity ids: a position map
+    else:
+        live = NamespaceGraph()
+        rng = random.Random(seed)
+        for i in range(200):
+            live.add(f"m{i}", [f"e{rng.randrange(60)}" for _ in range(rng.randrange(0, 6))])
+    arrays = to_arrays(live)
+    lazy, thawed = from_arrays(*arrays), from_arrays(*arrays)
+    assert (lazy.__dict__["_gcsr"][0] is None) is not frees
+    _ = thawed.post  # thaws
+    assert "_gcsr" in lazy.__dict__ and "_gcsr" not in thawed.__dict__
+    assert thawed.post == live.post and thawed.adj == live.adj
+    for e in live.eid.values():
+        assert lazy.rows_of(e).tolist() == thawed.rows_of(e).tolist()
+        for x, y in zip(lazy.neighbours(e), thawed.neighbours(e), strict=True):
+            assert x.tolist() == y.tolist()
+    names = list(live.eid)
+    for a, b in zip(names, names[1:], strict=False):
+        assert lazy.linked(a, b) == live.linked(a, b)
+    assert "_gcsr" in lazy.__dict__  # a search's reads never thaw
