@@ -88,7 +88,8 @@ def from_arrays(meta: Mapping[str, Any], a: Mapping[str, np.ndarray]) -> Namespa
         ValueError: The arrays do not fit together.
     """
     g = NamespaceGraph.__new__(NamespaceGraph)
-    ids: list[str | None] = list(unpack_strs(a["ids_s"], a["ids_o"]))
+    raw_ids = unpack_strs(a["ids_s"], a["ids_o"])
+    ids: list[str | None] = list(raw_ids)
     for row in np.flatnonzero(a["free"]).tolist():
         ids[row] = None
     ptr, flat = a["ents_ptr"].astype(np.int64, copy=False), a["ents"].astype(np.int64, copy=False)
@@ -100,12 +101,12 @@ def from_arrays(meta: Mapping[str, Any], a: Mapping[str, np.ndarray]) -> Namespa
     # each row's entities: the tuples (g.ents) are built at their first use or write; a
     # search reads them as arrays (NamespaceGraph.row_ents, Incidence.of)
     g.__dict__["_ents_csr"] = (ptr, flat)
-    g.slot = dict(zip(unpack_strs(a["slot_s"], a["slot_o"]), a["slot_rows"].tolist(), strict=True))
+    g.slot = dict(zip(_strs(a, "slot", "ids", raw_ids), a["slot_rows"].tolist(), strict=True))
     g.row_tie = a["row_tie"].astype(np.int64)
     g.free_rows = a["free_rows"].tolist()
-    g.eid = dict(zip(unpack_strs(a["eid_s"], a["eid_o"]), a["eid_ids"].tolist(), strict=True))
-    g.lengths = dict(zip(a["len_words"].tolist(), a["len_count"].tolist(), strict=True))
     g.names = unpack_strs(a["names_s"], a["names_o"])
+    g.eid = dict(zip(_strs(a, "eid", "names", g.names), a["eid_ids"].tolist(), strict=True))
+    g.lengths = dict(zip(a["len_words"].tolist(), a["len_count"].tolist(), strict=True))
     g.free_eids = a["free_eids"].tolist()
     g.counts = a["counts"].tolist()
     g._df = a["df"].astype(np.int64)
@@ -137,6 +138,18 @@ def from_arrays(meta: Mapping[str, Any], a: Mapping[str, np.ndarray]) -> Namespa
         a["adj_w"],
     )
     return g
+
+
+def _strs(a: Mapping[str, np.ndarray], name: str, like: str, unpacked: list[str]) -> list[str]:
+    """The strings ``name``; those of ``like`` (``unpacked``) when packed the same, byte for byte.
+
+    A graph with no free row or entity id packs its slot keys as its row ids and its entity
+    keys as its names: decoded once.
+    """
+    same = np.array_equal(a[f"{name}_o"], a[f"{like}_o"]) and np.array_equal(
+        a[f"{name}_s"], a[f"{like}_s"]
+    )
+    return unpacked if same else unpack_strs(a[f"{name}_s"], a[f"{name}_o"])
 
 
 def _positions(keys: np.ndarray) -> dict[int, int] | None:
