@@ -35,6 +35,7 @@ __all__ = [
     "propagate",
     "session_numbers",
     "session_positions",
+    "session_split",
 ]
 
 CONTEXT_SEPARATOR = "\n"
@@ -93,6 +94,18 @@ def session_numbers(times: Sequence[float], gap: float) -> list[int]:
         return []
     breaks = np.diff(np.asarray(times, dtype=np.float64)) > gap
     return [0, *np.cumsum(breaks).tolist()]
+
+
+def session_split(times: Sequence[float], gap: float) -> tuple[list[int], list[int]]:
+    """:func:`session_numbers` and :func:`session_positions` of ``times``, in one pass."""
+    n = len(times)
+    if not n:
+        return [], []
+    breaks = np.diff(np.asarray(times, dtype=np.float64)) > gap
+    starts = np.flatnonzero(np.r_[True, breaks])  # where each session opens
+    opened = np.repeat(starts, np.diff(np.r_[starts, n]))
+    numbers = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
+    return numbers.tolist(), (np.arange(n) - opened).tolist()
 
 
 def session_positions(times: Sequence[float], gap: float) -> list[int]:

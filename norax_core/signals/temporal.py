@@ -8,7 +8,12 @@ from itertools import filterfalse, repeat
 import numpy as np
 
 from norax_core.signals.base import Query
-from norax_core.signals.context import neighbour_map, session_numbers, session_positions
+from norax_core.signals.context import (
+    neighbour_map,
+    session_numbers,
+    session_positions,
+    session_split,
+)
 from norax_core.snapshot_format import pack_strs, unpack_strs
 
 SECONDS_PER_DAY = 86_400.0
@@ -387,7 +392,7 @@ class TemporalSignal:
         line = kept[0]
         got = kept[2].get(gap)
         if got is None:
-            got = kept[2][gap] = (session_numbers(line[1], gap), session_positions(line[1], gap))
+            got = kept[2][gap] = session_split(line[1], gap)
         return got
 
     def _kept(self, namespace: str) -> _Kept:

@@ -18,7 +18,7 @@ import random
 import numpy as np
 import pytest
 
-from norax_core.signals.context import session_numbers, session_positions
+from norax_core.signals.context import session_numbers, session_positions, session_split
 from norax_core.signals.entity_graph import Incidence, NamespaceGraph
 from norax_core.signals.graph_arrays import from_arrays, to_arrays
 from norax_core.signals.temporal import _Namespace
@@ -143,6 +143,9 @@ def test_session_positions_equal_the_loop(seed: int) -> None:
         got = session_positions(times, gap)
         assert got == loop_positions(times, gap)
         assert all(type(x) is int for x in got)
+        numbers, positions = session_split(times, gap)
+        assert numbers == session_numbers(times, gap) and positions == got
+        assert all(type(x) is int for x in numbers)
 
 
 def nested(seed: int, nul: bool) -> dict[str, np.ndarray]:
