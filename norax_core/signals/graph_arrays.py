@@ -6,7 +6,9 @@ CSR arrays (``_gcsr``) until something other than a search needs them as sets an
 (:meth:`NamespaceGraph._thaw`): a search reads an entity's rows and neighbours from the
 arrays. Rows come out in the order of a set built from the captured set's items in its
 iteration order: as the thawed set gives them, and as the pickled graphs of earlier
-snapshots did (checked: 1,000 searches rank identically).
+snapshots did (checked: 1,000 searches rank identically). Each row's entities stay arrays
+too (``_ents_csr``) until a write or a reader of :attr:`NamespaceGraph.ents` builds the
+tuples: the incidence and the explanations of a search read the arrays.
 """
 
 from __future__ import annotations
