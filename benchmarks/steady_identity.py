@@ -9,7 +9,11 @@ is pickled to ``--out`` with the main-thread CPU per search (``time.process_time
 ``compare A B`` says whether two recordings are identical and where they first differ. With
 ``--tolerance T`` it accepts float values (scores, signals, explanation parts) that differ by at
 most ``T``, for changes that reorder floating-point sums; ids, order, texts, entities and plans
-must still be equal, so a ranking that moves fails it. With ``--url`` the searches are a client's
+must still be equal, so a ranking that moves fails it. With ``--first`` the warm-up searches are
+recorded too, one random query per namespace (``random.Random(5)``) instead of the first query:
+the first search of each namespace, which builds its lazy per-namespace views, is compared as
+well (``compare`` checks it when both recordings hold it); the steady searches are the same
+either way. With ``--url`` the searches are a client's
 (``NoraxMemory(client=HttpClient)``) of ``chroma run --path COPY`` serving a copy the caller
 made of ``DIR/store-N`` (never the kept folder): its results, texts and metadata included, must
 equal the embedded store's::
@@ -57,7 +61,13 @@ def _namespaces(n: int) -> list[str]:
 
 
 def run(
-    work: Path, n: int, searches: int, out: Path, profile: Path | None, url: str | None = None
+    work: Path,
+    n: int,
+    searches: int,
+    out: Path,
+    profile: Path | None,
+    url: str | None = None,
+    first: bool = False,
 ) -> None:
     from norax_core import NoraxMemory
     from norax_core.entities import load_extractor
@@ -68,6 +78,9 @@ def run(
     names = _namespaces(n)
     rng = random.Random(7)
     asks = [(rng.choice(queries), names[i % len(names)]) for i in range(searches)]
+    pick = random.Random(5)
+    warm = [(pick.choice(queries) if first else queries[0], ns) for ns in names]
+    firsts: list[list[dict[str, Any]]] = []
     with tempfile.TemporaryDirectory(prefix="steady-identity-") as tmp:
         if url:
             mem = NoraxMemory(client=client_for(url), embedder=emb, extractor=extractor)
@@ -76,8 +89,10 @@ def run(
             shutil.copytree(work / f"store-{n}", folder)
             mem = NoraxMemory(folder, embedder=emb, extractor=extractor)
         try:
-            for ns in names:  # loads every namespace: the recording is of steady searches
-                mem.search(queries[0], k=K, namespace=ns, now=YEAR_END)
+            for q, ns in warm:  # loads every namespace: the recording is of steady searches
+                got = mem.search(q, k=K, namespace=ns, now=YEAR_END)
+                if first:
+                    firsts.append([r.to_dict() for r in got])
             prof = cProfile.Profile() if profile else None
             results: list[list[dict[str, Any]]] = []
             cpu: list[float] = []
@@ -94,7 +109,10 @@ def run(
                 prof.dump_stats(str(profile))
         finally:
             mem.close()
-    out.write_bytes(pickle.dumps({"asks": asks, "results": results, "cpu": cpu}))
+    record: dict[str, Any] = {"asks": asks, "results": results, "cpu": cpu}
+    if first:
+        record["first"] = {"asks": warm, "results": firsts}
+    out.write_bytes(pickle.dumps(record))
     ms = sorted(c * 1000.0 for c in cpu)
     print(
         f"{len(asks)} searches over {len(names)} namespaces: CPU per search "
@@ -126,6 +144,16 @@ def _drift(x: Any, y: Any) -> float:
 
 def compare(a: Path, b: Path, tolerance: float = 0.0) -> int:
     left, right = pickle.loads(a.read_bytes()), pickle.loads(b.read_bytes())
+    if "first" in left and "first" in right:  # the first searches of the namespaces
+        print("first searches: ", end="")
+        got = _compare(left["first"], right["first"], tolerance)
+        if got:
+            return got
+        print("steady searches: ", end="")
+    return _compare(left, right, tolerance)
+
+
+def _compare(left: dict[str, Any], right: dict[str, Any], tolerance: float) -> int:
     if left["asks"] != right["asks"]:
         print("the two recordings ran different searches")
         return 2
@@ -163,13 +191,14 @@ def main() -> None:
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--profile", type=Path)
     r.add_argument("--url", help="a chroma run serving a copy of the store: search as a client")
+    r.add_argument("--first", action="store_true", help="record each namespace's first search too")
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
     c.add_argument("--tolerance", type=float, default=0.0, help="accepted float difference")
     args = ap.parse_args()
     if args.cmd == "run":
-        run(args.work, args.n, args.searches, args.out, args.profile, args.url)
+        run(args.work, args.n, args.searches, args.out, args.profile, args.url, args.first)
     else:
         sys.exit(compare(args.a, args.b, args.tolerance))
 

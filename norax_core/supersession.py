@@ -25,7 +25,7 @@ at open: sidecar schema 4). The rule itself is in :mod:`norax_core.link_rule`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,11 +118,10 @@ class _Space:
             return [r.tokens if (r := rows.get(m)) is not None else frozenset() for m in ids]
         cache = self.__dict__.get("_tokens")
         if cache is None:
-            flat, cuts = _flat(packed[2], "tokens")
             made: dict[str, frozenset[str]] = {}
-            at = {m: i for i, m in enumerate(packed[0])}
-            cache = self.__dict__["_tokens"] = (made, at, flat, cuts)
-        made, at, flat, cuts = cache
+            at = dict(zip(packed[0], range(len(packed[0])), strict=True))
+            cache = self.__dict__["_tokens"] = (made, at, _row_strs(packed[2], "tokens"))
+        made, at, row = cache
         out = []
         for m in ids:
             got = made.get(m)
@@ -131,7 +130,7 @@ class _Space:
                 if i is None:
                     got = frozenset()
                 else:
-                    got = made[m] = frozenset(flat[cuts[i] : cuts[i + 1]])
+                    got = made[m] = frozenset(row(i))
             out.append(got)
         return out
 
@@ -289,6 +288,41 @@ def _flat(arrays: Mapping[str, np.ndarray], name: str) -> tuple[list[str], list[
     if not cuts or cuts[-1] != len(flat):
         raise ValueError(f"the supersession {name} do not fit together")
     return flat, cuts
+
+
+def _row_strs(arrays: Mapping[str, np.ndarray], name: str) -> Callable[[int], list[str]]:
+    """Row ``i``'s strings of the nested array ``name``, each row decoded when asked.
+
+    The strings of :func:`_flat`'s ``flat[cuts[i] : cuts[i + 1]]``. Joined by NUL (see
+    :func:`~norax_core.snapshot_format.pack_strs`), a row's bytes run from the separator
+    before its first string to the one after its last (UTF-8 puts a 0 byte in no other
+    character): a search decodes its candidates' rows, not the namespace's. Otherwise every
+    string is decoded at the first call.
+
+    Raises:
+        ValueError: The arrays do not fit together.
+    """
+    data, offsets = arrays[f"{name}_s"], arrays[f"{name}_o"]
+    cuts = arrays[f"{name}_ptr"].tolist()
+    if len(offsets) != 2 or int(offsets[0]) != -1:
+        flat, cuts = _flat(arrays, name)
+        return lambda i: flat[cuts[i] : cuts[i + 1]]
+    count = int(offsets[1])
+    # each string's end (its separator; the text's end for the last), kept as an array
+    ends = np.flatnonzero(np.r_[data, 0] == 0) if count else np.zeros(1, np.int64)
+    if len(ends) != max(count, 1):
+        raise ValueError("string count does not fit its text")
+    if not cuts or cuts[-1] != count:
+        raise ValueError(f"the supersession {name} do not fit together")
+
+    def row(i: int) -> list[str]:
+        a, b = cuts[i], cuts[i + 1]
+        if a == b:
+            return []
+        start = int(ends[a - 1]) + 1 if a else 0
+        return data[start : int(ends[b - 1])].tobytes().decode("utf-8").split("\0")
+
+    return row
 
 
 def _unnest(arrays: Mapping[str, np.ndarray], name: str) -> list[list[str]]:

@@ -35,6 +35,7 @@ __all__ = [
     "propagate",
     "session_numbers",
     "session_positions",
+    "session_split",
 ]
 
 CONTEXT_SEPARATOR = "\n"
@@ -95,6 +96,18 @@ def session_numbers(times: Sequence[float], gap: float) -> list[int]:
     return [0, *np.cumsum(breaks).tolist()]
 
 
+def session_split(times: Sequence[float], gap: float) -> tuple[list[int], list[int]]:
+    """:func:`session_numbers` and :func:`session_positions` of ``times``, in one pass."""
+    n = len(times)
+    if not n:
+        return [], []
+    breaks = np.diff(np.asarray(times, dtype=np.float64)) > gap
+    starts = np.flatnonzero(np.r_[True, breaks])  # where each session opens
+    opened = np.repeat(starts, np.diff(np.r_[starts, n]))
+    numbers = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
+    return numbers.tolist(), (np.arange(n) - opened).tolist()
+
+
 def session_positions(times: Sequence[float], gap: float) -> list[int]:
     """Each memory's position in its session (0: it opens it), split as by session_numbers.
 
@@ -102,12 +115,13 @@ def session_positions(times: Sequence[float], gap: float) -> list[int]:
         >>> session_positions([0.0, 1.0, 2.0, 5000.0, 5001.0], 3600.0)
         [0, 1, 2, 0, 1]
     """
-    out: list[int] = []
-    prev = -1
-    for s in session_numbers(times, gap):
-        out.append(out[-1] + 1 if s == prev else 0)
-        prev = s
-    return out
+    n = len(times)
+    if not n:
+        return []
+    breaks = np.diff(np.asarray(times, dtype=np.float64)) > gap
+    starts = np.flatnonzero(np.r_[True, breaks])  # where each session opens
+    opened = np.repeat(starts, np.diff(np.r_[starts, n]))
+    return (np.arange(n) - opened).tolist()  # type: ignore[no-any-return]
 
 
 def propagate(

@@ -54,7 +54,7 @@ import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import combinations, count
+from itertools import chain, combinations, count
 from typing import Any
 
 import networkx as nx
@@ -376,15 +376,34 @@ class Incidence:
 
     @classmethod
     def of(cls, space: NamespaceGraph) -> Incidence:
+        """The incidence of ``space.ents``.
+
+        Read from the CSR arrays the graph was restored from
+        (:mod:`norax_core.signals.graph_arrays`) while no write has changed it.
+        """
+        kept = space.__dict__.get("_ents_csr")
+        if kept is not None:
+            row_ptr, ents = kept
+            rows = np.repeat(np.arange(len(row_ptr) - 1, dtype=np.int64), np.diff(row_ptr))
+            return cls.from_pairs(space, rows, ents, row_ptr)
         lists = space.ents
-        lengths = np.fromiter((len(e) for e in lists), np.int64, len(lists))
+        lengths = np.fromiter(map(len, lists), np.int64, len(lists))
         rows = np.repeat(np.arange(len(lists), dtype=np.int64), lengths)
-        ents = np.fromiter((e for es in lists for e in es), np.int64, int(lengths.sum()))
+        ents = np.fromiter(chain.from_iterable(lists), np.int64, int(lengths.sum()))
         row_ptr = np.zeros(len(lists) + 1, np.int64)
         np.cumsum(lengths, out=row_ptr[1:])
+        return cls.from_pairs(space, rows, ents, row_ptr)
+
+    @classmethod
+    def from_pairs(
+        cls, space: NamespaceGraph, rows: np.ndarray, ents: np.ndarray, row_ptr: np.ndarray
+    ) -> Incidence:
+        """The incidence of the pairs ``(rows, ents)`` (rows ascending), with ``row_ptr``."""
         ent_ptr = np.zeros(len(space.names) + 1, np.int64)
         np.cumsum(np.bincount(ents, minlength=len(space.names)), out=ent_ptr[1:])
-        ent_rows = rows[np.argsort(ents, kind="stable")]
+        # the same stable order; 16-bit keys sort by radix (several times faster)
+        keys = ents.astype(np.uint16) if len(space.names) <= 1 << 16 else ents
+        ent_rows = rows[np.argsort(keys, kind="stable")]
         return cls(rows, ents, row_ptr, ent_ptr, ent_rows)
 
     @staticmethod
@@ -438,17 +457,42 @@ class NamespaceGraph:
 
     def __getattr__(self, name: str) -> Any:
         # A graph restored from arrays (norax_core.signals.graph_arrays) builds its postings
-        # and edges as sets and dicts at their first use other than a search's.
+        # and edges as sets and dicts at their first use other than a search's, and its rows'
+        # entity tuples at their first use (a search reads the rows' arrays: row_ents).
         if name in ("post", "adj") and "_gcsr" in self.__dict__:
             self._thaw()
             return self.__dict__[name]
+        if name == "ents" and "_ents_csr" in self.__dict__:
+            ptr, flat = self.__dict__["_ents_csr"]
+            cuts, ents = ptr.tolist(), flat.tolist()
+            self.__dict__["ents"] = [tuple(ents[x:y]) for x, y in zip(cuts, cuts[1:], strict=False)]
+            return self.__dict__["ents"]
         raise AttributeError(name)
+
+    def row_ents(self, row: int) -> Sequence[int]:
+        """Row ``row``'s entity ids (:attr:`ents`, read from the restored arrays while kept)."""
+        kept = self.__dict__.get("_ents_csr")
+        if kept is None or "ents" in self.__dict__:
+            return self.ents[row]
+        ptr, flat = kept
+        return flat[ptr[row] : ptr[row + 1]].tolist()  # type: ignore[no-any-return]
+
+    def _own_rows(self) -> None:
+        """Before a write: the rows' tuples built, the restored arrays (now stale) dropped."""
+        if "_ents_csr" in self.__dict__:
+            _ = self.ents
+            del self.__dict__["_ents_csr"]
 
     def _thaw(self) -> None:
         post_at, post_ptr, post_rows, adj_at, adj_ptr, adj_nbr, adj_w = self.__dict__.pop("_gcsr")
         rows, nbrs, weights = post_rows.tolist(), adj_nbr.tolist(), adj_w.tolist()
-        self.post = {e: set(rows[post_ptr[i] : post_ptr[i + 1]]) for e, i in post_at.items()}
-        spans = {e: slice(adj_ptr[i], adj_ptr[i + 1]) for e, i in adj_at.items()}
+        post_ptr, adj_ptr = post_ptr.tolist(), adj_ptr.tolist()
+        # a None map: the i-th key is entity i (graph_arrays.from_arrays)
+        n_post, n_adj = len(post_ptr) - 1, len(adj_ptr) - 1
+        post_of = post_at.items() if post_at is not None else ((e, e) for e in range(n_post))
+        adj_of = adj_at.items() if adj_at is not None else ((e, e) for e in range(n_adj))
+        self.post = {e: set(rows[post_ptr[i] : post_ptr[i + 1]]) for e, i in post_of}
+        spans = {e: slice(adj_ptr[i], adj_ptr[i + 1]) for e, i in adj_of}
         self.adj = {e: dict(zip(nbrs[at], weights[at], strict=True)) for e, at in spans.items()}
 
     # -- writes ---------------------------------------------------------------------------
@@ -487,6 +531,7 @@ class NamespaceGraph:
         """Index a memory's entities (empty names dropped, repeats once), replacing it."""
         if memory_id in self.slot:
             self.remove(memory_id)
+        self._own_rows()
         names = tuple(dict.fromkeys(e for e in entities if e))
         ents = tuple(self._intern(e) for e in names)
         row = self.free_rows.pop() if self.free_rows else len(self.ids)
@@ -515,6 +560,7 @@ class NamespaceGraph:
         row = self.slot.pop(memory_id, None)
         if row is None:
             return False
+        self._own_rows()
         ents = self.ents[row]
         self.fingerprint ^= _memory_hash(memory_id, [self.names[e] for e in ents])
         self.ids[row], self.ents[row] = None, ()
@@ -602,7 +648,7 @@ class NamespaceGraph:
         arr = self.post_arr.get(e)
         lazy = self.__dict__.get("_gcsr")
         if arr is None and lazy is not None:
-            i, ptr = lazy[0][e], lazy[1]
+            i, ptr = e if lazy[0] is None else lazy[0][e], lazy[1]
             rows = set(lazy[2][ptr[i] : ptr[i + 1]].tolist())  # in the order the set would
             arr = self.post_arr[e] = np.fromiter(rows, np.int64, len(rows))
         elif arr is None:
@@ -624,7 +670,7 @@ class NamespaceGraph:
         arrs = self.adj_arr.get(e)
         lazy = self.__dict__.get("_gcsr")
         if arrs is None and lazy is not None:
-            i, ptr = lazy[3][e], lazy[4]
+            i, ptr = e if lazy[3] is None else lazy[3][e], lazy[4]
             a, b = ptr[i], ptr[i + 1]
             arrs = (lazy[5][a:b].astype(np.int64), lazy[6][a:b].astype(np.float64))
             self.adj_arr[e] = arrs
@@ -677,7 +723,11 @@ class NamespaceGraph:
     def linked(self, a: str, b: str) -> bool:
         """Whether entities ``a`` and ``b`` share a memory (co-occurrence edge)."""
         ea, eb = self.eid.get(a), self.eid.get(b)
-        return ea is not None and eb is not None and eb in self.adj[ea]
+        if ea is None or eb is None:
+            return False
+        if "_gcsr" in self.__dict__:  # restored: read the arrays, as a search does (no thaw)
+            return bool((self.neighbours(ea)[0] == eb).any())
+        return eb in self.adj[ea]
 
     def max_words(self) -> int:
         """Words in the namespace's longest entity (0 when it has none)."""
@@ -971,7 +1021,7 @@ class EntityGraph:
         row = space.slot.get(memory_id) if space else None
         if space is None or row is None:
             return ()
-        return tuple(space.names[e] for e in space.ents[row])
+        return tuple(space.names[e] for e in space.row_ents(row))
 
     def graph(self, namespace: str) -> nx.Graph:
         """A copy of the namespace's graph.

@@ -293,9 +293,9 @@ class GraphSignal:
         # each entity's place: the seeds by query order, below every other's -pull (> -1)
         place: dict[int, float] = dict(zip(ents[:s], range(-s - 2, -2), strict=True))
         place.update((e, -p) for e, p in zip(ents[s:], pull[s:], strict=True) if p > 0)
-        ents_of, names = space.ents, space.names
+        ents_of, names = space.row_ents, space.names
         for i, row in zip(scored, rows[scored].tolist(), strict=True):
-            hits = sorted([e for e in ents_of[row] if e in place], key=place.__getitem__)
+            hits = sorted([e for e in ents_of(row) if e in place], key=place.__getitem__)
             out[admitted[i]] = tuple(map(names.__getitem__, hits))
         return out
 

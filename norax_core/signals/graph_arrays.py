@@ -6,7 +6,9 @@ CSR arrays (``_gcsr``) until something other than a search needs them as sets an
 (:meth:`NamespaceGraph._thaw`): a search reads an entity's rows and neighbours from the
 arrays. Rows come out in the order of a set built from the captured set's items in its
 iteration order: as the thawed set gives them, and as the pickled graphs of earlier
-snapshots did (checked: 1,000 searches rank identically).
+snapshots did (checked: 1,000 searches rank identically). Each row's entities stay arrays
+too (``_ents_csr``) until a write or a reader of :attr:`NamespaceGraph.ents` builds the
+tuples: the incidence and the explanations of a search read the arrays.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ def _csr(groups: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
 def to_arrays(space: NamespaceGraph) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The graph's fields as flat arrays and JSON numbers, for :func:`from_arrays`."""
     post, adj = space.post, space.adj  # built if the graph was itself restored
-    ents_ptr, ents = _csr(space.ents)
+    kept = space.__dict__.get("_ents_csr")  # a restored graph's rows, unchanged since
+    ents_ptr, ents = kept if kept is not None else _csr(space.ents)
     post_ptr, post_rows = _csr([list(rows) for rows in post.values()])
     adj_ptr, adj_nbr = _csr([list(n) for n in adj.values()])
     ids_s, ids_o = pack_strs([m if m is not None else "" for m in space.ids])
@@ -87,25 +90,35 @@ def from_arrays(meta: Mapping[str, Any], a: Mapping[str, np.ndarray]) -> Namespa
         ValueError: The arrays do not fit together.
     """
     g = NamespaceGraph.__new__(NamespaceGraph)
-    ids: list[str | None] = list(unpack_strs(a["ids_s"], a["ids_o"]))
+    raw_ids = unpack_strs(a["ids_s"], a["ids_o"])
+    ids: list[str | None] = list(raw_ids)
     for row in np.flatnonzero(a["free"]).tolist():
         ids[row] = None
-    cuts = a["ents_ptr"].tolist()
-    flat = a["ents"].tolist()
-    if len(cuts) != len(ids) + 1 or cuts[-1] != len(flat):
+    ptr, flat = a["ents_ptr"].astype(np.int64, copy=False), a["ents"].astype(np.int64, copy=False)
+    if len(ptr) != len(ids) + 1 or int(ptr[-1]) != len(flat) or int(ptr[0]) != 0:
+        raise ValueError("the graph's rows do not fit together")
+    if len(ptr) > 1 and bool((ptr[1:] < ptr[:-1]).any()):
         raise ValueError("the graph's rows do not fit together")
     g.ids = ids
-    g.ents = [tuple(flat[x:y]) for x, y in zip(cuts, cuts[1:], strict=False)]
-    g.slot = dict(zip(unpack_strs(a["slot_s"], a["slot_o"]), a["slot_rows"].tolist(), strict=True))
+    # each row's entities: the tuples (g.ents) are built at their first use or write; a
+    # search reads them as arrays (NamespaceGraph.row_ents, Incidence.of)
+    g.__dict__["_ents_csr"] = (ptr, flat)
+    g.slot = dict(zip(_strs(a, "slot", "ids", raw_ids), a["slot_rows"].tolist(), strict=True))
     g.row_tie = a["row_tie"].astype(np.int64)
     g.free_rows = a["free_rows"].tolist()
-    g.eid = dict(zip(unpack_strs(a["eid_s"], a["eid_o"]), a["eid_ids"].tolist(), strict=True))
-    g.lengths = dict(zip(a["len_words"].tolist(), a["len_count"].tolist(), strict=True))
     g.names = unpack_strs(a["names_s"], a["names_o"])
+    g.eid = dict(zip(_strs(a, "eid", "names", g.names), a["eid_ids"].tolist(), strict=True))
+    g.lengths = dict(zip(a["len_words"].tolist(), a["len_count"].tolist(), strict=True))
     g.free_eids = a["free_eids"].tolist()
     g.counts = a["counts"].tolist()
     g._df = a["df"].astype(np.int64)
-    g._stale = set(a["stale"].tolist())
+    stale = a["stale"]
+    if len(stale):  # synced now, in one step (NamespaceGraph.df would, entity by entity)
+        counts = a["counts"]
+        if int(stale.min()) < 0 or int(stale.max()) >= min(len(counts), len(g._df)):
+            raise ValueError("the graph's entity counts do not fit together")
+        g._df[stale] = counts[stale]
+    g._stale = set()
     g.tie = a["tie"].astype(np.int64)
     g.comm = a["comm"].astype(np.int64)
     g.post_arr, g.adj_arr, g.mask_arr, g._memo = {}, {}, {}, {}
@@ -114,16 +127,39 @@ def from_arrays(meta: Mapping[str, Any], a: Mapping[str, np.ndarray]) -> Namespa
         setattr(g, name, int(meta[name]))
     g.touched = None
     g.version = next_version()
-    post_keys, adj_keys = a["post_keys"].tolist(), a["adj_keys"].tolist()
+    post_keys, adj_keys = a["post_keys"], a["adj_keys"]
     if len(post_keys) + 1 != a["post_ptr"].size or len(adj_keys) + 1 != a["adj_ptr"].size:
         raise ValueError("the graph's postings do not fit together")
     g.__dict__["_gcsr"] = (
-        dict(zip(post_keys, count(), strict=False)),
-        a["post_ptr"].tolist(),
+        _positions(post_keys),
+        a["post_ptr"].astype(np.int64, copy=False),
         a["post_rows"],
-        dict(zip(adj_keys, count(), strict=False)),
-        a["adj_ptr"].tolist(),
+        _positions(adj_keys),
+        a["adj_ptr"].astype(np.int64, copy=False),
         a["adj_nbr"],
         a["adj_w"],
     )
     return g
+
+
+def _strs(a: Mapping[str, np.ndarray], name: str, like: str, unpacked: list[str]) -> list[str]:
+    """The strings ``name``; those of ``like`` (``unpacked``) when packed the same, byte for byte.
+
+    A graph with no free row or entity id packs its slot keys as its row ids and its entity
+    keys as its names: decoded once.
+    """
+    same = np.array_equal(a[f"{name}_o"], a[f"{like}_o"]) and np.array_equal(
+        a[f"{name}_s"], a[f"{like}_s"]
+    )
+    return unpacked if same else unpack_strs(a[f"{name}_s"], a[f"{name}_o"])
+
+
+def _positions(keys: np.ndarray) -> dict[int, int] | None:
+    """Each key's position, or ``None`` when key ``i`` is at position ``i``.
+
+    No dict to build then: the entity ids of a graph that never freed one are ``0 .. n - 1``
+    in order.
+    """
+    if np.array_equal(keys, np.arange(len(keys))):
+        return None
+    return dict(zip(keys.tolist(), count(), strict=False))

@@ -8,7 +8,12 @@ from itertools import filterfalse, repeat
 import numpy as np
 
 from norax_core.signals.base import Query
-from norax_core.signals.context import neighbour_map, session_numbers, session_positions
+from norax_core.signals.context import (
+    neighbour_map,
+    session_numbers,
+    session_positions,
+    session_split,
+)
 from norax_core.snapshot_format import pack_strs, unpack_strs
 
 SECONDS_PER_DAY = 86_400.0
@@ -144,17 +149,40 @@ class _Namespace:
     def ordered(self) -> tuple[list[str], list[float], dict[str, int], list[int]]:
         """The live ids in conversation order (see :meth:`TemporalSignal.timeline`)."""
         if self.timeline is None:
-            ts, seq, names = self.ts.tolist(), self.seq.tolist(), self.ids
-            live = np.flatnonzero(self.alive[: self.n]).tolist()
-            order = sorted(live, key=lambda i: (ts[i], seq[i], names[i]))
-            ordered = [names[i] for i in order]
+            order = self._order()
+            ordered = list(map(self.ids.__getitem__, order.tolist()))
             self.timeline = (
                 ordered,
-                [ts[i] for i in order],
-                {m: j for j, m in enumerate(ordered)},
-                [seq[i] for i in order],
+                self.ts[order].tolist(),
+                dict(zip(ordered, range(len(ordered)), strict=True)),
+                self.seq[order].tolist(),
             )
         return self.timeline
+
+    def _order(self) -> np.ndarray:
+        """The live slots sorted by ``(ts, seq, id)``.
+
+        One ``lexsort`` of times and sequence numbers; the slots of a run that shares both
+        are then put in id order (as the tuple sort would), and NaN times, which a tuple
+        sort leaves where comparisons happen to put them, are sorted as tuples.
+        """
+        live = np.flatnonzero(self.alive[: self.n])
+        ts, seq = self.ts[live], self.seq[live]
+        if np.isnan(ts).any():
+            t, q, names = self.ts.tolist(), self.seq.tolist(), self.ids
+            return np.array(sorted(live.tolist(), key=lambda i: (t[i], q[i], names[i])), np.int64)
+        at = np.lexsort((seq, ts))
+        order = live[at]
+        ts, seq = ts[at], seq[at]
+        tied = np.flatnonzero((ts[1:] == ts[:-1]) & (seq[1:] == seq[:-1]))
+        if len(tied):
+            names = self.ids
+            # runs of equal (ts, seq): each starts where a tie follows a non-tie
+            starts = tied[np.r_[True, tied[1:] != tied[:-1] + 1]]
+            ends = tied[np.r_[tied[1:] != tied[:-1] + 1, True]] + 2
+            for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+                order[a:b] = sorted(order[a:b].tolist(), key=names.__getitem__)
+        return order
 
 
 _Line = tuple[list[str], list[float], dict[str, int], list[int]]
@@ -364,7 +392,7 @@ class TemporalSignal:
         line = kept[0]
         got = kept[2].get(gap)
         if got is None:
-            got = kept[2][gap] = (session_numbers(line[1], gap), session_positions(line[1], gap))
+            got = kept[2][gap] = session_split(line[1], gap)
         return got
 
     def _kept(self, namespace: str) -> _Kept:

@@ -266,3 +266,35 @@ def test_plan_groups_rank_each_pool_with_its_intent_s_weights() -> None:
     assert got[0] == got[2] == ["m0", "m1", "m2"]  # BM25 order
     assert got[1] == ["m2", "m0", "m1"]  # the override: recency (tau 2 days) lifts m2
     assert [rank_pool(p, GLOBAL, 3) for p in pools] == [got[0], got[1], got[2]]
+
+
+def test_params_checked_once_per_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An intent's weights, built at its first query, do not re-check params already checked
+    (a NoraxConfig per key); a value not seen yet, or an invalid one, is checked every time."""
+    from norax_core import weights as wmod
+
+    made: list[int] = []
+    real = wmod.NoraxConfig
+
+    def counted(*a: Any, **k: Any) -> NoraxConfig:
+        made.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(wmod, "_VALID", set())
+    monkeypatch.setattr(wmod, "NoraxConfig", counted)
+    params = {"context_window": 3, "decay_days": {"episodic": 45.0}}
+    wmod.check_params(params)
+    assert len(made) == 2
+    wmod.check_params(params)
+    wmod.check_params({"decay_days": {"episodic": 45.0}})
+    assert len(made) == 2  # both seen
+    wmod.check_params({"context_window": 4})
+    assert len(made) == 3
+    for _ in range(2):
+        with pytest.raises(WeightsError, match="context_window"):
+            wmod.check_params({"context_window": -1})
+    assert len(made) == 5
+    w = Weights(params=params, intents={"lookup": Weights(params={"context_window": 4})})
+    before = len(made)
+    assert w.for_intent("lookup").params == {"context_window": 4, "decay_days": {"episodic": 45.0}}
+    assert len(made) == before
