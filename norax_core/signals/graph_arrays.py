@@ -7,7 +7,7 @@ CSR arrays (``_gcsr``) until something other than a search needs them as sets an
 arrays. Rows come out in the order of a set built from the captured set's items in its
 iteration order: as the thawed set gives them, and as the pickled graphs of earlier
 snapshots did (checked: 1,000 searches rank identically). Each row's entities stay arrays
-too (``_ents_csr``) until a write or a reader of :attr:`NamespaceGraph.ents` builds the
+too (``_ents_csr``) until a write or a reader of a graph's ``ents`` builds the
 tuples: the incidence and the explanations of a search read the arrays.
 """
 
