@@ -311,7 +311,9 @@ class DerivedIndexes:
         self.namespace_of.update(dict.fromkeys(ids, namespace))
         self._loaded[namespace] = int(state["nbytes"])
         self.last_seq = max(self.last_seq, self.temporal.last_seq)
-        block = snapshots.unpack_vectors(got[1], ids) if got[1] is not None else None
+        block = (
+            snapshots.unpack_vectors(got[1], ids, state["strings"]) if got[1] is not None else None
+        )
         if block is not None:
             self.vectors.restore(namespace, block)
         self._snapped[namespace] = (self.graph.generation(namespace), block is not None)
@@ -402,7 +404,11 @@ class DerivedIndexes:
         self._loaded[namespace] = int(state["nbytes"])
         self._records[namespace] = sum(record_bytes(r[_DOCUMENT], r[_DOCUMENT + 1]) for r in rows)
         self.last_seq = max(self.last_seq, self.temporal.last_seq)
-        block = snapshots.unpack_vectors(vectors, ids) if vectors is not None else None
+        block = (
+            snapshots.unpack_vectors(vectors, ids, state["strings"])
+            if vectors is not None
+            else None
+        )
         if block is not None:
             self.vectors_with_rows(namespace, block)
         self.restored += 1

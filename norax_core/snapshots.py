@@ -114,20 +114,23 @@ def ids_of(blob: bytes) -> tuple[dict[str, Any], set[str]]:
         ValueError: The blob is not a snapshot, or its indexes disagree.
     """
     meta, arrays = fmt.unpack(blob)
+    strs = fmt.Strings()  # the ids, packed alike by every index, decoded once
     try:
         parts = _parts(arrays)
-        recency = _Namespace.from_arrays(parts.get("temporal", {}))
+        recency = _Namespace.from_arrays(parts.get("temporal", {}), strs)
         part = (
-            _Partition.from_arrays(meta["bm25"], parts.get("bm25", {})) if "bm25" in meta else None
+            _Partition.from_arrays(meta["bm25"], parts.get("bm25", {}), strs)
+            if "bm25" in meta
+            else None
         )
         space = (
-            _Space.from_arrays(meta["supersede"], parts.get("supersede", {}))
+            _Space.from_arrays(meta["supersede"], parts.get("supersede", {}), strs)
             if "supersede" in meta
             else None
         )
         graph = None
         if "graph" in meta:
-            space_graph = graph_arrays.from_arrays(meta["graph"], parts.get("graph", {}))
+            space_graph = graph_arrays.from_arrays(meta["graph"], parts.get("graph", {}), strs)
             saved = meta.get("graph_saved")
             graph = (space_graph, dict(saved) if isinstance(saved, dict) else None)
         kinds = [str(k) for k in meta["kinds"]]
@@ -153,6 +156,7 @@ def ids_of(blob: bytes) -> tuple[dict[str, Any], set[str]]:
         "graph": graph,
         "supersede": space,
         "nbytes": nbytes,
+        "strings": strs,
     }
     return state, ids
 
@@ -179,10 +183,17 @@ def pack_vectors(block: NamespaceMatrix) -> bytes:
     return fmt.pack(meta, arrays)
 
 
-def unpack_vectors(blob: bytes | memoryview, ids: set[str]) -> NamespaceMatrix | None:
-    """The matrix of :func:`pack_vectors` if it holds exactly ``ids``, else ``None``."""
+def unpack_vectors(
+    blob: bytes | memoryview, ids: set[str], strs: fmt.Strings | None = None
+) -> NamespaceMatrix | None:
+    """The matrix of :func:`pack_vectors` if it holds exactly ``ids``, else ``None``.
+
+    ``strs``: the string decoder of the state (:func:`ids_of`'s ``"strings"``): ids packed
+    in the same order are decoded once.
+    """
     try:
-        block = NamespaceMatrix.from_arrays(*fmt.unpack(blob))
+        meta, arrays = fmt.unpack(blob)
+        block = NamespaceMatrix.from_arrays(meta, arrays, strs)
     except Exception:  # noqa: BLE001 - unreadable: read the vectors from Chroma again
         return None
     if set(block.ids) != ids or len(block.ids) != len(ids):

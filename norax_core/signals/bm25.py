@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from norax_core.errors import DuplicateIdError, InvalidInputError
 from norax_core.signals.base import Query
-from norax_core.snapshot_format import pack_strs, unpack_strs
+from norax_core.snapshot_format import Strings, pack_strs
 from norax_core.tokenize import Tokenizer
 
 __all__ = ["BM25Index", "BM25Scores", "BM25Signal", "lucene_idf", "okapi_scores"]
@@ -167,17 +167,22 @@ class _Partition:
         return {"total_len": int(self.total_len)}, arrays
 
     @classmethod
-    def from_arrays(cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> _Partition:
+    def from_arrays(
+        cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], strs: Strings | None = None
+    ) -> _Partition:
         """A partition from :meth:`to_arrays` (the arrays may be read-only views).
+
+        ``strs``: the snapshot's string decoder (shared with its other indexes).
 
         Raises:
             ValueError: The arrays do not fit together.
         """
+        strs = strs if strs is not None else Strings()
         part = cls.__new__(cls)
-        id_at: list[str | None] = list(unpack_strs(arrays["ids_s"], arrays["ids_o"]))
+        id_at: list[str | None] = strs(arrays["ids_s"], arrays["ids_o"])  # type: ignore[assignment]
         alive = arrays["alive"].astype(np.bool_)
         n = len(id_at)
-        terms = unpack_strs(arrays["terms_s"], arrays["terms_o"])
+        terms = strs(arrays["terms_s"], arrays["terms_o"])
         post_ptr, doc_ptr = arrays["post_ptr"], arrays["doc_ptr"]
         sizes = (alive.size, arrays["doc_len"].size, arrays["df"].size, post_ptr.size, doc_ptr.size)
         if sizes != (n, n, len(terms), len(terms) + 1, n + 1):
@@ -190,8 +195,8 @@ class _Partition:
         part.alive = np.zeros(cap, dtype=np.bool_)
         part.alive[:n] = alive
         part.id_at = id_at
-        if len(part.alive) and bool(alive.all()):
-            part.slot_of = dict(zip(id_at, range(n), strict=True))  # type: ignore[arg-type]
+        if len(part.alive) and bool(alive.all()):  # the decoder's map of the ids
+            part.id_at, part.slot_of = strs.positions(arrays["ids_s"], arrays["ids_o"])  # type: ignore[assignment]
         else:
             part.slot_of = {m: i for i, m in enumerate(id_at) if m is not None}
         part.total_len = int(meta["total_len"])
@@ -199,12 +204,12 @@ class _Partition:
         part.vocab = dict(zip(terms, range(len(terms)), strict=True))
         part.df = array("q", arrays["df"].astype(np.int64).tobytes())
         part._post_np = {}
-        part.__dict__["_csr"] = (
-            post_ptr.astype(np.int64),
-            arrays["post_slot"].astype(np.intc),
-            arrays["post_tf"].astype(np.intc),
-            doc_ptr.astype(np.int64),
-            arrays["doc_pack"].astype(np.intc),
+        part.__dict__["_csr"] = (  # only read: views of the blob where the types fit
+            post_ptr.astype(np.int64, copy=False),
+            arrays["post_slot"].astype(np.intc, copy=False),
+            arrays["post_tf"].astype(np.intc, copy=False),
+            doc_ptr.astype(np.int64, copy=False),
+            arrays["doc_pack"].astype(np.intc, copy=False),
         )
         return part
 

@@ -1,0 +1,145 @@
+"""A snapshot's indexes decode their alike id lists once, and restore exactly as alone.
+
+Every index of a snapshot packs its namespace's ids, usually in the same order, byte for
+byte; :class:`~norax_core.snapshot_format.Strings` decodes such a list once for all of them
+(a new list each, the strings shared) and builds the id -> position map once (a new dict
+each). Each builder given the shared decoder is compared with the same builder alone on
+random namespaces (adds, removes, replaced ids: free and dead slots included), and a
+restored vector matrix is checked to stay a view of its blob until its first write.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+from norax_core import snapshot_format as fmt
+from norax_core.signals import graph_arrays
+from norax_core.signals.bm25 import _Partition
+from norax_core.signals.entity_graph import NamespaceGraph
+from norax_core.signals.temporal import _Namespace
+from norax_core.signals.vectors import NamespaceMatrix
+
+
+def same(a: Any, b: Any, path: str = "") -> None:
+    """``a`` equals ``b``: arrays by dtype and values, dicts in order, objects field by field."""
+    if isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and a.dtype == b.dtype, path
+        assert np.array_equal(a, b), path
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and list(a) == list(b), path
+        for k in a:
+            if k != "version":  # a graph's version: a process-wide counter, new per graph
+                same(a[k], b[k], f"{path}[{k!r}]")
+    elif isinstance(a, list | tuple):
+        assert type(a) is type(b) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            same(x, y, f"{path}[{i}]")
+    elif hasattr(a, "__dict__") and not isinstance(a, type):
+        same(vars(a), vars(b), path)
+    else:
+        assert a == b, path
+
+
+def histories(seed: int) -> tuple[_Namespace, _Partition, NamespaceGraph, NamespaceMatrix]:
+    """The four indexes of one random namespace, written alike."""
+    rng = random.Random(seed)
+    temporal, part, graph, vecs = _Namespace(), _Partition(), NamespaceGraph(), NamespaceMatrix()
+    removes = rng.random() < 0.5
+    for step in range(rng.randrange(1, 300)):
+        mid = f"m{rng.randrange(200)}-é"
+        if removes and rng.random() < 0.15:
+            temporal.remove(mid)
+            part.remove(mid)
+            graph.remove(mid)
+            vecs.drop([mid])
+            continue
+        temporal.add(mid, float(rng.randrange(50)), rng.randrange(3), step)
+        if mid not in part.slot_of:
+            part.add(mid, [f"w{rng.randrange(40)}" for _ in range(rng.randrange(1, 6))])
+        graph.add(mid, [f"e{rng.randrange(30)}" for _ in range(rng.randrange(0, 4))])
+        vecs.put([mid], np.array([rng.random() for _ in range(4)], np.float32))
+    return temporal, part, graph, vecs
+
+
+def packed(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``arrays`` as a blob's read-only views (as a snapshot is read)."""
+    return fmt.unpack(fmt.pack({}, arrays))[1]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_each_builder_with_the_shared_decoder_equals_it_alone(seed: int) -> None:
+    temporal, part, graph, vecs = histories(seed)
+    t_arrays = packed(temporal.to_arrays())
+    b_meta, b_arrays = part.to_arrays()
+    g_meta, g_arrays = graph_arrays.to_arrays(graph)
+    v_meta, v_arrays = vecs.to_arrays()
+    b_arrays, g_arrays, v_arrays = packed(b_arrays), packed(g_arrays), packed(v_arrays)
+    strs = fmt.Strings()
+    shared = (
+        _Namespace.from_arrays(t_arrays, strs),
+        _Partition.from_arrays(b_meta, b_arrays, strs),
+        graph_arrays.from_arrays(g_meta, g_arrays, strs),
+        NamespaceMatrix.from_arrays(v_meta, v_arrays, strs),
+    )
+    alone = (
+        _Namespace.from_arrays(t_arrays),
+        _Partition.from_arrays(b_meta, b_arrays),
+        graph_arrays.from_arrays(g_meta, g_arrays),
+        NamespaceMatrix.from_arrays(v_meta, v_arrays),
+    )
+    for a, b in zip(shared, alone, strict=True):
+        same(a, b, type(a).__name__)
+    t, p, g, v = shared
+    # no list or map is shared between indexes: a write to one leaves the others as they were
+    lists = [t.ids, p.id_at, g.ids, v.ids]
+    maps = [t.slot, p.slot_of, g.slot, v._pos]
+    assert len({id(x) for x in lists}) == 4 and len({id(x) for x in maps}) == 4
+    t.add("new", 1.0, 0, 10_000)
+    assert "new" not in p.slot_of and "new" not in g.slot and "new" not in v._pos
+    assert p.id_at == alone[1].id_at and v.ids == alone[3].ids
+
+
+def test_alike_lists_are_decoded_once_into_new_lists() -> None:
+    ids = ["a", "bé", "c"]
+    one, two = fmt.pack_strs(ids), fmt.pack_strs(list(ids))
+    strs = fmt.Strings()
+    first, second = strs(*one), strs(*two)
+    assert first == second == ids and first is not second
+    assert all(x is y for x, y in zip(first, second, strict=True))  # decoded once
+    first.append("d")
+    assert strs(*one) == ids
+    names, pos = strs.positions(*two)
+    assert names == ids and pos == {"a": 0, "bé": 1, "c": 2}
+    pos["x"] = 9
+    assert strs.positions(*one)[1] == {"a": 0, "bé": 1, "c": 2}
+    other = strs(*fmt.pack_strs(["a", "bé", "d"]))  # other bytes: decoded on their own
+    assert other == ["a", "bé", "d"]
+    with pytest.raises(ValueError):
+        strs(one[0], np.array([0, 1, 99], dtype=np.int64))
+
+
+def test_a_restored_matrix_is_a_view_until_its_first_write() -> None:
+    block = NamespaceMatrix()
+    block.put(["a", "b", "c"], np.arange(12, dtype=np.float32).reshape(3, 4))
+    meta, arrays = block.to_arrays()
+    blob = fmt.pack(meta, arrays)
+    _, views = fmt.unpack(blob)
+    got = NamespaceMatrix.from_arrays(meta, views)
+    assert np.shares_memory(got.matrix, views["mat"]) and not got.matrix.flags.writeable
+    got.drop(["zz"])  # nothing to move: still the view
+    assert np.shares_memory(got.matrix, views["mat"])
+    got.put(["b"], np.ones(4, np.float32))
+    assert not np.shares_memory(got.matrix, views["mat"])
+    assert got.matrix.tolist() == [[0, 1, 2, 3], [1, 1, 1, 1], [8, 9, 10, 11]]
+    assert fmt.unpack(blob)[1]["mat"][1].tolist() == [4, 5, 6, 7]  # the blob is unchanged
+    again = NamespaceMatrix.from_arrays(meta, views)
+    again.drop(["a"])  # moves the last row into the first: a copy first
+    assert again.ids == ["c", "b"] and again.matrix.tolist() == [[8, 9, 10, 11], [4, 5, 6, 7]]
+    assert fmt.unpack(blob)[1]["mat"][0].tolist() == [0, 1, 2, 3]
+    unaligned = np.frombuffer(b"\0" + arrays["mat"].tobytes(), np.float32, offset=1).reshape(3, 4)
+    copied = NamespaceMatrix.from_arrays(meta, {**views, "mat": unaligned})
+    assert copied.matrix.flags.aligned and not np.shares_memory(copied.matrix, unaligned)
