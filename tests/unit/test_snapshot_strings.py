@@ -143,3 +143,31 @@ def test_a_restored_matrix_is_a_view_until_its_first_write() -> None:
     unaligned = np.frombuffer(b"\0" + arrays["mat"].tobytes(), np.float32, offset=1).reshape(3, 4)
     copied = NamespaceMatrix.from_arrays(meta, {**views, "mat": unaligned})
     assert copied.matrix.flags.aligned and not np.shares_memory(copied.matrix, unaligned)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_row_labels_and_record_bytes_equal_the_row_by_row_build(seed: int) -> None:
+    from norax_core.indexes import _DOCUMENT, _INFERRED, _ROLE, _labels
+    from norax_core.kinds import STANDING
+    from norax_core.sidecar import record_bytes, records_bytes
+
+    rng = random.Random(seed)
+    pick = rng.choice
+    rows = [
+        (
+            f"m{i}",
+            "ns",
+            *[None] * 5,
+            pick([None, "", "user", "assistant"]),
+            pick([None, "fact", "instruction", "preference"]),
+            pick(["text é", "", None] if seed % 2 else ["text é", ""]),
+            pick(['{"a": 1}', "{}", None] if seed % 3 else ['{"a": 1}']),
+        )
+        for i in range(rng.randrange(0, 60))
+    ]
+    standing, roles = _labels(rows)
+    assert standing == {str(r[0]) for r in rows if r[_INFERRED] in STANDING}
+    assert roles == {str(r[0]): str(r[_ROLE]) for r in rows if r[_ROLE]}
+    assert list(roles) == [str(r[0]) for r in rows if r[_ROLE]]
+    plain = sum(record_bytes(r[_DOCUMENT], r[_DOCUMENT + 1]) for r in rows)
+    assert records_bytes(rows, _DOCUMENT) == plain
