@@ -171,3 +171,25 @@ def test_row_labels_and_record_bytes_equal_the_row_by_row_build(seed: int) -> No
     assert list(roles) == [str(r[0]) for r in rows if r[_ROLE]]
     plain = sum(record_bytes(r[_DOCUMENT], r[_DOCUMENT + 1]) for r in rows)
     assert records_bytes(rows, _DOCUMENT) == plain
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_neighbours_of_equals_each_entitys_neighbours_in_turn(seed: int) -> None:
+    from test_first_search_builders import random_graph
+
+    live = random_graph(seed)
+    restored = graph_arrays.from_arrays(*graph_arrays.to_arrays(live))
+    assert "_gcsr" in restored.__dict__
+    rng = random.Random(seed)
+    entities = [e for e, name in enumerate(live.names) if name]
+    for g in (live, restored):
+        for _ in range(20):
+            es = [rng.choice(entities) for _ in range(rng.randrange(1, 30))]
+            if rng.random() < 0.5:
+                g.neighbours(es[0])  # one already kept as arrays
+            lengths, nbs, ws = g.neighbours_of(es)
+            each = [live.neighbours(e) for e in es]
+            assert lengths.dtype == np.int64 and lengths.tolist() == [len(n) for n, _ in each]
+            same(nbs, np.concatenate([n for n, _ in each]))
+            same(ws, np.concatenate([w for _, w in each]))
+    assert "_gcsr" in restored.__dict__  # read from the arrays: not thawed
