@@ -58,13 +58,14 @@ def unpack(blob: bytes | memoryview) -> tuple[dict[str, Any], Arrays]:
         base = 8 + size
         arrays: Arrays = {}
         for name, dtype, shape, at in header["arrays"]:
-            kind = np.dtype(dtype)
-            if kind.hasobject:
-                raise ValueError("an object array")
+            kind = _DTYPES.get(dtype)
+            if kind is None:
+                kind = np.dtype(dtype)
+                if kind.hasobject:
+                    raise ValueError("an object array")
             count = math.prod(shape)  # 1 for a scalar; Python ints: no numpy call per array
-            arrays[name] = np.frombuffer(blob, dtype=kind, count=count, offset=base + at).reshape(
-                shape
-            )
+            got = np.frombuffer(blob, dtype=kind, count=count, offset=base + at)
+            arrays[name] = got if len(shape) == 1 else got.reshape(shape)
         meta = header["meta"]
     except Exception as exc:  # any malformed blob
         raise ValueError(f"not a snapshot blob: {exc}") from exc
@@ -149,6 +150,8 @@ class Strings:
 
 
 _SEP = "\0"
+_DTYPES = {d.str: d for d in map(np.dtype, ("<i8", "<i4", "<f8", "<f4", "|u1", "|b1"))}
+"""The dtypes snapshots hold, by their ``str`` (no parsing per array)."""
 
 
 def _utf8(text: str) -> np.ndarray:

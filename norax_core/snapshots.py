@@ -31,6 +31,7 @@ import dataclasses
 import functools
 import hashlib
 import pickle
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -229,14 +230,30 @@ def check_rows(rows: Any, ids: set[str], namespace: str) -> list[tuple[object, .
     Raises:
         ValueError: They are not such rows, or hold other ids or namespaces.
     """
-    if not isinstance(rows, list) or not all(
-        type(r) is tuple and len(r) == _COLUMNS and r[1] == namespace for r in rows
-    ):
+    if not isinstance(rows, list):
         raise ValueError("not snapshot rows")
-    if len(rows) != len(ids) or {r[0] for r in rows} != ids:
+    if not rows:
+        if ids:
+            raise ValueError("the snapshot's rows and indexes disagree")
+        return rows
+    # column by column, in C: tuples of the stored columns, all of the namespace
+    if set(map(type, rows)) != {tuple} or set(map(len, rows)) != {_COLUMNS}:
+        raise ValueError("not snapshot rows")
+    try:
+        spaces = set(map(_SPACE, rows))
+    except TypeError as exc:  # an unhashable namespace
+        raise ValueError("not snapshot rows") from exc
+    if len(spaces) != 1 or spaces.pop() != namespace:
+        raise ValueError("not snapshot rows")
+    try:
+        held = set(map(_ID, rows))
+    except TypeError as exc:
+        raise ValueError("the snapshot's rows and indexes disagree") from exc
+    if len(rows) != len(ids) or held != ids:
         raise ValueError("the snapshot's rows and indexes disagree")
     return rows
 
 
 _COLUMNS = 11
 """Columns of a stored row (:data:`norax_core.sidecar._FULL`)."""
+_ID, _SPACE = itemgetter(0), itemgetter(1)

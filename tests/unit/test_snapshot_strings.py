@@ -193,3 +193,66 @@ def test_neighbours_of_equals_each_entitys_neighbours_in_turn(seed: int) -> None
             same(nbs, np.concatenate([n for n, _ in each]))
             same(ws, np.concatenate([w for _, w in each]))
     assert "_gcsr" in restored.__dict__  # read from the arrays: not thawed
+
+
+def plain_check_rows(rows: Any, ids: set[str], namespace: str) -> list[tuple[object, ...]]:
+    if not isinstance(rows, list) or not all(
+        type(r) is tuple and len(r) == 11 and r[1] == namespace for r in rows
+    ):
+        raise ValueError("not snapshot rows")
+    if len(rows) != len(ids) or {r[0] for r in rows} != ids:
+        raise ValueError("the snapshot's rows and indexes disagree")
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_check_rows_accepts_and_refuses_as_row_by_row(seed: int) -> None:
+    from norax_core.snapshots import check_rows
+
+    rng = random.Random(seed)
+    n = rng.randrange(0, 6)
+    rows: Any = [(f"m{i}", "ns", *range(9)) for i in range(n)]
+    ids = {f"m{i}" for i in range(n)}
+    change = rng.randrange(9)
+    if change == 1 and rows:
+        rows[rng.randrange(n)] = list(rows[0])
+    elif change == 2 and rows:
+        rows[rng.randrange(n)] = rows[0][:10]
+    elif change == 3 and rows:
+        i = rng.randrange(n)
+        rows[i] = (rows[i][0], "other", *rows[i][2:])
+    elif change == 4 and rows:
+        rows.append(rows[0])
+    elif change == 5:
+        ids.add("extra")
+    elif change == 6 and rows:
+        ids.discard("m0")
+    elif change == 7:
+        rows = tuple(rows)
+    elif change == 8 and rows:
+        i = rng.randrange(n)
+        rows[i] = (["unhashable"], *rows[i][1:])
+    try:
+        expected: Any = plain_check_rows(rows, ids, "ns")
+    except (ValueError, TypeError):
+        expected = ValueError
+    if expected is ValueError:
+        with pytest.raises(ValueError):
+            check_rows(rows, ids, "ns")
+    else:
+        assert check_rows(rows, ids, "ns") is rows
+
+
+def test_unpack_reads_every_shape_and_type_as_packed() -> None:
+    arrays = {
+        "a": np.arange(5, dtype=np.int64),
+        "b": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "c": np.array([[3.5]]),
+        "d": np.array([True, False]),
+        "e": np.arange(4, dtype=np.int16),
+        "f": np.zeros(0, dtype=np.uint8),
+    }
+    meta, got = fmt.unpack(fmt.pack({"x": 1}, arrays))
+    assert meta == {"x": 1} and list(got) == list(arrays)
+    for k, v in arrays.items():
+        assert got[k].shape == v.shape and got[k].dtype == v.dtype and np.array_equal(got[k], v)
