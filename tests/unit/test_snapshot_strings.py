@@ -256,3 +256,51 @@ def test_unpack_reads_every_shape_and_type_as_packed() -> None:
     assert meta == {"x": 1} and list(got) == list(arrays)
     for k, v in arrays.items():
         assert got[k].shape == v.shape and got[k].dtype == v.dtype and np.array_equal(got[k], v)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_restored_partitions_term_ids_equal_its_vocabulary(seed: int) -> None:
+    rng = random.Random(seed)
+    words = ["", "a", "ab", "b", "é", "x y", "na\u00efve", *(f"w{i}" for i in range(30))]
+    part = _Partition()
+    for i in range(rng.randrange(0, 40)):
+        part.add(f"m{i}", [rng.choice(words[1:]) for _ in range(rng.randrange(1, 6))])
+    meta, arrays = part.to_arrays()
+    views = packed(arrays)
+    lazy, plain = _Partition.from_arrays(meta, views), _Partition.from_arrays(meta, views)
+    _ = plain.vocab  # built now
+    asked = [*words, "w", "a\0b", "\0", "zz", *plain.terms]
+    for term in asked:
+        assert lazy.term_id(term) == plain.vocab.get(term)
+    tokens = [rng.choice(asked) for _ in range(8)]
+    for q in (tokens, tokens[:1], ["nothing"]):
+        a, b = lazy.raw_scores(q, 1.2, 0.75), plain.raw_scores(q, 1.2, 0.75)
+        assert (a is None) == (b is None) and (a is None or np.array_equal(a, b))
+    assert "_terms_text" in lazy.__dict__  # a search left the vocabulary packed
+    same(lazy.to_arrays(), plain.to_arrays())  # built at the first other use
+    assert lazy.vocab == plain.vocab and lazy.terms == plain.terms
+
+
+def test_packed_terms_that_do_not_fit_are_refused() -> None:
+    part = _Partition()
+    part.add("m", ["a", "b"])
+    meta, arrays = part.to_arrays()
+    bad = dict(arrays, terms_s=np.frombuffer(b"a", np.uint8))
+    with pytest.raises(ValueError):
+        _Partition.from_arrays(meta, bad)
+
+
+def test_a_write_to_a_restored_partition_builds_its_vocabulary_first() -> None:
+    part = _Partition()
+    part.add("m1", ["a", "b"])
+    part.add("m2", ["b", "c"])
+    meta, arrays = part.to_arrays()
+    lazy = _Partition.from_arrays(meta, packed(arrays))
+    del arrays  # views of part's own arrays (its df): it may grow them now
+    lazy.add("m3", ["c", "new"])
+    part.add("m3", ["c", "new"])
+    assert "_terms_text" not in lazy.__dict__
+    assert lazy.vocab == part.vocab and [lazy.term_id(t) for t in "abc"] == [0, 1, 2]
+    assert lazy.term_id("new") == 3
+    q = ["new", "c", "a"]
+    assert np.array_equal(lazy.raw_scores(q, 1.2, 0.75), part.raw_scores(q, 1.2, 0.75))
