@@ -9,8 +9,10 @@ is about 60 % of a cold first query's CPU. A snapshot holds the finished structu
 instead: each index exports its namespace as flat arrays (:meth:`_Partition.to_arrays` and
 friends) and :func:`capture` packs them together (:mod:`norax_core.snapshot_format`: numpy
 arrays, no pickled object graphs); :func:`restore` hands them back, after checking that they
-agree on the ids. Restoring builds few Python objects: BM25 keeps its postings as arrays
-until a write, the supersession rows are built at their first use. The vectors, as read
+agree on the ids. Restoring builds few Python objects: the ids every index packs alike are
+decoded once (:class:`~norax_core.snapshot_format.Strings`), BM25 keeps its postings as
+arrays until a write and its vocabulary packed until a use other than a search's, the
+supersession rows are built at their first use. The vectors, as read
 from Chroma (never as a write sent them: Chroma may store a vector one float32 ulp off), are
 a second blob, added once they have been read. The entity graph keeps its postings and
 edges as arrays until something other than a search needs them

@@ -194,7 +194,9 @@ class _Partition:
     ) -> _Partition:
         """A partition from :meth:`to_arrays` (the arrays may be read-only views).
 
-        ``strs``: the snapshot's string decoder (shared with its other indexes).
+        Its postings stay arrays until a write, its vocabulary one string until a use other
+        than a search's (:meth:`term_id`). ``strs``: the snapshot's string decoder (shared
+        with its other indexes).
 
         Raises:
             ValueError: The arrays do not fit together.
