@@ -30,6 +30,9 @@ __all__ = ["BM25Index", "BM25Scores", "BM25Signal", "lucene_idf", "okapi_scores"
 _COMPACT_RATIO = 0.3
 _THAWED = frozenset({"doc_terms", "post_slots", "post_tfs"})
 _SEP = "\0"  # between packed strings (norax_core.snapshot_format.pack_strs)
+_PACKED_LOOKUPS = 64
+"""Term lookups a restored partition answers from its packed terms (a namespace's first
+searches) before it builds its vocabulary: the steady searches read a dict."""
 _EMPTY = array("i")
 
 
@@ -139,22 +142,26 @@ class _Partition:
             return self.__dict__[name]
         if name in ("terms", "vocab") and "_terms_text" in self.__dict__:
             # the vocabulary at its first use but a search's (:meth:`term_id`)
-            padded, count = self.__dict__.pop("_terms_text")
+            padded, count, _ = self.__dict__.pop("_terms_text")
             self.terms = padded[1:-1].split(_SEP) if count else []
             self.vocab = dict(zip(self.terms, range(len(self.terms)), strict=True))
             return self.__dict__[name]
         raise AttributeError(name)
 
     def term_id(self, term: str) -> int | None:
-        """``vocab.get(term)``; a restored partition's read from its packed terms.
+        """``vocab.get(term)``; a restored partition's first ones read from its packed terms.
 
         Those are one string, each term between NULs: the term's last such occurrence (the
-        one a dict built from them keeps) is its id, the NULs before it counted, in C.
+        one a dict built from them keeps) is its id, the NULs before it counted, in C (a few
+        microseconds each: after :data:`_PACKED_LOOKUPS` the vocabulary is built).
         """
         lazy = self.__dict__.get("_terms_text")
         if lazy is None:
             return self.vocab.get(term)
-        padded, count = lazy
+        padded, count, left = lazy
+        if left <= 0:
+            return self.vocab.get(term)  # built now (__getattr__)
+        self.__dict__["_terms_text"] = (padded, count, left - 1)
         if not count or _SEP in term:
             return None
         at = padded.rfind(f"{_SEP}{term}{_SEP}")
@@ -214,7 +221,7 @@ class _Partition:
             n_terms = cuts[1]
             if n_terms and text.count(_SEP) != n_terms - 1:
                 raise ValueError("string count does not fit its text")
-            part.__dict__["_terms_text"] = (f"{_SEP}{text}{_SEP}", n_terms)
+            part.__dict__["_terms_text"] = (f"{_SEP}{text}{_SEP}", n_terms, _PACKED_LOOKUPS)
         else:
             terms = strs(terms_s, terms_o)
             n_terms = len(terms)
