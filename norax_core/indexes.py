@@ -45,6 +45,8 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import compress
+from operator import itemgetter
 from typing import Any
 
 from norax_core import snapshots
@@ -60,6 +62,7 @@ from norax_core.sidecar import (
     Sidecar,
     SidecarRows,
     record_bytes,
+    records_bytes,
     row_bytes,
 )
 from norax_core.signals.bm25 import BM25Index, BM25Signal
@@ -311,7 +314,9 @@ class DerivedIndexes:
         self.namespace_of.update(dict.fromkeys(ids, namespace))
         self._loaded[namespace] = int(state["nbytes"])
         self.last_seq = max(self.last_seq, self.temporal.last_seq)
-        block = snapshots.unpack_vectors(got[1], ids) if got[1] is not None else None
+        block = (
+            snapshots.unpack_vectors(got[1], ids, state["strings"]) if got[1] is not None else None
+        )
         if block is not None:
             self.vectors.restore(namespace, block)
         self._snapped[namespace] = (self.graph.generation(namespace), block is not None)
@@ -396,13 +401,16 @@ class DerivedIndexes:
             raise ValueError("it holds an id loaded in another namespace")
         snapshots.restore(namespace, state, self.bm25, self.temporal, self.graph, self.supersede)
         self.sidecar.cache(namespace, rows)  # the client's sidecar keeps them (in memory)
-        self._standing[namespace] = {str(r[0]) for r in rows if r[_INFERRED] in STANDING}
-        self._roles[namespace] = {str(r[0]): str(r[_ROLE]) for r in rows if r[_ROLE]}
+        self._standing[namespace], self._roles[namespace] = _labels(rows)
         self.namespace_of.update(dict.fromkeys(ids, namespace))
         self._loaded[namespace] = int(state["nbytes"])
-        self._records[namespace] = sum(record_bytes(r[_DOCUMENT], r[_DOCUMENT + 1]) for r in rows)
+        self._records[namespace] = records_bytes(rows, _DOCUMENT)
         self.last_seq = max(self.last_seq, self.temporal.last_seq)
-        block = snapshots.unpack_vectors(vectors, ids) if vectors is not None else None
+        block = (
+            snapshots.unpack_vectors(vectors, ids, state["strings"])
+            if vectors is not None
+            else None
+        )
         if block is not None:
             self.vectors_with_rows(namespace, block)
         self.restored += 1
@@ -1069,6 +1077,20 @@ def chroma_pages(
 def chroma_ids(collection: Any) -> set[str]:
     """Every id in a Chroma collection, paged."""
     return {mid for got in chroma_pages(collection, []) for mid in got["ids"]}
+
+
+def _labels(rows: Sequence[tuple[object, ...]]) -> tuple[set[str], dict[str, str]]:
+    """Stored rows' standing ids (instructions, preferences) and ``{id: role}`` of those with one.
+
+    The columns read in C (``itemgetter``, ``compress``): the loops run over the few rows
+    that have a role.
+    """
+    ids = list(map(itemgetter(0), rows))
+    standing = set(
+        map(str, compress(ids, map(STANDING.__contains__, map(itemgetter(_INFERRED), rows))))
+    )
+    roles = list(map(itemgetter(_ROLE), rows))
+    return standing, {str(m): str(r) for m, r in compress(zip(ids, roles, strict=True), roles)}
 
 
 def _covering(block: NamespaceMatrix | None, ids: set[str]) -> NamespaceMatrix | None:

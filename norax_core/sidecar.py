@@ -37,6 +37,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -121,6 +122,18 @@ def record_bytes(document: object, metadata: object) -> int:
     if not isinstance(document, str) or not isinstance(metadata, str):
         return 0
     return RECORD_BYTES + len(document) + len(metadata)
+
+
+def records_bytes(rows: Sequence[tuple[object, ...]], column: int) -> int:
+    """The sum of :func:`record_bytes` of ``rows``' columns ``column`` and ``column + 1``.
+
+    With no Python call per row when every row holds its record (plain strings).
+    """
+    docs = list(map(itemgetter(column), rows))
+    metas = list(map(itemgetter(column + 1), rows))
+    if set(map(type, docs)) | set(map(type, metas)) <= {str}:
+        return RECORD_BYTES * len(rows) + sum(map(len, docs)) + sum(map(len, metas))
+    return sum(map(record_bytes, docs, metas))
 
 
 class RowSource(Protocol):
@@ -657,11 +670,12 @@ class Sidecar(snapshot_table.SnapshotTable):
             with _Transaction(self._db):
                 self._forget()  # the namespace's ids are not known here
                 self._drop(namespace)
-            if self._cached_ids and not self._cached_ids.keys().isdisjoint(r[0] for r in rows):
+            ids = list(map(itemgetter(0), rows))
+            if self._cached_ids and not self._cached_ids.keys().isdisjoint(ids):
                 self._settle()  # it moves an id of another kept namespace: in SQL's order
             if rows:
                 self._cached[namespace] = rows
-                self._cached_ids.update(zip((r[0] for r in rows), rows, strict=True))
+                self._cached_ids.update(zip(ids, rows, strict=True))
             if self.path is not None and self._cached:  # a file: its triggers see them now
                 self._settle()
 

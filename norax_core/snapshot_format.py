@@ -58,13 +58,14 @@ def unpack(blob: bytes | memoryview) -> tuple[dict[str, Any], Arrays]:
         base = 8 + size
         arrays: Arrays = {}
         for name, dtype, shape, at in header["arrays"]:
-            kind = np.dtype(dtype)
-            if kind.hasobject:
-                raise ValueError("an object array")
+            kind = _DTYPES.get(dtype)
+            if kind is None:
+                kind = np.dtype(dtype)
+                if kind.hasobject:
+                    raise ValueError("an object array")
             count = math.prod(shape)  # 1 for a scalar; Python ints: no numpy call per array
-            arrays[name] = np.frombuffer(blob, dtype=kind, count=count, offset=base + at).reshape(
-                shape
-            )
+            got = np.frombuffer(blob, dtype=kind, count=count, offset=base + at)
+            arrays[name] = got if len(shape) == 1 else got.reshape(shape)
         meta = header["meta"]
     except Exception as exc:  # any malformed blob
         raise ValueError(f"not a snapshot blob: {exc}") from exc
@@ -106,7 +107,51 @@ def unpack_strs(data: np.ndarray, offsets: np.ndarray) -> list[str]:
     return [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
 
 
+class Strings:
+    """:func:`unpack_strs` for the arrays of one snapshot, decoding alike lists once.
+
+    The indexes of a snapshot each pack their namespace's ids, usually in the same order,
+    byte for byte: the first decoding serves the others (each gets its own list; the
+    strings are shared), as does the position map :meth:`positions` builds.
+    """
+
+    def __init__(self) -> None:
+        self._seen: list[tuple[bytes, bytes, list[str]]] = []
+        self._maps: dict[int, dict[str, int]] = {}
+
+    def _find(self, data: np.ndarray, offsets: np.ndarray) -> list[str]:
+        raw_o = offsets.tobytes()
+        for s, o, got in self._seen:
+            if o == raw_o and len(s) == data.nbytes and s == data.tobytes():
+                return got
+        got = unpack_strs(data, offsets)
+        self._seen.append((data.tobytes(), raw_o, got))
+        return got
+
+    def __call__(self, data: np.ndarray, offsets: np.ndarray) -> list[str]:
+        """The strings of :func:`pack_strs`, a new list.
+
+        Raises:
+            ValueError: The offsets do not fit the text.
+        """
+        return list(self._find(data, offsets))
+
+    def positions(self, data: np.ndarray, offsets: np.ndarray) -> tuple[list[str], dict[str, int]]:
+        """The strings (a new list) and a new ``dict(zip(strings, range(len(strings))))``.
+
+        Raises:
+            ValueError: The offsets do not fit the text.
+        """
+        got = self._find(data, offsets)
+        pos = self._maps.get(id(got))
+        if pos is None:
+            pos = self._maps[id(got)] = dict(zip(got, range(len(got)), strict=True))
+        return list(got), pos.copy()
+
+
 _SEP = "\0"
+_DTYPES = {d.str: d for d in map(np.dtype, ("<i8", "<i4", "<f8", "<f4", "|u1", "|b1"))}
+"""The dtypes snapshots hold, by their ``str`` (no parsing per array)."""
 
 
 def _utf8(text: str) -> np.ndarray:

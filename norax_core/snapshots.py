@@ -9,8 +9,10 @@ is about 60 % of a cold first query's CPU. A snapshot holds the finished structu
 instead: each index exports its namespace as flat arrays (:meth:`_Partition.to_arrays` and
 friends) and :func:`capture` packs them together (:mod:`norax_core.snapshot_format`: numpy
 arrays, no pickled object graphs); :func:`restore` hands them back, after checking that they
-agree on the ids. Restoring builds few Python objects: BM25 keeps its postings as arrays
-until a write, the supersession rows are built at their first use. The vectors, as read
+agree on the ids. Restoring builds few Python objects: the ids every index packs alike are
+decoded once (:class:`~norax_core.snapshot_format.Strings`), BM25 keeps its postings as
+arrays until a write and its vocabulary packed until a use other than a search's, the
+supersession rows are built at their first use. The vectors, as read
 from Chroma (never as a write sent them: Chroma may store a vector one float32 ulp off), are
 a second blob, added once they have been read. The entity graph keeps its postings and
 edges as arrays until something other than a search needs them
@@ -31,6 +33,7 @@ import dataclasses
 import functools
 import hashlib
 import pickle
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -114,20 +117,23 @@ def ids_of(blob: bytes) -> tuple[dict[str, Any], set[str]]:
         ValueError: The blob is not a snapshot, or its indexes disagree.
     """
     meta, arrays = fmt.unpack(blob)
+    strs = fmt.Strings()  # the ids, packed alike by every index, decoded once
     try:
         parts = _parts(arrays)
-        recency = _Namespace.from_arrays(parts.get("temporal", {}))
+        recency = _Namespace.from_arrays(parts.get("temporal", {}), strs)
         part = (
-            _Partition.from_arrays(meta["bm25"], parts.get("bm25", {})) if "bm25" in meta else None
+            _Partition.from_arrays(meta["bm25"], parts.get("bm25", {}), strs)
+            if "bm25" in meta
+            else None
         )
         space = (
-            _Space.from_arrays(meta["supersede"], parts.get("supersede", {}))
+            _Space.from_arrays(meta["supersede"], parts.get("supersede", {}), strs)
             if "supersede" in meta
             else None
         )
         graph = None
         if "graph" in meta:
-            space_graph = graph_arrays.from_arrays(meta["graph"], parts.get("graph", {}))
+            space_graph = graph_arrays.from_arrays(meta["graph"], parts.get("graph", {}), strs)
             saved = meta.get("graph_saved")
             graph = (space_graph, dict(saved) if isinstance(saved, dict) else None)
         kinds = [str(k) for k in meta["kinds"]]
@@ -153,6 +159,7 @@ def ids_of(blob: bytes) -> tuple[dict[str, Any], set[str]]:
         "graph": graph,
         "supersede": space,
         "nbytes": nbytes,
+        "strings": strs,
     }
     return state, ids
 
@@ -179,10 +186,17 @@ def pack_vectors(block: NamespaceMatrix) -> bytes:
     return fmt.pack(meta, arrays)
 
 
-def unpack_vectors(blob: bytes | memoryview, ids: set[str]) -> NamespaceMatrix | None:
-    """The matrix of :func:`pack_vectors` if it holds exactly ``ids``, else ``None``."""
+def unpack_vectors(
+    blob: bytes | memoryview, ids: set[str], strs: fmt.Strings | None = None
+) -> NamespaceMatrix | None:
+    """The matrix of :func:`pack_vectors` if it holds exactly ``ids``, else ``None``.
+
+    ``strs``: the string decoder of the state (:func:`ids_of`'s ``"strings"``): ids packed
+    in the same order are decoded once.
+    """
     try:
-        block = NamespaceMatrix.from_arrays(*fmt.unpack(blob))
+        meta, arrays = fmt.unpack(blob)
+        block = NamespaceMatrix.from_arrays(meta, arrays, strs)
     except Exception:  # noqa: BLE001 - unreadable: read the vectors from Chroma again
         return None
     if set(block.ids) != ids or len(block.ids) != len(ids):
@@ -218,14 +232,30 @@ def check_rows(rows: Any, ids: set[str], namespace: str) -> list[tuple[object, .
     Raises:
         ValueError: They are not such rows, or hold other ids or namespaces.
     """
-    if not isinstance(rows, list) or not all(
-        type(r) is tuple and len(r) == _COLUMNS and r[1] == namespace for r in rows
-    ):
+    if not isinstance(rows, list):
         raise ValueError("not snapshot rows")
-    if len(rows) != len(ids) or {r[0] for r in rows} != ids:
+    if not rows:
+        if ids:
+            raise ValueError("the snapshot's rows and indexes disagree")
+        return rows
+    # column by column, in C: tuples of the stored columns, all of the namespace
+    if set(map(type, rows)) != {tuple} or set(map(len, rows)) != {_COLUMNS}:
+        raise ValueError("not snapshot rows")
+    try:
+        spaces = set(map(_SPACE, rows))
+    except TypeError as exc:  # an unhashable namespace
+        raise ValueError("not snapshot rows") from exc
+    if len(spaces) != 1 or spaces.pop() != namespace:
+        raise ValueError("not snapshot rows")
+    try:
+        held = set(map(_ID, rows))
+    except TypeError as exc:
+        raise ValueError("the snapshot's rows and indexes disagree") from exc
+    if len(rows) != len(ids) or held != ids:
         raise ValueError("the snapshot's rows and indexes disagree")
     return rows
 
 
 _COLUMNS = 11
 """Columns of a stored row (:data:`norax_core.sidecar._FULL`)."""
+_ID, _SPACE = itemgetter(0), itemgetter(1)

@@ -44,7 +44,7 @@ from norax_core.link_rule import (
     value_changed,
 )
 from norax_core.sidecar import IndexRow, Sidecar
-from norax_core.snapshot_format import pack_strs, unpack_strs
+from norax_core.snapshot_format import Strings, pack_strs, unpack_strs
 from norax_core.tokenize import Tokenizer
 
 __all__ = [
@@ -184,14 +184,18 @@ class _Space:
         return {"last": last}, arrays
 
     @classmethod
-    def from_arrays(cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> _Space:
+    def from_arrays(
+        cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], strs: Strings | None = None
+    ) -> _Space:
         """A space of :meth:`to_arrays`, whose rows are built at first use.
+
+        ``strs``: the snapshot's string decoder (shared with its other indexes).
 
         Raises:
             ValueError: The arrays do not fit together.
         """
         space = cls.__new__(cls)
-        ids = unpack_strs(arrays["ids_s"], arrays["ids_o"])
+        ids = (strs if strs is not None else unpack_strs)(arrays["ids_s"], arrays["ids_o"])
         if len(ids) != arrays["order_f"].size or arrays["tokens_ptr"].size != len(ids) + 1:
             raise ValueError("the supersession arrays do not fit together")
         space.__dict__["_packed"] = (ids, dict(meta), dict(arrays))

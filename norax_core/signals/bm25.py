@@ -22,13 +22,17 @@ import numpy.typing as npt
 
 from norax_core.errors import DuplicateIdError, InvalidInputError
 from norax_core.signals.base import Query
-from norax_core.snapshot_format import pack_strs, unpack_strs
+from norax_core.snapshot_format import Strings, pack_strs
 from norax_core.tokenize import Tokenizer
 
 __all__ = ["BM25Index", "BM25Scores", "BM25Signal", "lucene_idf", "okapi_scores"]
 
 _COMPACT_RATIO = 0.3
 _THAWED = frozenset({"doc_terms", "post_slots", "post_tfs"})
+_SEP = "\0"  # between packed strings (norax_core.snapshot_format.pack_strs)
+_PACKED_LOOKUPS = 64
+"""Term lookups a restored partition answers from its packed terms (a namespace's first
+searches) before it builds its vocabulary: the steady searches read a dict."""
 _EMPTY = array("i")
 
 
@@ -136,7 +140,32 @@ class _Partition:
         if name in _THAWED and "_csr" in self.__dict__:
             self._thaw()
             return self.__dict__[name]
+        if name in ("terms", "vocab") and "_terms_text" in self.__dict__:
+            # the vocabulary at its first use but a search's (:meth:`term_id`)
+            padded, count, _ = self.__dict__.pop("_terms_text")
+            self.terms = padded[1:-1].split(_SEP) if count else []
+            self.vocab = dict(zip(self.terms, range(len(self.terms)), strict=True))
+            return self.__dict__[name]
         raise AttributeError(name)
+
+    def term_id(self, term: str) -> int | None:
+        """``vocab.get(term)``; a restored partition's first ones read from its packed terms.
+
+        Those are one string, each term between NULs: the term's last such occurrence (the
+        one a dict built from them keeps) is its id, the NULs before it counted, in C (a few
+        microseconds each: after :data:`_PACKED_LOOKUPS` the vocabulary is built).
+        """
+        lazy = self.__dict__.get("_terms_text")
+        if lazy is None:
+            return self.vocab.get(term)
+        padded, count, left = lazy
+        if left <= 0:
+            return self.vocab.get(term)  # built now (__getattr__)
+        self.__dict__["_terms_text"] = (padded, count, left - 1)
+        if not count or _SEP in term:
+            return None
+        at = padded.rfind(f"{_SEP}{term}{_SEP}")
+        return padded.count(_SEP, 0, at) if at >= 0 else None
 
     def to_arrays(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """The partition as flat arrays (slots as they are), for :meth:`from_arrays`."""
@@ -167,20 +196,38 @@ class _Partition:
         return {"total_len": int(self.total_len)}, arrays
 
     @classmethod
-    def from_arrays(cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> _Partition:
+    def from_arrays(
+        cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], strs: Strings | None = None
+    ) -> _Partition:
         """A partition from :meth:`to_arrays` (the arrays may be read-only views).
+
+        Its postings stay arrays until a write, its vocabulary one string until a use other
+        than a search's (:meth:`term_id`). ``strs``: the snapshot's string decoder (shared
+        with its other indexes).
 
         Raises:
             ValueError: The arrays do not fit together.
         """
+        strs = strs if strs is not None else Strings()
         part = cls.__new__(cls)
-        id_at: list[str | None] = list(unpack_strs(arrays["ids_s"], arrays["ids_o"]))
+        id_at: list[str | None] = strs(arrays["ids_s"], arrays["ids_o"])  # type: ignore[assignment]
         alive = arrays["alive"].astype(np.bool_)
         n = len(id_at)
-        terms = unpack_strs(arrays["terms_s"], arrays["terms_o"])
+        terms_s, terms_o = arrays["terms_s"], arrays["terms_o"]
+        cuts = terms_o.tolist()
+        terms: list[str] | None = None
+        if len(cuts) == 2 and cuts[0] == -1:  # joined by NULs: split at the first use
+            text = terms_s.tobytes().decode("utf-8")
+            n_terms = cuts[1]
+            if n_terms and text.count(_SEP) != n_terms - 1:
+                raise ValueError("string count does not fit its text")
+            part.__dict__["_terms_text"] = (f"{_SEP}{text}{_SEP}", n_terms, _PACKED_LOOKUPS)
+        else:
+            terms = strs(terms_s, terms_o)
+            n_terms = len(terms)
         post_ptr, doc_ptr = arrays["post_ptr"], arrays["doc_ptr"]
         sizes = (alive.size, arrays["doc_len"].size, arrays["df"].size, post_ptr.size, doc_ptr.size)
-        if sizes != (n, n, len(terms), len(terms) + 1, n + 1):
+        if sizes != (n, n, n_terms, n_terms + 1, n + 1):
             raise ValueError("the BM25 arrays do not fit together")
         for i in np.flatnonzero(~alive).tolist():
             id_at[i] = None
@@ -190,21 +237,22 @@ class _Partition:
         part.alive = np.zeros(cap, dtype=np.bool_)
         part.alive[:n] = alive
         part.id_at = id_at
-        if len(part.alive) and bool(alive.all()):
-            part.slot_of = dict(zip(id_at, range(n), strict=True))  # type: ignore[arg-type]
+        if len(part.alive) and bool(alive.all()):  # the decoder's map of the ids
+            part.id_at, part.slot_of = strs.positions(arrays["ids_s"], arrays["ids_o"])  # type: ignore[assignment]
         else:
             part.slot_of = {m: i for i, m in enumerate(id_at) if m is not None}
         part.total_len = int(meta["total_len"])
-        part.terms = terms
-        part.vocab = dict(zip(terms, range(len(terms)), strict=True))
+        if terms is not None:
+            part.terms = terms
+            part.vocab = dict(zip(terms, range(len(terms)), strict=True))
         part.df = array("q", arrays["df"].astype(np.int64).tobytes())
         part._post_np = {}
-        part.__dict__["_csr"] = (
-            post_ptr.astype(np.int64),
-            arrays["post_slot"].astype(np.intc),
-            arrays["post_tf"].astype(np.intc),
-            doc_ptr.astype(np.int64),
-            arrays["doc_pack"].astype(np.intc),
+        part.__dict__["_csr"] = (  # only read: views of the blob where the types fit
+            post_ptr.astype(np.int64, copy=False),
+            arrays["post_slot"].astype(np.intc, copy=False),
+            arrays["post_tf"].astype(np.intc, copy=False),
+            doc_ptr.astype(np.int64, copy=False),
+            arrays["doc_pack"].astype(np.intc, copy=False),
         )
         return part
 
@@ -317,11 +365,11 @@ class _Partition:
         if n_docs == 0 or self.total_len == 0:
             return None
         avgdl = self.total_len / n_docs
-        vocab, df = self.vocab, self.df
+        term_id, df = self.term_id, self.df
         terms = [  # rank_bm25: a term absent from the corpus adds 0
             (tid, count)
             for term, count in Counter(query_tokens).items()
-            if (tid := vocab.get(term)) is not None and df[tid] != 0
+            if (tid := term_id(term)) is not None and df[tid] != 0
         ]
         if not terms:
             return None
@@ -535,10 +583,12 @@ class BM25Index:
         """
         if not isinstance(state, _Partition):
             raise TypeError("not an exported BM25 namespace")
-        for doc_id in state.slot_of:
-            home = self._home.get(doc_id)
-            if home is not None and home != namespace:
-                raise DuplicateIdError(f"id {doc_id!r} already exists in another namespace")
+        held = self._home
+        if not held.keys().isdisjoint(state.slot_of):  # in C: the usual answer, at once
+            for doc_id in state.slot_of:
+                home = held.get(doc_id)
+                if home is not None and home != namespace:
+                    raise DuplicateIdError(f"id {doc_id!r} already exists in another namespace")
         self.drop(namespace)
         self._parts[namespace] = state
         self._home.update(dict.fromkeys(state.slot_of, namespace))

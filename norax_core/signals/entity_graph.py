@@ -683,6 +683,26 @@ class NamespaceGraph:
             self.adj_arr[e] = arrs
         return arrs
 
+    def neighbours_of(self, es: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The :meth:`neighbours` of ``es`` (not empty), concatenated, and how many each has.
+
+        Returns ``(counts, neighbours, weights)``; a restored graph's are one gather from its
+        arrays (no array per entity).
+        """
+        lazy = self.__dict__.get("_gcsr")
+        if lazy is None:
+            nbs, ws = zip(*map(self.neighbours, es), strict=True)
+            lengths = np.fromiter(map(len, nbs), np.int64, len(nbs))
+            return lengths, np.concatenate(nbs), np.concatenate(ws)
+        at_of, ptr = lazy[3], lazy[4]
+        at = np.fromiter(es if at_of is None else map(at_of.__getitem__, es), np.int64, len(es))
+        lo = ptr[at]
+        lengths = ptr[at + 1] - lo
+        # span i is lo[i] .. lo[i] + lengths[i] - 1: one arange shifted span by span
+        shift = np.repeat(lo - (np.cumsum(lengths) - lengths), lengths)
+        idx = np.arange(len(shift)) + shift
+        return lengths, lazy[5][idx].astype(np.int64), lazy[6][idx].astype(np.float64)
+
     def pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Every ``(row, entity id)`` of the namespace as two aligned arrays, rows ascending.
 

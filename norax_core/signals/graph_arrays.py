@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from norax_core.signals.entity_graph import NamespaceGraph, next_version
-from norax_core.snapshot_format import pack_strs, unpack_strs
+from norax_core.snapshot_format import Strings, pack_strs
 
 _INTS = ("next_comm", "changes", "edges", "generation", "fingerprint")
 
@@ -83,15 +83,19 @@ def to_arrays(space: NamespaceGraph) -> tuple[dict[str, Any], dict[str, np.ndarr
     return {name: int(getattr(space, name)) for name in _INTS}, arrays
 
 
-def from_arrays(meta: Mapping[str, Any], a: Mapping[str, np.ndarray]) -> NamespaceGraph:
+def from_arrays(
+    meta: Mapping[str, Any], a: Mapping[str, np.ndarray], strs: Strings | None = None
+) -> NamespaceGraph:
     """A graph of :func:`to_arrays`; its postings and edges are built at first need.
+
+    ``strs``: the snapshot's string decoder (shared with its other indexes).
 
     Raises:
         ValueError: The arrays do not fit together.
     """
+    strs = strs if strs is not None else Strings()
     g = NamespaceGraph.__new__(NamespaceGraph)
-    raw_ids = unpack_strs(a["ids_s"], a["ids_o"])
-    ids: list[str | None] = list(raw_ids)
+    ids: list[str | None] = strs(a["ids_s"], a["ids_o"])  # type: ignore[assignment]
     for row in np.flatnonzero(a["free"]).tolist():
         ids[row] = None
     ptr, flat = a["ents_ptr"].astype(np.int64, copy=False), a["ents"].astype(np.int64, copy=False)
@@ -103,11 +107,17 @@ def from_arrays(meta: Mapping[str, Any], a: Mapping[str, np.ndarray]) -> Namespa
     # each row's entities: the tuples (g.ents) are built at their first use or write; a
     # search reads them as arrays (NamespaceGraph.row_ents, Incidence.of)
     g.__dict__["_ents_csr"] = (ptr, flat)
-    g.slot = dict(zip(_strs(a, "slot", "ids", raw_ids), a["slot_rows"].tolist(), strict=True))
+    rows = a["slot_rows"]
+    if np.array_equal(rows, np.arange(len(rows))):  # slot i at row i: the decoder's map
+        keys, g.slot = strs.positions(a["slot_s"], a["slot_o"])
+        if len(keys) != len(rows):
+            raise ValueError("the graph's slots do not fit together")
+    else:
+        g.slot = dict(zip(strs(a["slot_s"], a["slot_o"]), rows.tolist(), strict=True))
     g.row_tie = a["row_tie"].astype(np.int64)
     g.free_rows = a["free_rows"].tolist()
-    g.names = unpack_strs(a["names_s"], a["names_o"])
-    g.eid = dict(zip(_strs(a, "eid", "names", g.names), a["eid_ids"].tolist(), strict=True))
+    g.names = strs(a["names_s"], a["names_o"])
+    g.eid = dict(zip(strs(a["eid_s"], a["eid_o"]), a["eid_ids"].tolist(), strict=True))
     g.lengths = dict(zip(a["len_words"].tolist(), a["len_count"].tolist(), strict=True))
     g.free_eids = a["free_eids"].tolist()
     g.counts = a["counts"].tolist()
@@ -140,18 +150,6 @@ def from_arrays(meta: Mapping[str, Any], a: Mapping[str, np.ndarray]) -> Namespa
         a["adj_w"],
     )
     return g
-
-
-def _strs(a: Mapping[str, np.ndarray], name: str, like: str, unpacked: list[str]) -> list[str]:
-    """The strings ``name``; those of ``like`` (``unpacked``) when packed the same, byte for byte.
-
-    A graph with no free row or entity id packs its slot keys as its row ids and its entity
-    keys as its names: decoded once.
-    """
-    same = np.array_equal(a[f"{name}_o"], a[f"{like}_o"]) and np.array_equal(
-        a[f"{name}_s"], a[f"{like}_s"]
-    )
-    return unpacked if same else unpack_strs(a[f"{name}_s"], a[f"{name}_o"])
 
 
 def _positions(keys: np.ndarray) -> dict[int, int] | None:

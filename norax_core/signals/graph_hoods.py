@@ -86,10 +86,9 @@ class Hoods:
                 hood += self.best(u, self.second_hop)
             own_list = list(dict.fromkeys(hood))
             own = np.array(own_list, np.int64)
-            nbs, ws = zip(*map(self.space.neighbours, own_list), strict=True)
-            lengths = np.fromiter(map(len, nbs), np.int64, len(own))
-            edges = (own.repeat(lengths), np.concatenate(nbs), np.concatenate(ws))
-            cut = len(nbs[0])
+            lengths, nbs, ws = self.space.neighbours_of(own_list)
+            edges = (own.repeat(lengths), nbs, ws)
+            cut = int(lengths[0])
             got = self._blocks[q] = SeedBlock(
                 own,
                 own_list[1:],

@@ -14,7 +14,7 @@ from norax_core.signals.context import (
     session_positions,
     session_split,
 )
-from norax_core.snapshot_format import pack_strs, unpack_strs
+from norax_core.snapshot_format import Strings, pack_strs
 
 SECONDS_PER_DAY = 86_400.0
 
@@ -69,14 +69,19 @@ class _Namespace:
         }
 
     @classmethod
-    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> _Namespace:
+    def from_arrays(
+        cls, arrays: Mapping[str, np.ndarray], strs: Strings | None = None
+    ) -> _Namespace:
         """The slots of :meth:`to_arrays` (copied: writes change them in place).
+
+        ``strs``: the snapshot's string decoder (shared with its other indexes).
 
         Raises:
             ValueError: The arrays do not fit together.
         """
+        strs = strs if strs is not None else Strings()
         ns = cls()
-        ns.ids = unpack_strs(arrays["ids_s"], arrays["ids_o"])
+        ns.ids = strs(arrays["ids_s"], arrays["ids_o"])
         ns.n = n = len(ns.ids)
         if any(arrays[k].shape != (n,) for k in ("ts", "kind", "seq", "alive")):
             raise ValueError("the temporal arrays do not fit together")
@@ -84,8 +89,11 @@ class _Namespace:
         ns.kind = arrays["kind"].astype(np.int32)
         ns.seq = arrays["seq"].astype(np.int64)
         ns.alive = arrays["alive"].astype(bool)
-        names = ns.ids
-        ns.slot = {names[i]: i for i in np.flatnonzero(ns.alive).tolist()}
+        if ns.alive.all():  # the usual snapshot: every slot live, the map the decoder's
+            ns.ids, ns.slot = strs.positions(arrays["ids_s"], arrays["ids_o"])
+        else:
+            names = ns.ids
+            ns.slot = {names[i]: i for i in np.flatnonzero(ns.alive).tolist()}
         return ns
 
     def _grow(self) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from norax_core.snapshot_format import pack_strs, unpack_strs
+from norax_core.snapshot_format import Strings, pack_strs
 
 NAMESPACE_KEY = "norax_namespace"
 PAGE = 5_000
@@ -55,22 +55,34 @@ class NamespaceMatrix:
 
     @classmethod
     def from_arrays(
-        cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]
+        cls,
+        meta: Mapping[str, Any],
+        arrays: Mapping[str, np.ndarray],
+        strs: Strings | None = None,
     ) -> NamespaceMatrix:
-        """The matrix of :meth:`to_arrays` (copied: writes change it in place).
+        """The matrix of :meth:`to_arrays`.
+
+        An aligned read-only view of the blob is kept as it is until the first write
+        (:meth:`_writable` copies it then); another matrix is copied now. ``strs``: the
+        snapshot's string decoder (shared with its other indexes).
 
         Raises:
             ValueError: The arrays do not fit together.
         """
+        strs = strs if strs is not None else Strings()
         block = cls()
-        block.ids = unpack_strs(arrays["ids_s"], arrays["ids_o"])
+        block.ids, block._pos = strs.positions(arrays["ids_s"], arrays["ids_o"])
         mat = arrays["mat"]
         if mat.ndim != 2 or mat.shape[0] != len(block.ids) or mat.dtype != np.float32:
             raise ValueError("the vector arrays do not fit together")
-        block._mat = mat.copy()
-        block._pos = dict(zip(block.ids, range(len(block.ids)), strict=True))
+        block._mat = mat if mat.flags.aligned and mat.flags.c_contiguous else mat.copy()
         block.max_norm = float(meta["max_norm"])
         return block
+
+    def _writable(self) -> None:
+        """Copy a matrix restored as a read-only view before it is written."""
+        if not self._mat.flags.writeable:
+            self._mat = self._mat.copy()
 
     def __contains__(self, mid: object) -> bool:
         return mid in self._pos
@@ -100,6 +112,7 @@ class NamespaceMatrix:
         if not len(ids):
             return
         vecs = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1)
+        self._writable()
         if self._mat.shape[1] != vecs.shape[1]:
             if self.ids:
                 raise ValueError(f"vectors of dimension {vecs.shape[1]}, not {self._mat.shape[1]}")
@@ -126,6 +139,7 @@ class NamespaceMatrix:
             last = len(self.ids) - 1
             if row != last:
                 moved = self.ids[last]
+                self._writable()
                 self._mat[row] = self._mat[last]
                 self.ids[row] = moved
                 self._pos[moved] = row
