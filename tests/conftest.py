@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+
+try:  # `python -m pytest` puts the repo root on sys.path, this file's folder too
+    from tests.chroma_server import free_port, start, stop, wait_heartbeat
+except ImportError:
+    from chroma_server import free_port, start, stop, wait_heartbeat
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -60,49 +60,20 @@ def memory(embedder, extractor):  # type: ignore[no-untyped-def]
     mem.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_heartbeat(url: str, timeout: float = 60.0) -> bool:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1)
-            return True
-        except OSError:
-            time.sleep(0.5)
-    return False
-
-
 @pytest.fixture(scope="session")
 def chroma_url() -> Iterator[str]:
     """A Chroma server on 127.0.0.1: ``$NORAX_CHROMA_URL`` (CI starts one) or our own."""
     url = os.environ.get("NORAX_CHROMA_URL")
     if url:
-        if not _wait_heartbeat(url, 30):
+        if not wait_heartbeat(url, 30):
             pytest.fail(f"NORAX_CHROMA_URL={url} does not answer")
         yield url
         return
-    beside = Path(sys.executable).parent / "chroma"
-    exe = str(beside) if beside.exists() else shutil.which("chroma")
-    if exe is None:
-        pytest.fail("the chroma CLI is not installed (pip install chromadb)")
-    port = _free_port()
+    port = free_port()
     path = tempfile.mkdtemp(prefix="norax-chroma-")
-    proc = subprocess.Popen(
-        [exe, "run", "--path", path, "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
+    proc = start(path, port)
     try:
-        if not _wait_heartbeat(url):
-            pytest.fail("chroma run did not start within 60 s")
-        yield url
+        yield f"http://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop(proc)
         shutil.rmtree(path, ignore_errors=True)

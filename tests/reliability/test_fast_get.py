@@ -13,12 +13,8 @@ from __future__ import annotations
 import http.client
 import http.server
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
 import threading
-import time
 import urllib.parse
 import urllib.request
 import uuid
@@ -32,6 +28,11 @@ import httpx
 import pytest
 from chromadb.config import Settings
 from test_published_snapshots import _fresh, _search, _seed
+
+try:  # `python -m pytest` puts the repo root on sys.path
+    from tests.chroma_server import free_port, start, stop
+except ImportError:
+    from chroma_server import free_port, start, stop
 
 from norax_core import fast_get
 
@@ -245,56 +246,25 @@ def test_a_proxy_in_the_clients_session_is_left_to_the_client(
     assert len(relay.seen) == seen + 1 and relay.seen[-1][1].startswith(chroma_url + "/")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start(path: str, port: int) -> subprocess.Popen[bytes]:
-    exe = str(Path(sys.executable).parent / "chroma")
-    if not Path(exe).exists():
-        exe = shutil.which("chroma") or "chroma"
-    proc = subprocess.Popen(
-        [exe, "run", "--path", path, "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1)
-            return proc
-        except OSError:
-            time.sleep(0.3)
-    proc.terminate()
-    pytest.fail("chroma run did not start within 60 s")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    proc.wait(timeout=30)
-
-
 def test_a_connection_the_server_closed_is_opened_again() -> None:
-    path, port = tempfile.mkdtemp(prefix="norax-fg-"), _free_port()
-    proc = _start(path, port)
+    path, port = tempfile.mkdtemp(prefix="norax-fg-"), free_port()
+    proc = start(path, port)
     try:
         col = _records(_http(f"http://127.0.0.1:{port}"), "fgc")
         want = _client_get(col)
         assert _direct(col) == want
-        _stop(proc)
+        stop(proc)
         with pytest.raises(Exception) as theirs:  # noqa: PT011 - whatever the client raises
             col.get(ids=_ASKED, include=["metadatas"])
         with pytest.raises(type(theirs.value)):  # the same, from its own read
             _fallback(col)
-        proc = _start(path, port)
+        proc = start(path, port)
         retried = fast_get.stats.retried
         assert _direct(col) == want
-        _stop(proc)
-        proc = _start(path, port)  # the kept connection is closed by this restart
+        stop(proc)
+        proc = start(path, port)  # the kept connection is closed by this restart
         assert _direct(col) == want
         assert fast_get.stats.retried == retried + 1
     finally:
-        _stop(proc)
+        stop(proc)
         shutil.rmtree(path, ignore_errors=True)
