@@ -80,8 +80,8 @@ def pack_strs(items: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     Joined by NUL when none holds one (offsets ``[-1, count]``: the reader splits, in C);
     else the i-th is ``text[offsets[i]:offsets[i + 1]]`` (offsets in characters).
     """
-    text = _SEP.join(items)
-    if text.count(_SEP) == max(len(items) - 1, 0):
+    text = SEP.join(items)
+    if text.count(SEP) == max(len(items) - 1, 0):
         return _utf8(text), np.array([-1, len(items)], dtype=np.int64)
     offsets = np.zeros(len(items) + 1, dtype=np.int64)
     if items:
@@ -95,16 +95,33 @@ def unpack_strs(data: np.ndarray, offsets: np.ndarray) -> list[str]:
     Raises:
         ValueError: The offsets do not fit the text.
     """
+    packed = joined(data, offsets)
+    if packed is not None:
+        text, count = packed
+        return text.split(SEP) if count else []
     text = data.tobytes().decode("utf-8")
     cuts = offsets.tolist()
-    if len(cuts) == 2 and cuts[0] == -1:
-        got = text.split(_SEP) if cuts[1] else []
-        if len(got) != cuts[1]:
-            raise ValueError("string count does not fit its text")
-        return got
     if not cuts or cuts[0] != 0 or cuts[-1] != len(text):
         raise ValueError("string offsets do not fit their text")
     return [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+
+
+def joined(data: np.ndarray, offsets: np.ndarray) -> tuple[str, int] | None:
+    """``(text, count)`` of :func:`pack_strs`'s strings when it joined them by :data:`SEP`.
+
+    ``None`` when it gave offsets instead. A reader may keep the text whole and split it
+    later (``text.split(SEP)`` when ``count``, else no strings).
+
+    Raises:
+        ValueError: The count does not fit the text.
+    """
+    cuts = offsets.tolist()
+    if len(cuts) != 2 or cuts[0] != -1:
+        return None
+    text, count = data.tobytes().decode("utf-8"), cuts[1]
+    if count and text.count(SEP) != count - 1:
+        raise ValueError("string count does not fit its text")
+    return text, count
 
 
 class Strings:
@@ -149,7 +166,8 @@ class Strings:
         return list(got), pos.copy()
 
 
-_SEP = "\0"
+SEP = "\0"
+"""Between the strings :func:`pack_strs` joins."""
 _DTYPES = {d.str: d for d in map(np.dtype, ("<i8", "<i4", "<f8", "<f4", "|u1", "|b1"))}
 """The dtypes snapshots hold, by their ``str`` (no parsing per array)."""
 

@@ -22,14 +22,13 @@ import numpy.typing as npt
 
 from norax_core.errors import DuplicateIdError, InvalidInputError
 from norax_core.signals.base import Query
-from norax_core.snapshot_format import Strings, pack_strs
+from norax_core.snapshot_format import SEP, Strings, joined, pack_strs
 from norax_core.tokenize import Tokenizer
 
 __all__ = ["BM25Index", "BM25Scores", "BM25Signal", "lucene_idf", "okapi_scores"]
 
 _COMPACT_RATIO = 0.3
 _THAWED = frozenset({"doc_terms", "post_slots", "post_tfs"})
-_SEP = "\0"  # between packed strings (norax_core.snapshot_format.pack_strs)
 _PACKED_LOOKUPS = 64
 """Term lookups a restored partition answers from its packed terms (a namespace's first
 searches) before it builds its vocabulary: the steady searches read a dict."""
@@ -143,7 +142,7 @@ class _Partition:
         if name in ("terms", "vocab") and "_terms_text" in self.__dict__:
             # the vocabulary at its first use but a search's (:meth:`term_id`)
             padded, count, _ = self.__dict__.pop("_terms_text")
-            self.terms = padded[1:-1].split(_SEP) if count else []
+            self.terms = padded[1:-1].split(SEP) if count else []
             self.vocab = dict(zip(self.terms, range(len(self.terms)), strict=True))
             return self.__dict__[name]
         raise AttributeError(name)
@@ -162,10 +161,10 @@ class _Partition:
         if left <= 0:
             return self.vocab.get(term)  # built now (__getattr__)
         self.__dict__["_terms_text"] = (padded, count, left - 1)
-        if not count or _SEP in term:
+        if not count or SEP in term:
             return None
-        at = padded.rfind(f"{_SEP}{term}{_SEP}")
-        return padded.count(_SEP, 0, at) if at >= 0 else None
+        at = padded.rfind(f"{SEP}{term}{SEP}")
+        return padded.count(SEP, 0, at) if at >= 0 else None
 
     def to_arrays(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """The partition as flat arrays (slots as they are), for :meth:`from_arrays`."""
@@ -214,14 +213,11 @@ class _Partition:
         alive = arrays["alive"].astype(np.bool_)
         n = len(id_at)
         terms_s, terms_o = arrays["terms_s"], arrays["terms_o"]
-        cuts = terms_o.tolist()
         terms: list[str] | None = None
-        if len(cuts) == 2 and cuts[0] == -1:  # joined by NULs: split at the first use
-            text = terms_s.tobytes().decode("utf-8")
-            n_terms = cuts[1]
-            if n_terms and text.count(_SEP) != n_terms - 1:
-                raise ValueError("string count does not fit its text")
-            part.__dict__["_terms_text"] = (f"{_SEP}{text}{_SEP}", n_terms, _PACKED_LOOKUPS)
+        packed = joined(terms_s, terms_o)
+        if packed is not None:  # joined by NULs: split at the first use
+            text, n_terms = packed
+            part.__dict__["_terms_text"] = (f"{SEP}{text}{SEP}", n_terms, _PACKED_LOOKUPS)
         else:
             terms = strs(terms_s, terms_o)
             n_terms = len(terms)
