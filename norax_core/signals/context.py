@@ -103,9 +103,9 @@ def session_split(times: Sequence[float], gap: float) -> tuple[list[int], list[i
         return [], []
     breaks = np.diff(np.asarray(times, dtype=np.float64)) > gap
     starts = np.flatnonzero(np.r_[True, breaks])  # where each session opens
-    opened = np.repeat(starts, np.diff(np.r_[starts, n]))
-    numbers = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
-    return numbers.tolist(), (np.arange(n) - opened).tolist()
+    lengths = np.diff(np.r_[starts, n])
+    numbers = np.repeat(np.arange(len(starts)), lengths)
+    return numbers.tolist(), (np.arange(n) - np.repeat(starts, lengths)).tolist()
 
 
 def session_positions(times: Sequence[float], gap: float) -> list[int]:
@@ -115,13 +115,7 @@ def session_positions(times: Sequence[float], gap: float) -> list[int]:
         >>> session_positions([0.0, 1.0, 2.0, 5000.0, 5001.0], 3600.0)
         [0, 1, 2, 0, 1]
     """
-    n = len(times)
-    if not n:
-        return []
-    breaks = np.diff(np.asarray(times, dtype=np.float64)) > gap
-    starts = np.flatnonzero(np.r_[True, breaks])  # where each session opens
-    opened = np.repeat(starts, np.diff(np.r_[starts, n]))
-    return (np.arange(n) - opened).tolist()  # type: ignore[no-any-return]
+    return session_split(times, gap)[1]
 
 
 def propagate(
