@@ -44,7 +44,7 @@ from norax_core.link_rule import (
     value_changed,
 )
 from norax_core.sidecar import IndexRow, Sidecar
-from norax_core.snapshot_format import Strings, pack_strs, unpack_strs
+from norax_core.snapshot_format import SEP, Strings, pack_strs, unpack_strs
 from norax_core.tokenize import Tokenizer
 
 __all__ = [
@@ -324,7 +324,7 @@ def _row_strs(arrays: Mapping[str, np.ndarray], name: str) -> Callable[[int], li
         if a == b:
             return []
         start = int(ends[a - 1]) + 1 if a else 0
-        return data[start : int(ends[b - 1])].tobytes().decode("utf-8").split("\0")
+        return data[start : int(ends[b - 1])].tobytes().decode("utf-8").split(SEP)
 
     return row
 
