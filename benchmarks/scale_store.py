@@ -227,24 +227,40 @@ class ChromaServer:
         self.__exit__()
         raise RuntimeError(f"chroma run did not start (log: {self.log.name})")
 
-    def warm(self, collection: str = "norax") -> float:
-        """Seconds of the server's first read of ``collection`` and of Norax's companions.
+    def warm(self, namespace: str, embedding: np.ndarray, collection: str = "norax") -> float:
+        """Seconds of the server's first reads: the collection, Norax's companions, each path once.
 
         It loads the collection's index, in proportion to the store: done once before any
         client is measured, as on a server that is already serving, so neither system's first
         query pays it. The change log and the published snapshots (Norax's companion
         collections, if present) cost a server its first read of them too (about 0.3 s
-        each, whatever their size), once per server.
+        each, whatever their size), once per server. Then each system's read path serves
+        ``namespace`` (one not measured) once: plain Chroma's filtered query with
+        ``embedding``, and Norax's read of its published blob. A server's first two responses
+        of a few MB took it 5-8 ms longer each than later ones, whichever namespace they
+        held (Chroma 1.5.9): a cost of the server process, paid before it serves anyone.
         """
-        from norax_core.published import SUFFIX
+        from norax_core import fast_get
+        from norax_core.published import SUFFIX, part_ids
         from norax_core.sync import LOG_SUFFIX
 
         t0 = time.perf_counter()
         client = client_for(self.url)
-        client.get_collection(collection).count()
+        col = client.get_collection(collection)
+        col.count()
+        for _ in range(2):
+            col.query(
+                query_embeddings=[embedding.tolist()],
+                n_results=K,
+                where={"norax_namespace": namespace},
+            )
         for companion in (collection + LOG_SUFFIX, collection + SUFFIX):
             with contextlib.suppress(Exception):  # not there: nothing to load
                 client.get_collection(companion).get(ids=["-"])
+        with contextlib.suppress(Exception):  # no published snapshots: nothing to read
+            published = client.get_collection(collection + SUFFIX)
+            for _ in range(2):
+                fast_get.get(published, part_ids(namespace))
         return time.perf_counter() - t0
 
     def rss_mb(self) -> float:
@@ -409,6 +425,12 @@ def published_count(folder: Path) -> tuple[int, int]:
     finally:
         side.close()
     return int(got[0]), int(total[0])
+
+
+def warm_namespace(n: int) -> str:
+    """The largest namespace that is not a cold target: the servers' warm-up reads it."""
+    sizes = namespace_sizes(n)
+    return ns_name(max(range(COLD_COUNT, len(sizes)), key=lambda i: (sizes[i], -i)))
 
 
 def _targets(n: int) -> list[str]:
@@ -722,7 +744,7 @@ def run(
                 if save:
                     save(report)
             with ChromaServer(folder, work / f"chroma-{n}.log") as server:
-                row["client_server_warm_s"] = server.warm()
+                row["client_server_warm_s"] = server.warm(warm_namespace(n), _inputs(work)[3][0])
                 # The Norax clients share a snapshot file: the first process loads the cold
                 # namespaces from Chroma and stores them at close, the second from the file.
                 snap_file = work / f"client-snapshots-{n}.sqlite3"
