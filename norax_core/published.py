@@ -184,7 +184,7 @@ class Published:
         col = self._collection(create=False)
         if col is None:
             return None
-        found = dict(zip(*fast_get.get(col, part_ids(namespace)), strict=True))
+        found = dict(zip(*fast_get.get(col, part_ids(namespace), b64="b"), strict=True))
         stem = key(namespace)
         head = found.get(f"{stem}-h")
         if not head or head.get("ns") != namespace:
@@ -196,7 +196,11 @@ class Published:
             chunks = [found[f"{stem}-{i}"] or {} for i in range(n)]
             if any(c.get("digest") != digest for c in chunks):
                 raise ValueError("its parts are of different blobs")
-            payload = b64decode("".join(str(c["b"]) for c in chunks))
+            texts = [c["b"] for c in chunks]
+            if all(type(t) is bytes for t in texts):  # decoded by fast_get from the body
+                payload = b"".join(texts)
+            else:
+                payload = b64decode("".join(str(t) for t in texts))
         except (KeyError, TypeError, ValueError) as exc:  # binascii.Error is a ValueError
             raise ValueError(f"unreadable published snapshot: {exc}") from exc
         if _digest(payload) != digest:
