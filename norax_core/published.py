@@ -99,7 +99,7 @@ def _digest(payload: bytes) -> str:
     """
     if _mmh3 is None:  # pragma: no cover - mmh3 comes with chromadb
         return _crc(payload)
-    return f"m{_mmh3.hash128(payload, 0, True, False):032x}-{len(payload)}"
+    return f"m{_mmh3.hash_bytes(payload).hex()}-{len(payload)}"  # hash128(...) may be signed
 
 
 def _crc(payload: bytes) -> str:
