@@ -34,6 +34,7 @@ Connections are kept per server and process (a child after ``fork`` opens its ow
 
 from __future__ import annotations
 
+import functools
 import http.client
 import os
 import threading
@@ -124,7 +125,7 @@ def _request(col: Any) -> _Request | None:
         host, port = parts.hostname, parts.port or 80
         if parts.scheme != "http" or not host or parts.username or parts.query:
             return None
-        if session._transport_for_url(httpx.URL(url)) is not session._transport:
+        if session._transport_for_url(_url(url)) is not session._transport:
             return None  # a proxy mounted when the client was made
         if not isinstance(session._transport, httpx.HTTPTransport):
             return None
@@ -136,6 +137,14 @@ def _request(col: Any) -> _Request | None:
         return _Request(host, port, parts.path, headers, server.keepalive_secs)
     except Exception:  # noqa: BLE001 - anything unexpected: the client's own read
         return None
+
+
+@functools.lru_cache(maxsize=64)
+def _url(url: str) -> Any:
+    """``httpx.URL(url)`` (immutable; parsing it took 25 of the 40 us :func:`_request` takes)."""
+    import httpx
+
+    return httpx.URL(url)
 
 
 def _env_proxy(host: str) -> bool:
