@@ -98,6 +98,27 @@ def get(col: Any, ids: Sequence[str], b64: str | None = None) -> tuple[list[str]
     return got
 
 
+def connect(col: Any) -> None:
+    """Open a connection for :func:`get` of ``col`` now, if none is kept (a client's open).
+
+    The first cold namespace's read then does not connect first (0.2 ms of CPU and 0.3 of
+    wall in a fresh process). Nothing when :func:`get` would hand over; a failure is left
+    for the read to meet.
+    """
+    req = _request(col)
+    if req is None:
+        return
+    pool = _pool(req.host, req.port)
+    conn, kept = pool.take(req.keepalive)
+    if not kept:
+        try:
+            conn.connect()
+        except Exception:  # noqa: BLE001 - the read connects (or hands over) itself
+            conn.close()
+            return
+    pool.give(conn)
+
+
 def _request(col: Any) -> _Request | None:
     """The request chromadb's client would send for ``col``'s ``get``, if it sends it plainly."""
     try:

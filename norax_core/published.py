@@ -176,8 +176,13 @@ class Published:
         return self._col
 
     def prepare(self) -> None:
-        """Get the companion collection's handle now, if it exists (a client's open)."""
-        self._collection(create=False)
+        """Get the companion collection's handle now, if it exists (a client's open).
+
+        And open the connection its first read takes (:func:`norax_core.fast_get.connect`).
+        """
+        col = self._collection(create=False)
+        if col is not None:
+            fast_get.connect(col)
 
     def _count(self, n: int) -> None:
         if self._counted is not None:

@@ -373,3 +373,19 @@ def test_a_body_larger_than_a_kept_buffer_is_read_as_it_comes(
     monkeypatch.setattr(fast_get, "_local", threading.local())
     assert fast_get.get(col, _B, b64="b") == want
     assert getattr(fast_get._local, "buf", None) is None
+
+
+def test_a_clients_open_connects_for_its_first_cold_read(
+    chroma_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    collection = f"fgpub-{uuid.uuid4().hex[:8]}"
+    before = _seed(chroma_url, collection, tmp_path)
+    monkeypatch.setattr(fast_get, "_pools", {})  # no connection kept from other tests
+    port = int(urllib.parse.urlparse(chroma_url).port or 0)
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        idle = list(fast_get._pool("127.0.0.1", port)._idle)
+        assert len(idle) == 1 and idle[0][0].sock is not None  # opened by the open
+        direct = fast_get.stats.direct
+        assert _search(mem) == before
+        assert mem.store.indexes.restored == 1 and fast_get.stats.direct == direct + 1
+        assert [c for c, _ in fast_get._pool("127.0.0.1", port)._idle] == [idle[0][0]]
