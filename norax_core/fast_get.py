@@ -29,7 +29,8 @@ It is used only where it clearly is that same request, and it hands over to the 
 
 Connections are kept per server and process (a child after ``fork`` opens its own), at most
 :data:`IDLE` idle ones each, one per concurrent reader; one idle longer than the client's
-``keepalive_secs`` (what httpx keeps) is closed rather than reused.
+``keepalive_secs`` (what httpx keeps) is closed rather than reused. A client's open opens
+one (:func:`connect`), so that its first cold namespace does not connect first.
 """
 
 from __future__ import annotations
