@@ -9,6 +9,11 @@ decodes it to ``str`` before parsing it. :func:`get` sends exactly the request c
 ``Collection.get(ids=..., include=["metadatas"])`` sends (its URL, its body, the client's
 headers: auth and ``chroma_server_headers`` included) over a kept :mod:`http.client`
 connection, and parses the body as chromadb does (orjson, then ``deserialize_metadata``).
+The body is read into a buffer the thread keeps (:data:`KEEP`), and the values of a blob's
+base64 key are decoded from the body's own bytes (:func:`_parse_b64`) rather than made a
+``str`` first: two fresh multi-MB allocations less per read, whose pages the process faulted
+in each time (4 cold first queries of 1k-memory namespaces in a fresh client process:
+3,960 minor faults instead of 6,030, CPU per query 12.4-12.9 ms instead of 14.1-15.4).
 
 It is used only where it clearly is that same request, and it hands over to the ordinary
 ``Collection.get`` otherwise, whose answer (or error) is then exactly what it always was:
@@ -24,11 +29,13 @@ It is used only where it clearly is that same request, and it hands over to the 
 
 Connections are kept per server and process (a child after ``fork`` opens its own), at most
 :data:`IDLE` idle ones each, one per concurrent reader; one idle longer than the client's
-``keepalive_secs`` (what httpx keeps) is closed rather than reused.
+``keepalive_secs`` (what httpx keeps) is closed rather than reused. A client's open opens
+one (:func:`connect`), so that its first cold namespace does not connect first.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
 import os
 import threading
@@ -41,8 +48,17 @@ from typing import Any
 
 import orjson
 
+_b64: Any
+try:
+    import pybase64 as _b64
+except ImportError:  # pragma: no cover - an older chromadb
+    import base64 as _b64
+
 IDLE = 4
 """Idle connections kept per server."""
+KEEP = 8 << 20
+"""A thread keeps a buffer this large at most for the bodies it reads (see :func:`_body`)."""
+_local = threading.local()
 
 
 @dataclass
@@ -66,19 +82,42 @@ class _Request:
     keepalive: float | None
 
 
-def get(col: Any, ids: Sequence[str]) -> tuple[list[str], list[Any]]:
+def get(col: Any, ids: Sequence[str], b64: str | None = None) -> tuple[list[str], list[Any]]:
     """``(ids, metadatas)`` of ``col.get(ids=ids, include=["metadatas"])``, read directly if it can.
 
     ``ids``: valid Chroma ids (non-empty, distinct strings), as the caller's own.
+    ``b64``: a metadata key holding base64; when read directly and every value of that key is
+    plain base64, those values come decoded (``bytes``), else as the ``str`` they are.
     """
     req = _request(col)
-    got = None if req is None else _read(req, ids)
+    got = None if req is None else _read(req, ids, b64)
     if got is None:
         stats.fallback += 1
         res = col.get(ids=list(ids), include=["metadatas"])
         return list(res["ids"]), list(res["metadatas"])
     stats.direct += 1
     return got
+
+
+def connect(col: Any) -> None:
+    """Open a connection for :func:`get` of ``col`` now, if none is kept (a client's open).
+
+    The first cold namespace's read then does not connect first (0.2 ms of CPU and 0.3 of
+    wall in a fresh process). Nothing when :func:`get` would hand over; a failure is left
+    for the read to meet.
+    """
+    req = _request(col)
+    if req is None:
+        return
+    pool = _pool(req.host, req.port)
+    conn, kept = pool.take(req.keepalive)
+    if not kept:
+        try:
+            conn.connect()
+        except Exception:  # noqa: BLE001 - the read connects (or hands over) itself
+            conn.close()
+            return
+    pool.give(conn)
 
 
 def _request(col: Any) -> _Request | None:
@@ -108,7 +147,7 @@ def _request(col: Any) -> _Request | None:
         host, port = parts.hostname, parts.port or 80
         if parts.scheme != "http" or not host or parts.username or parts.query:
             return None
-        if session._transport_for_url(httpx.URL(url)) is not session._transport:
+        if session._transport_for_url(_url(url)) is not session._transport:
             return None  # a proxy mounted when the client was made
         if not isinstance(session._transport, httpx.HTTPTransport):
             return None
@@ -122,6 +161,14 @@ def _request(col: Any) -> _Request | None:
         return None
 
 
+@functools.lru_cache(maxsize=64)
+def _url(url: str) -> Any:
+    """``httpx.URL(url)`` (immutable; parsing it took 25 of the 40 us :func:`_request` takes)."""
+    import httpx
+
+    return httpx.URL(url)
+
+
 def _env_proxy(host: str) -> bool:
     """Whether the environment names a proxy httpx would use for plain ``http`` to ``host``."""
     if not any(k[-6:].lower() == "_proxy" for k in os.environ):  # 10 us; getproxies 80
@@ -130,7 +177,7 @@ def _env_proxy(host: str) -> bool:
     return bool(env.get("http") or env.get("all")) and not urllib.request.proxy_bypass(host)
 
 
-def _read(req: _Request, ids: Sequence[str]) -> tuple[list[str], list[Any]] | None:
+def _read(req: _Request, ids: Sequence[str], b64: str | None) -> tuple[list[str], list[Any]] | None:
     """Post the read and parse its answer; ``None`` if it did not clearly succeed."""
     body = orjson.dumps(
         {
@@ -159,17 +206,45 @@ def _read(req: _Request, ids: Sequence[str]) -> tuple[list[str], list[Any]] | No
     pool.give(conn)
     if status != 200 or encoding not in ("", "identity"):
         return None
+    if b64 is not None:
+        got = _parse_b64(data, ids, b64)
+        if got is not None:
+            return got
     return _parse(data, ids)
 
 
-def _post(conn: http.client.HTTPConnection, req: _Request, body: bytes) -> tuple[int, str, bytes]:
+def _post(
+    conn: http.client.HTTPConnection, req: _Request, body: bytes
+) -> tuple[int, str, bytes | memoryview]:
     conn.request("POST", req.path, body, req.headers)
     resp = conn.getresponse()
-    data = resp.read()
+    data = _body(resp)
     return resp.status, (resp.getheader("Content-Encoding") or "").strip().lower(), data
 
 
-def _parse(data: bytes, asked: Sequence[str]) -> tuple[list[str], list[Any]] | None:
+def _body(resp: http.client.HTTPResponse) -> bytes | memoryview:
+    """The response's body: a view of this thread's kept buffer when of a stated length.
+
+    The view is valid until this thread's next read (:func:`_read` consumes it before it
+    returns). A body larger than :data:`KEEP` (or of no stated length) is read as ``bytes``.
+    """
+    n = resp.length
+    if resp.chunked or n is None or n > KEEP:
+        return resp.read()
+    buf = getattr(_local, "buf", None)
+    if buf is None or len(buf) < n:  # a new one, never resized: a view may still be held
+        buf = _local.buf = bytearray(min(KEEP, max(n + n // 4, 1 << 16)))
+    view = memoryview(buf)[:n]
+    got = 0
+    while got < n:
+        k = resp.readinto(view[got:])
+        if not k:
+            raise http.client.IncompleteRead(bytes(view[:got]), n - got)
+        got += k
+    return view
+
+
+def _parse(data: bytes | memoryview, asked: Sequence[str]) -> tuple[list[str], list[Any]] | None:
     """The answer's ids and metadatas as chromadb's client gives them, if of that shape."""
     from chromadb.api.types import deserialize_metadata
 
@@ -188,6 +263,55 @@ def _parse(data: bytes, asked: Sequence[str]) -> tuple[list[str], list[Any]] | N
     if not all(m is None or isinstance(m, dict) for m in metas):
         return None
     return ids, [None if m is None else deserialize_metadata(m) for m in metas]
+
+
+def _parse_b64(
+    data: bytes | memoryview, asked: Sequence[str], key: str
+) -> tuple[list[str], list[Any]] | None:
+    """:func:`_parse` with the values of ``key`` decoded from the body's own bytes.
+
+    The 2.5 MB ``str`` of a 1k-memory namespace's base64 is never made: each
+    ``"key":"`` value (up to the next quote) is cut out of the body, the rest parsed as
+    usual (each such value then ``""``), and decoded where it lies. Base64 needs no JSON
+    escape, so a value that decodes (``validate``: nothing but the alphabet, no backslash
+    or quote) is its own text. ``None`` (the ordinary parse, whose ``str`` values the
+    caller decodes itself) when anything is not that plain: the mark not right after
+    ``{`` or ``,`` (a compact key: its first quote is not an escaped one), values that are
+    not each one metadata's (as many as the metadatas holding ``key``), a value that is not
+    valid base64 (an escape, or a damaged blob: the caller's decode raises its error).
+    """
+    view = memoryview(data)
+    raw: bytes | bytearray = view.obj if isinstance(data, memoryview) else data  # type: ignore[assignment]
+    end, mark = len(view), b'"' + key.encode() + b'":"'
+    spans: list[tuple[int, int]] = []
+    pieces: list[memoryview] = []
+    at = 0
+    i = raw.find(mark, 0, end)
+    while i >= 0:
+        start = i + len(mark)
+        close = raw.find(b'"', start, end)
+        if i == 0 or raw[i - 1] not in b"{," or close < 0:
+            return None
+        pieces.append(view[at:start])
+        spans.append((start, close))
+        at = close
+        i = raw.find(mark, close + 1, end)
+    if not spans:
+        return None
+    pieces.append(view[at:end])
+    got = _parse(b"".join(pieces), asked)
+    if got is None:
+        return None
+    holders = [m for m in got[1] if m is not None and key in m]
+    if len(holders) != len(spans) or any(m[key] != "" for m in holders):
+        return None
+    try:
+        values = [_b64.b64decode(view[a:b], validate=True) for a, b in spans]
+    except ValueError:  # binascii.Error is one
+        return None
+    for m, value in zip(holders, values, strict=True):
+        m[key] = bytes(value)
+    return got
 
 
 class _Pool:

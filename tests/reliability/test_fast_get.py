@@ -5,11 +5,15 @@ request chromadb's client sends (headers included: a relay in front of the serve
 both), is what a cold client namespace's restore uses, and hands over to the client's own
 read when a proxy applies (from the environment now, or mounted in the client's session),
 for an embedded client, and when the server is gone; a kept connection the server closed
-(a restart) is retried on a new one.
+(a restart) is retried on a new one. Base64 values asked for (``b64``) come decoded from the
+body's own bytes when plain, else as the ordinary parse gives them (escaped, odd, damaged),
+and no value read stays tied to the buffer later bodies are read into.
 """
 
 from __future__ import annotations
 
+import base64
+import copy
 import http.client
 import http.server
 import shutil
@@ -18,7 +22,7 @@ import threading
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -165,11 +169,15 @@ def test_a_proxy_named_by_the_environment_is_left_to_the_client(
 
 
 class _Relay:
-    """An HTTP relay to a server that records each request; as a proxy or in front of it."""
+    """An HTTP relay to a server that records each request; as a proxy or in front of it.
+
+    ``rewrite``: applied to the body of each answer to a ``get`` it relays.
+    """
 
     def __init__(self, target: str) -> None:
         self.target = urllib.parse.urlparse(target)
         self.seen: list[tuple[str, str, dict[str, str], bytes]] = []
+        self.rewrite: Callable[[bytes], bytes] | None = None  # of the answer to a get
         relay = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -187,6 +195,8 @@ class _Relay:
                 resp = conn.getresponse()
                 data = resp.read()
                 conn.close()
+                if relay.rewrite is not None and path.endswith("/get"):
+                    data = relay.rewrite(data)
                 self.send_response(resp.status)
                 self.send_header("Content-Type", resp.getheader("Content-Type") or "text/plain")
                 self.send_header("Content-Length", str(len(data)))
@@ -268,3 +278,114 @@ def test_a_connection_the_server_closed_is_opened_again() -> None:
     finally:
         stop(proc)
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _b64_records(client: Any, name: str, values: list[str]) -> Any:
+    col = client.get_or_create_collection(name, embedding_function=None)
+    ids = [f"p{i}" for i in range(len(values))]
+    metas: list[Any] = [{"digest": "d", "b": v, "n": i} for i, v in enumerate(values)]
+    col.upsert(
+        ids=["h", *ids],
+        metadatas=[{"head": True, "ns": "é ☃"}, *metas],
+        embeddings=[[1.0]] * (1 + len(ids)),
+    )
+    return col
+
+
+def _decoded(got: tuple[list[str], list[Any]]) -> tuple[list[str], list[Any]]:
+    """``got`` with each ``b`` value base64-decoded (as Published.get decodes a str)."""
+    metas = [
+        m
+        if m is None or "b" not in m or type(m["b"]) is bytes
+        else {**m, "b": base64.b64decode(m["b"], validate=True)}
+        for m in got[1]
+    ]
+    return got[0], metas
+
+
+_B = ["h", "p0", "p1", "p2", "nope"]
+
+
+def test_base64_values_come_decoded_from_the_body(chroma_url: str) -> None:
+    values = [_BIG, base64.b64encode(bytes(range(256)) * 999).decode(), ""]
+    col = _b64_records(_http(chroma_url), f"fg-{uuid.uuid4().hex[:8]}", values)
+    got = col.get(ids=_B, include=["metadatas"])
+    want = _decoded((got["ids"], got["metadatas"]))
+    direct = fast_get.stats.direct
+    ours = fast_get.get(col, _B, b64="b")
+    assert fast_get.stats.direct == direct + 1
+    assert ours == want
+    assert all(type(m["b"]) is bytes for m in ours[1] if "b" in m)
+    assert fast_get.get(col, _B) == (got["ids"], got["metadatas"])  # not asked: str
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        "damaged",  # not base64: the caller's own decode raises
+        "escaped",  # a JSON escape in the value (same text, but not its own bytes)
+        "spaced",  # a space after the colon: the mark is not found
+        "twice",  # the key twice in one object (JSON keeps the last)
+        "quoted",  # a key ending in an escaped quote and b
+    ],
+)
+def test_a_body_not_plain_is_parsed_as_usual(chroma_url: str, relay: _Relay, odd: str) -> None:
+    name = f"fg-{uuid.uuid4().hex[:8]}"
+    values = ["QUJD" * 1000, "QUJD!" if odd == "damaged" else "RUZH"]
+    _b64_records(_http(chroma_url), name, values)
+    rewrite = {
+        "damaged": lambda d: d,
+        "escaped": lambda d: d.replace(b'"RUZH"', b'"RU\\u005aH"'),
+        "spaced": lambda d: d.replace(b'"b":"RUZH"', b'"b": "RUZH"'),
+        "twice": lambda d: d.replace(b'"b":"RUZH"', b'"b":"QUJD","b":"RUZH"'),
+        "quoted": lambda d: d.replace(b'"b":"RUZH"', b'"x\\"b":"RUZH","b":""'),
+    }[odd]
+    relay.rewrite = rewrite
+    col = _http(relay.url).get_collection(name)
+    got = col.get(ids=_B, include=["metadatas"])
+    want = (got["ids"], got["metadatas"])
+    assert all(type(m["b"]) is str for m in want[1] if "b" in m)
+    direct = fast_get.stats.direct
+    assert fast_get.get(col, _B, b64="b") == want  # as the client parses it, str values
+    assert fast_get.stats.direct == direct + 1
+
+
+def test_no_value_read_changes_when_later_bodies_are_read(chroma_url: str) -> None:
+    client = _http(chroma_url)
+    small = _b64_records(client, f"fg-{uuid.uuid4().hex[:8]}", ["QUJD" * 10, "RUZH"])
+    big = _b64_records(client, f"fg-{uuid.uuid4().hex[:8]}", [_BIG, _BIG[::-1]])
+    first = fast_get.get(small, _B, b64="b")
+    kept = copy.deepcopy(first)
+    seconds = [fast_get.get(c, _B, b64="b") for c in (big, small, big)]
+    assert first == kept and seconds[1] == kept
+    assert seconds[0] == seconds[2] == _decoded(fast_get.get(big, _B))
+    with ThreadPoolExecutor(4) as pool:  # each thread its own buffer
+        got = list(pool.map(lambda i: fast_get.get((small, big)[i % 2], _B, b64="b"), range(16)))
+    assert got == [kept, seconds[0]] * 8
+
+
+def test_a_body_larger_than_a_kept_buffer_is_read_as_it_comes(
+    chroma_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    col = _b64_records(_http(chroma_url), f"fg-{uuid.uuid4().hex[:8]}", [_BIG, "RUZH"])
+    want = fast_get.get(col, _B, b64="b")
+    monkeypatch.setattr(fast_get, "KEEP", 1000)
+    monkeypatch.setattr(fast_get, "_local", threading.local())
+    assert fast_get.get(col, _B, b64="b") == want
+    assert getattr(fast_get._local, "buf", None) is None
+
+
+def test_a_clients_open_connects_for_its_first_cold_read(
+    chroma_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    collection = f"fgpub-{uuid.uuid4().hex[:8]}"
+    before = _seed(chroma_url, collection, tmp_path)
+    monkeypatch.setattr(fast_get, "_pools", {})  # no connection kept from other tests
+    port = int(urllib.parse.urlparse(chroma_url).port or 0)
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        idle = list(fast_get._pool("127.0.0.1", port)._idle)
+        assert len(idle) == 1 and idle[0][0].sock is not None  # opened by the open
+        direct = fast_get.stats.direct
+        assert _search(mem) == before
+        assert mem.store.indexes.restored == 1 and fast_get.stats.direct == direct + 1
+        assert [c for c, _ in fast_get._pool("127.0.0.1", port)._idle] == [idle[0][0]]

@@ -372,3 +372,43 @@ def test_chromas_log_does_not_keep_the_published_blobs(tmp_path: Path) -> None:
         client.close()
     with open_store(folder) as mem:
         assert mem.store.position.trusted()
+
+
+def _payload(url: str, collection: str) -> bytes:
+    found = _blob(_client(url), collection)
+    return base64.b64decode(found[f"{published.key('a')}-0"]["b"])
+
+
+def test_a_blob_digested_by_crc32_as_before_is_served(chroma_url: str, tmp_path: Path) -> None:
+    collection = f"pub-{uuid.uuid4().hex[:8]}"
+    before = _seed(chroma_url, collection, tmp_path)
+    stem, payload = published.key("a"), _payload(chroma_url, collection)
+    assert _head(_client(chroma_url), collection)["digest"] == published._digest(payload)
+    assert published._digest(payload).startswith("m")  # MurmurHash3, not crc32
+    crc = f"{zlib.crc32(payload):08x}-{len(payload)}"
+    for record in (f"{stem}-h", f"{stem}-0"):
+        _tamper(chroma_url, collection, record, lambda m: {"digest": crc})
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        assert _search(mem) == before
+        assert mem.store.indexes.restored == 1 and mem.rows_read == []
+
+
+@pytest.mark.parametrize("form", ["mmh3", "crc32"])
+def test_a_vector_byte_changed_under_its_digest_is_found(
+    chroma_url: str, tmp_path: Path, form: str
+) -> None:
+    """Only the digest can find it: the vectors travel as they are, in no checked frame."""
+    collection = f"pub-{uuid.uuid4().hex[:8]}"
+    before = _seed(chroma_url, collection, tmp_path)
+    stem, payload = published.key("a"), _payload(chroma_url, collection)
+    a, b, _ = struct.unpack_from("<QQQ", payload)
+    assert b > 0
+    digest = published._digest(payload) if form == "mmh3" else published._crc(payload)
+    damaged = bytearray(payload)
+    damaged[24 + a + b // 2] ^= 0x40
+    text = base64.b64encode(bytes(damaged)).decode()
+    _tamper(chroma_url, collection, f"{stem}-h", lambda m: {"digest": digest})
+    _tamper(chroma_url, collection, f"{stem}-0", lambda m: {"digest": digest, "b": text})
+    with _fresh(chroma_url, collection, tmp_path) as mem:
+        _from_rows(mem, before)
+        assert not _blob(_client(chroma_url), collection)  # deleted

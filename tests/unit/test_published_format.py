@@ -7,6 +7,7 @@ import json
 import struct
 import zlib
 
+import mmh3
 import numpy as np
 import pytest
 import zstandard
@@ -242,3 +243,20 @@ def test_reads_after_a_damaged_frame_and_from_threads_are_whole() -> None:
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda p: published.unpack(p), others * 25))
     assert all(g[2][0][0] == f"m{i % 4}" and g[0] == _state(50 + i % 4) for i, g in enumerate(got))
+
+
+def test_the_digest_is_murmurhash3_and_either_form_is_checked() -> None:
+    payload = bytes(range(256)) * 40
+    digest = published._digest(payload)
+    assert digest.startswith("m") and digest.endswith(f"-{len(payload)}")
+    assert digest == "m" + mmh3.hash_bytes(payload).hex() + f"-{len(payload)}"
+    for i in range(64):  # 32 hex digits, never a sign (mmh3's hash128 gives some negative)
+        head = published._digest(payload + bytes([i])).split("-")[0]
+        assert len(head) == 33 and int(head[1:], 16) >= 0
+    crc = f"{zlib.crc32(payload):08x}-{len(payload)}"
+    assert published._matches(payload, digest) and published._matches(payload, crc)
+    for other in (payload[:-1], payload[:-1] + b"x", b"x" + payload[1:]):
+        assert not published._matches(other, digest)
+        assert not published._matches(other, crc)
+    assert not published._matches(payload, digest.replace("m", "n", 1))
+    assert not published._matches(payload, "")
