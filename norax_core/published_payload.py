@@ -40,13 +40,20 @@ except ImportError:  # pragma: no cover - an older chromadb
     _b64 = base64
 
 _HEAD = struct.Struct("<QQQ")
+VECTORS_AT = _HEAD.size
+"""Where the vectors start in a payload: 24, a multiple of 8 (a ``bytes``' data is aligned
+to 16), so that every array of their :func:`~norax_core.snapshots.pack_vectors` blob, each
+aligned to 8 in it, is aligned in the payload too."""
 _SIZE = struct.Struct("<Q")
 _COLUMNS = 11
 """Columns of a stored row (:data:`norax_core.sidecar._FULL`), the last two its record."""
 _LEVEL = 3
 """zstd's level (see the module docstring)."""
-_TEXT, _JSON = "t", "j"
-"""How a column of the rows travels: its texts joined by NUL, or a JSON list."""
+_TEXT, _JSON, _KEYED = "t", "j", "k"
+"""How a column of the rows travels: its texts joined by NUL, a JSON list, or keyed: a byte
+per row, the index of its text among the column's distinct texts (joined by NUL after them),
+for a column of at most :data:`_KEYS` distinct texts (a namespace, a kind, a role)."""
+_KEYS = 256
 _RECORD = frozenset({str, type(None)})
 """The types a record column holds (a document or metadata JSON, or ``None``)."""
 _local = threading.local()
@@ -96,7 +103,8 @@ def pack(state: bytes, vectors: bytes | None, rows: list[tuple[object, ...]]) ->
     stored rows, with their Chroma records (document and metadata
     JSON, ``None`` where a row holds none): a client that restores the namespace answers its
     searches from them (:mod:`norax_core.store.client_records`) without reading its results
-    from Chroma.
+    from Chroma. The vectors come first, right after the 24-byte head: at an offset aligned
+    to 8, their matrix stays a view of the payload (:func:`unpack`).
 
     Raises:
         ValueError: A row of fewer than :data:`_COLUMNS` columns.
@@ -104,23 +112,26 @@ def pack(state: bytes, vectors: bytes | None, rows: list[tuple[object, ...]]) ->
     zstd = zstandard.ZstdCompressor(level=_LEVEL)
     z_state, z_rows = zstd.compress(state), zstd.compress(_pack_rows(rows))
     vec = vectors or b""
-    return _HEAD.pack(len(z_state), len(vec), len(z_rows)) + z_state + vec + z_rows
+    return _HEAD.pack(len(vec), len(z_state), len(z_rows)) + vec + z_state + z_rows
 
 
 def unpack(payload: bytes) -> tuple[bytes, memoryview | None, list[tuple[object, ...]]]:
     """The parts of :func:`pack`; the rows as a client's sidecar stores them.
 
+    The vectors are a view of ``payload`` (kept by their matrix: ``payload`` must not be a
+    buffer its caller reuses), at offset :data:`VECTORS_AT`.
+
     Raises:
         ValueError: The payload is not such parts (rows of another shape included).
     """
     try:
-        a, b, c = _HEAD.unpack_from(payload)
-        if _HEAD.size + a + b + c != len(payload):
+        b, a, c = _HEAD.unpack_from(payload)
+        if VECTORS_AT + a + b + c != len(payload):
             raise ValueError("lengths disagree")
         view = memoryview(payload)
-        state = _inflate(view[_HEAD.size : _HEAD.size + a])
-        vec = view[_HEAD.size + a : _HEAD.size + a + b]  # no copy: the matrix is one
-        rows = _unpack_rows(_inflate(view[_HEAD.size + a + b :]))
+        vec = view[VECTORS_AT : VECTORS_AT + b]  # no copy: aligned, the matrix is a view
+        state = _inflate(view[VECTORS_AT + b : VECTORS_AT + b + a])
+        rows = _unpack_rows(_inflate(view[VECTORS_AT + b + a :]))
     except Exception as exc:  # any unreadable blob: the namespace loads from Chroma
         raise ValueError(f"unreadable published snapshot: {exc}") from exc
     return state, vec or None, rows
@@ -130,20 +141,29 @@ def _pack_rows(rows: list[tuple[object, ...]]) -> bytes:
     """The rows column by column, for :func:`_unpack_rows`.
 
     A ``<Q`` size, a JSON head (the row count, each column's form and size), then each
-    column: its texts joined by NUL when it holds only text (without NUL or lone
-    surrogate), else a JSON list (numbers, ``None``). Read back by splitting each text in
-    C and one ``zip``: the stored rows' tuples, with fewer Python objects made on the way
-    than JSON rows (a list per row, then its tuple).
+    column: keyed when it holds only text (without NUL or lone surrogate) of at most
+    :data:`_KEYS` distinct values, at most one per two rows; else its texts joined by NUL
+    when it holds only such text; else a JSON list (numbers, ``None``). Read back by
+    splitting each text in C and one ``zip``: the stored rows' tuples, with fewer Python
+    objects made on the way than JSON rows (a list per row, then its tuple), a keyed
+    column's rows sharing its few strings.
     """
     if any(len(r) < _COLUMNS for r in rows):
         raise ValueError("rows of another shape")
-    forms, bodies = [], []
+    columns, bodies = [], []
     for i in range(_COLUMNS):
         column = [r[i] for r in rows]
         text = _joined(column)
-        forms.append(_JSON if text is None else _TEXT)
-        bodies.append(json.dumps(column, separators=(",", ":")).encode() if text is None else text)
-    columns = [[form, len(body)] for form, body in zip(forms, bodies, strict=True)]
+        keys = list(dict.fromkeys(column)) if text is not None else []
+        if text is not None and 0 < len(keys) <= min(_KEYS, len(column) // 2):
+            at = {k: j for j, k in enumerate(keys)}
+            form, body = _KEYED, bytes(map(at.__getitem__, column)) + _joined(keys)  # type: ignore[operator]
+        elif text is not None:
+            form, body = _TEXT, text
+        else:
+            form, body = _JSON, json.dumps(column, separators=(",", ":")).encode()
+        columns.append([form, len(body)])
+        bodies.append(body)
     head = json.dumps({"n": len(rows), "columns": columns}, separators=(",", ":")).encode()
     return b"".join([_SIZE.pack(len(head)), head, *bodies])
 
@@ -182,6 +202,14 @@ def _unpack_rows(raw: bytes) -> list[tuple[object, ...]]:
         if form == _TEXT:
             text = str(view[at : at + length], "utf-8")
             column = text.split("\0") if text or n else []
+        elif form == _KEYED:
+            if length < n:  # a byte per row, then the keys
+                raise ValueError("rows of another shape")
+            keys = str(view[at + n : at + length], "utf-8").split("\0")
+            if len(keys) > _KEYS:
+                raise ValueError("rows of another shape")
+            # an index past the keys is an IndexError: unreadable
+            column = list(map(keys.__getitem__, raw[at : at + n]))
         elif form == _JSON:
             column = _loads(raw[at : at + length])
         else:
