@@ -59,6 +59,22 @@ _RECORD = frozenset({str, type(None)})
 _local = threading.local()
 
 
+class Rows(list[tuple[object, ...]]):
+    """The rows of a payload (:func:`unpack`), with the columns they were zipped from.
+
+    ``columns``: the :data:`_COLUMNS` lists, every row a tuple of one item of each (by
+    construction), for the checks and sums a restore makes over whole columns
+    (:func:`norax_core.sidecar.column`) without reading them out of the rows again; ``None``
+    once the caller has :meth:`released <release>` them.
+    """
+
+    columns: list[list[Any]] | None = None
+
+    def release(self) -> None:
+        """Drop the columns (the rows are kept: a client's sidecar caches them)."""
+        self.columns = None
+
+
 def b64encode(payload: bytes) -> str:
     """A payload as base64 text (a metadata string)."""
     return str(_b64.b64encode(payload).decode())
@@ -115,7 +131,7 @@ def pack(state: bytes, vectors: bytes | None, rows: list[tuple[object, ...]]) ->
     return _HEAD.pack(len(vec), len(z_state), len(z_rows)) + vec + z_state + z_rows
 
 
-def unpack(payload: bytes) -> tuple[bytes, memoryview | None, list[tuple[object, ...]]]:
+def unpack(payload: bytes) -> tuple[bytes, memoryview | None, Rows]:
     """The parts of :func:`pack`; the rows as a client's sidecar stores them.
 
     The vectors are a view of ``payload`` (kept by their matrix: ``payload`` must not be a
@@ -181,8 +197,8 @@ def _joined(column: list[object]) -> bytes | None:
         return None
 
 
-def _unpack_rows(raw: bytes) -> list[tuple[object, ...]]:
-    """The rows of :func:`_pack_rows`.
+def _unpack_rows(raw: bytes) -> Rows:
+    """The rows of :func:`_pack_rows`, their columns kept (:class:`Rows`).
 
     Raises:
         ValueError: Not :data:`_COLUMNS` columns of the stated row count, or a record
@@ -222,4 +238,6 @@ def _unpack_rows(raw: bytes) -> list[tuple[object, ...]]:
         raise ValueError("lengths disagree")
     if not (set(map(type, columns[-2])) | set(map(type, columns[-1]))) <= _RECORD:
         raise ValueError("rows of another shape")
-    return list(zip(*columns, strict=True))
+    rows = Rows(zip(*columns, strict=True))
+    rows.columns = columns
+    return rows

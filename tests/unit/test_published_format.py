@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import zstandard
 
-from norax_core import published, snapshots
+from norax_core import published, sidecar, snapshots
 from norax_core import snapshot_format as fmt
 from norax_core.signals.vectors import NamespaceMatrix
 
@@ -331,3 +331,22 @@ def test_a_damaged_keyed_column_is_a_value_error(column: list[object], body: byt
         published.unpack(_keyed([column], body))
     # the same column, well formed, is read
     assert published.unpack(_keyed([["k", 4]], b"\x00\x00{}"))[2] == [_ROW[:10] + ("{}",)] * 2
+
+
+def test_the_rows_keep_their_columns_for_the_restores_checks_until_released() -> None:
+    rows = _many(10, 2)
+    got = published.unpack(published.pack(_state(3), None, rows))[2]
+    ids = {f"m{i}" for i in range(10)}
+    assert got.columns is not None and sidecar.column(got, 0) is got.columns[0]
+    assert sidecar.column(got, 2) == [r[2] for r in rows]
+    assert sidecar.records_bytes(got, 9) == sidecar.records_bytes(list(got), 9)
+    assert snapshots.check_rows(got, ids, "ns") is got
+    for wrong_ids, wrong_ns in ((ids, "other"), (ids - {"m1"}, "ns"), (ids | {"m10"}, "ns")):
+        with pytest.raises(ValueError):
+            snapshots.check_rows(got, wrong_ids, wrong_ns)
+    got.release()
+    assert got.columns is None and got == rows
+    assert sidecar.column(got, 0) == [r[0] for r in rows]  # read out of the rows again
+    assert snapshots.check_rows(got, ids, "ns") is got
+    with pytest.raises(ValueError):
+        snapshots.check_rows(got, ids, "other")
