@@ -131,11 +131,13 @@ def pack(state: bytes, vectors: bytes | None, rows: list[tuple[object, ...]]) ->
     return _HEAD.pack(len(vec), len(z_state), len(z_rows)) + vec + z_state + z_rows
 
 
-def unpack(payload: bytes) -> tuple[bytes, memoryview | None, Rows]:
+def unpack(payload: bytes | bytearray | memoryview) -> tuple[bytes, memoryview | None, Rows]:
     """The parts of :func:`pack`; the rows as a client's sidecar stores them.
 
-    The vectors are a view of ``payload`` (kept by their matrix: ``payload`` must not be a
-    buffer its caller reuses), at offset :data:`VECTORS_AT`.
+    The vectors are a view of ``payload`` at offset :data:`VECTORS_AT` when it is ``bytes``
+    (immutable: their matrix keeps it, see
+    :meth:`~norax_core.signals.vectors.NamespaceMatrix.from_arrays`), else of a copy (a
+    buffer its caller may reuse or change).
 
     Raises:
         ValueError: The payload is not such parts (rows of another shape included).
@@ -146,6 +148,8 @@ def unpack(payload: bytes) -> tuple[bytes, memoryview | None, Rows]:
             raise ValueError("lengths disagree")
         view = memoryview(payload)
         vec = view[VECTORS_AT : VECTORS_AT + b]  # no copy: aligned, the matrix is a view
+        if type(payload) is not bytes:
+            vec = memoryview(bytes(vec))
         state = _inflate(view[VECTORS_AT + b : VECTORS_AT + b + a])
         rows = _unpack_rows(_inflate(view[VECTORS_AT + b + a :]))
     except Exception as exc:  # any unreadable blob: the namespace loads from Chroma

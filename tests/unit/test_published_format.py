@@ -350,3 +350,16 @@ def test_the_rows_keep_their_columns_for_the_restores_checks_until_released() ->
     assert snapshots.check_rows(got, ids, "ns") is got
     with pytest.raises(ValueError):
         snapshots.check_rows(got, ids, "other")
+
+
+@pytest.mark.parametrize("kind", [bytearray, memoryview])
+def test_the_vectors_of_a_buffer_are_a_copy(kind: type) -> None:
+    """A buffer its caller may reuse: the matrix must not see it change."""
+    block, vectors = _matrix()
+    buffer = bytearray(published.pack(_state(3), vectors, [_ROW]))
+    _, got, _ = published.unpack(kind(buffer))
+    assert got is not None and bytes(got) == vectors
+    restored = snapshots.unpack_vectors(got, set(block.ids))
+    assert restored is not None and restored.matrix.flags.aligned
+    buffer[:] = bytes(len(buffer))  # reused
+    np.testing.assert_array_equal(restored.matrix, block.matrix)
