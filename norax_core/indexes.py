@@ -46,7 +46,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import compress
-from operator import itemgetter
 from typing import Any
 
 from norax_core import snapshots
@@ -54,6 +53,7 @@ from norax_core.client_snapshots import ClientSnapshots
 from norax_core.config import NoraxConfig
 from norax_core.kinds import STANDING
 from norax_core.published import Published, publish_checked, vouched
+from norax_core.published_payload import Rows
 from norax_core.reclaim import READ_BYTES_PER_ROW, Reclaimer
 from norax_core.sidecar import (
     SCHEMA_VERSION,
@@ -61,6 +61,7 @@ from norax_core.sidecar import (
     RowSource,
     Sidecar,
     SidecarRows,
+    column,
     record_bytes,
     records_bytes,
     row_bytes,
@@ -376,6 +377,9 @@ class DerivedIndexes:
             self._drop(namespace)
             self.unpublish([namespace])
             return False
+        finally:
+            if isinstance(rows, Rows):
+                rows.release()  # the sidecar keeps the rows, not their columns
         if self.shared is not None:  # the shared file does not hold it yet
             self._bases[namespace] = (taken, None)
         return True
@@ -1082,14 +1086,12 @@ def chroma_ids(collection: Any) -> set[str]:
 def _labels(rows: Sequence[tuple[object, ...]]) -> tuple[set[str], dict[str, str]]:
     """Stored rows' standing ids (instructions, preferences) and ``{id: role}`` of those with one.
 
-    The columns read in C (``itemgetter``, ``compress``): the loops run over the few rows
-    that have a role.
+    The columns read in C (:func:`~norax_core.sidecar.column`, ``compress``): the loops run
+    over the few rows that have a role.
     """
-    ids = list(map(itemgetter(0), rows))
-    standing = set(
-        map(str, compress(ids, map(STANDING.__contains__, map(itemgetter(_INFERRED), rows))))
-    )
-    roles = list(map(itemgetter(_ROLE), rows))
+    ids = column(rows, 0)
+    standing = set(map(str, compress(ids, map(STANDING.__contains__, column(rows, _INFERRED)))))
+    roles = column(rows, _ROLE)
     return standing, {str(m): str(r) for m, r in compress(zip(ids, roles, strict=True), roles)}
 
 

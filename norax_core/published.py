@@ -11,9 +11,10 @@ A cold namespace is read with one ``get`` of its ids (:meth:`Published.get`), ov
 connection of its own when the client is chromadb's HTTP client (:mod:`norax_core.fast_get`,
 which then decodes the base64 from the answer's bytes, never making it a ``str``).
 
-The payload (:mod:`norax_core.published_payload`, format :data:`VERSION` 4) holds the state
-and rows zstd-compressed. A blob of another version names other :func:`settings`: it is never
-served, and it is replaced like a missing one.
+The payload (:mod:`norax_core.published_payload`, format :data:`VERSION` 5) holds the vectors
+first (aligned: their matrix stays a view of it), then the state and rows zstd-compressed. A
+blob of another version names other :func:`settings`: it is never served, and it is replaced
+like a missing one.
 
 Validity. A blob is served only if its metadata names this store's settings (:func:`settings`:
 the memory collection's id, the snapshot layout, the sidecar schema and the tokenizer's
@@ -67,11 +68,12 @@ blob on disk), and each write call, a delete of one small record included, read 
 (0.2-0.8 s a call, growing with the log). With 2 the log is purged as it goes: a delete
 takes 5-15 ms and 60 writes of 4 MB 4 s instead of 28 s (Chroma 1.5.9)."""
 _CONFIG = {"hnsw": {"sync_threshold": LOG_SYNC, "batch_size": LOG_SYNC}}
-VERSION = "4"
+VERSION = "5"
 """The published blobs' format (in :func:`settings` and each head's ``format``): version 1
 stored the state and rows uncompressed, version 2 zlib-compressed, version 3 the state's
-integer arrays narrowed too, version 4 (:mod:`norax_core.published_payload`) the state as it
-is and the rows column by column, zstd-compressed."""
+integer arrays narrowed too, version 4 the state as it is and the rows column by column,
+zstd-compressed, version 5 (:mod:`norax_core.published_payload`) the vectors first, at an
+aligned offset, and the rows' few-valued text columns keyed."""
 FORMAT = int(VERSION)
 _PLACEHOLDER = [1.0]  # Chroma needs an embedding per record; never used
 

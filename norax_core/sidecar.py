@@ -124,13 +124,22 @@ def record_bytes(document: object, metadata: object) -> int:
     return RECORD_BYTES + len(document) + len(metadata)
 
 
-def records_bytes(rows: Sequence[tuple[object, ...]], column: int) -> int:
-    """The sum of :func:`record_bytes` of ``rows``' columns ``column`` and ``column + 1``.
+def column(rows: Sequence[tuple[object, ...]], i: int) -> list[Any]:
+    """Item ``i`` of every row.
+
+    The column a published payload's rows keep (:class:`~norax_core.published_payload.Rows`,
+    not copied: the caller leaves it unchanged), else read out of the rows in C.
+    """
+    kept = getattr(rows, "columns", None)
+    return kept[i] if kept is not None else list(map(itemgetter(i), rows))
+
+
+def records_bytes(rows: Sequence[tuple[object, ...]], column_at: int) -> int:
+    """The sum of :func:`record_bytes` of ``rows``' columns ``column_at`` and ``column_at + 1``.
 
     With no Python call per row when every row holds its record (plain strings).
     """
-    docs = list(map(itemgetter(column), rows))
-    metas = list(map(itemgetter(column + 1), rows))
+    docs, metas = column(rows, column_at), column(rows, column_at + 1)
     if set(map(type, docs)) | set(map(type, metas)) <= {str}:
         return RECORD_BYTES * len(rows) + sum(map(len, docs)) + sum(map(len, metas))
     return sum(map(record_bytes, docs, metas))
@@ -670,7 +679,7 @@ class Sidecar(snapshot_table.SnapshotTable):
             with _Transaction(self._db):
                 self._forget()  # the namespace's ids are not known here
                 self._drop(namespace)
-            ids = list(map(itemgetter(0), rows))
+            ids = column(rows, 0)
             if self._cached_ids and not self._cached_ids.keys().isdisjoint(ids):
                 self._settle()  # it moves an id of another kept namespace: in SQL's order
             if rows:

@@ -33,13 +33,13 @@ import dataclasses
 import functools
 import hashlib
 import pickle
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
 from norax_core import snapshot_format as fmt
-from norax_core.sidecar import IndexRow
+from norax_core.published_payload import Rows
+from norax_core.sidecar import IndexRow, column
 from norax_core.signals import graph_arrays
 from norax_core.signals.bm25 import BM25Index, _Partition
 from norax_core.signals.entity_graph import STATE_VERSION, EntityGraph, NamespaceGraph
@@ -238,17 +238,19 @@ def check_rows(rows: Any, ids: set[str], namespace: str) -> list[tuple[object, .
         if ids:
             raise ValueError("the snapshot's rows and indexes disagree")
         return rows
-    # column by column, in C: tuples of the stored columns, all of the namespace
-    if set(map(type, rows)) != {tuple} or set(map(len, rows)) != {_COLUMNS}:
+    # column by column, in C: tuples of the stored columns, all of the namespace; a
+    # published payload's rows are such tuples (zipped from their kept columns)
+    kept = isinstance(rows, Rows) and rows.columns is not None and len(rows.columns) == _COLUMNS
+    if not kept and (set(map(type, rows)) != {tuple} or set(map(len, rows)) != {_COLUMNS}):
         raise ValueError("not snapshot rows")
     try:
-        spaces = set(map(_SPACE, rows))
+        spaces = set(column(rows, 1))
     except TypeError as exc:  # an unhashable namespace
         raise ValueError("not snapshot rows") from exc
     if len(spaces) != 1 or spaces.pop() != namespace:
         raise ValueError("not snapshot rows")
     try:
-        held = set(map(_ID, rows))
+        held = set(column(rows, 0))
     except TypeError as exc:
         raise ValueError("the snapshot's rows and indexes disagree") from exc
     if len(rows) != len(ids) or held != ids:
@@ -258,4 +260,3 @@ def check_rows(rows: Any, ids: set[str], namespace: str) -> list[tuple[object, .
 
 _COLUMNS = 11
 """Columns of a stored row (:data:`norax_core.sidecar._FULL`)."""
-_ID, _SPACE = itemgetter(0), itemgetter(1)

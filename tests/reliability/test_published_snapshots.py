@@ -147,9 +147,9 @@ def _rewrite(
         body = [published.pack(state, vec, [(*r[:9], None, None) for r in rows])]
     else:
         now = published.pack(state, vec, rows)
-        a, b, c = struct.unpack_from("<QQQ", now)
-        z_state = bytearray(now[24 : 24 + a])
-        z_rows = now[24 + a + b :]
+        b, a, c = struct.unpack_from("<QQQ", now)  # the vectors first
+        z_state = bytearray(now[24 + b : 24 + b + a])
+        z_rows = now[24 + b + a :]
         if damage == "cut":
             z_state = z_state[: len(z_state) - 100]
         elif damage == "rows":  # rows of another shape: a row more stated than they hold
@@ -162,7 +162,7 @@ def _rewrite(
             )
         else:
             z_state[len(z_state) // 2 :] = bytes(len(z_state) - len(z_state) // 2)
-        sizes, body = (len(z_state), b, len(z_rows)), [z_state, now[24 + a : 24 + a + b], z_rows]
+        sizes, body = (b, len(z_state), len(z_rows)), [now[24 : 24 + b], z_state, z_rows]
     payload = b"".join(bytes(b) for b in body)
     if not bare:
         payload = struct.pack("<QQQ", *sizes) + payload

@@ -1,5 +1,6 @@
-"""The published blob's payload (norax_core/published.py, format 4): state and rows (column
-by column) zstd-compressed, vectors as they are, any damage a ValueError."""
+"""The published blob's payload (norax_core/published.py, format 5): the vectors as they are
+first (aligned: their matrix stays a view), state and rows (column by column, few-valued text
+columns keyed) zstd-compressed, any damage a ValueError."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import numpy as np
 import pytest
 import zstandard
 
-from norax_core import published
+from norax_core import published, sidecar, snapshots
 from norax_core import snapshot_format as fmt
+from norax_core.signals.vectors import NamespaceMatrix
 
 _ROW = ("m1", "ns", "text", 1.0, 2.0, "stated", "user", 3, "{}", "The text.", '{"k":1}')
 
@@ -39,8 +41,8 @@ def _parts() -> tuple[bytes, bytes, list[tuple[object, ...]]]:
 
 def _rows_part(payload: bytes) -> tuple[dict, bytes]:
     """The head and the columns' bytes of a payload's rows."""
-    a, b, _ = struct.unpack_from("<QQQ", payload)
-    raw = zstandard.ZstdDecompressor().decompress(payload[24 + a + b :])
+    b, a, _ = struct.unpack_from("<QQQ", payload)
+    raw = zstandard.ZstdDecompressor().decompress(payload[24 + b + a :])
     (size,) = struct.unpack_from("<Q", raw)
     return json.loads(raw[8 : 8 + size]), raw[8 + size :]
 
@@ -51,7 +53,7 @@ def _with_rows(head: object, body: bytes, state: bytes = b"") -> bytes:
     raw_head = json.dumps(head).encode()
     z_state = zstd.compress(state or _state(3))
     z_rows = zstd.compress(struct.pack("<Q", len(raw_head)) + raw_head + body)
-    return struct.pack("<QQQ", len(z_state), 0, len(z_rows)) + z_state + z_rows
+    return struct.pack("<QQQ", 0, len(z_state), len(z_rows)) + z_state + z_rows
 
 
 def _json_columns(columns: list[object], n: int | None = None) -> bytes:
@@ -69,9 +71,9 @@ def _columns(rows: list[tuple[object, ...]]) -> list[list[object]]:
 def test_pack_round_trips_and_compresses_the_state_and_rows_not_the_vectors() -> None:
     state, vectors, rows = _parts()
     payload = published.pack(state, vectors, rows)
-    a, b, c = struct.unpack_from("<QQQ", payload)
+    b, a, c = struct.unpack_from("<QQQ", payload)
     assert a < len(state) // 5 and b == len(vectors)
-    assert payload[24 + a : 24 + a + b] == vectors  # the float32 bytes, untouched
+    assert payload[24 : 24 + b] == vectors  # the float32 bytes, untouched, first
     got_state, got_vectors, got_rows = published.unpack(payload)
     assert got_state == state and got_vectors == vectors
     assert got_rows == rows  # the records too, None where a row holds none
@@ -84,9 +86,10 @@ def test_the_rows_travel_column_by_column_texts_joined() -> None:
     _, _, rows = _parts()
     head, body = _rows_part(published.pack(_state(3), None, rows))
     forms = [form for form, _ in head["columns"]]
-    # texts joined by NUL; the numbers and the record columns holding a None as JSON
-    assert head["n"] == 2 and forms == ["t"] * 3 + ["j"] * 2 + ["t"] * 2 + ["j"] + ["t", "j", "j"]
-    assert body.startswith(b"m1\0m2ns\0ns")
+    # texts joined by NUL, keyed where the two rows hold one text; the numbers and the
+    # record columns holding a None as JSON
+    assert head["n"] == 2 and forms == ["t", "k", "k", "j", "j", "k", "k", "j", "k", "j", "j"]
+    assert body.startswith(b"m1\0m2\0\0ns\0\0text")  # ids joined, then a byte per row, the key
     assert sum(size for _, size in head["columns"]) == len(body)
 
 
@@ -187,23 +190,28 @@ def test_rows_whose_sizes_or_forms_do_not_fit_are_a_value_error(head: dict, body
 def test_a_corrupt_compressed_state_or_rows_is_a_value_error() -> None:
     state, vectors, rows = _parts()
     payload = bytearray(published.pack(state, vectors, rows))
-    a, b, c = struct.unpack_from("<QQQ", payload)
-    broken = bytes(payload[: 24 + a // 2]) + bytes(a - a // 2) + bytes(payload[24 + a :])
+    b, a, c = struct.unpack_from("<QQQ", payload)
+    s = 24 + b  # where the state's frame starts
+    broken = bytes(payload[: s + a // 2]) + bytes(a - a // 2) + bytes(payload[s + a :])
     with pytest.raises(ValueError, match="unreadable"):
         published.unpack(broken)
     with pytest.raises(ValueError, match="unreadable"):
         published.unpack(bytes(payload[:-3]) + b"xyz")  # the rows' stream
-    cut = bytes(payload[24 : 24 + a - 9])  # a truncated state frame, its sizes made to fit
+    cut = bytes(payload[s : s + a - 9])  # a truncated state frame, its sizes made to fit
+    vec, z_rows = bytes(payload[24:s]), bytes(payload[s + a :])
     with pytest.raises(ValueError, match="unreadable"):
-        published.unpack(struct.pack("<QQQ", len(cut), b, c) + cut + bytes(payload[24 + a :]))
-    extra = bytes(payload[24 + a + b :]) + b"\0\0"  # bytes after the rows' frame
+        published.unpack(struct.pack("<QQQ", b, len(cut), c) + vec + cut + z_rows)
+    extra = z_rows + b"\0\0"  # bytes after the rows' frame
     with pytest.raises(ValueError, match="unreadable"):
-        published.unpack(struct.pack("<QQQ", a, b, c + 2) + bytes(payload[24 : 24 + a + b]) + extra)
+        published.unpack(struct.pack("<QQQ", b, a, c + 2) + bytes(payload[24 : s + a]) + extra)
+    for more in (1, -1):  # sizes that do not add up to the payload's
+        with pytest.raises(ValueError, match="unreadable"):
+            published.unpack(struct.pack("<QQQ", b + more, a, c) + bytes(payload[24:]))
     with pytest.raises(ValueError, match="unreadable"):  # format 1's uncompressed payload
-        published.unpack(struct.pack("<QQQ", len(state), 0, 2) + state + b"[]")
+        published.unpack(struct.pack("<QQQ", 0, len(state), 2) + state + b"[]")
     z_state = zlib.compress(state)  # format 2's state
     with pytest.raises(ValueError, match="unreadable"):
-        published.unpack(struct.pack("<QQQ", len(z_state), 0, 0) + z_state)
+        published.unpack(struct.pack("<QQQ", 0, len(z_state), 0) + z_state)
 
 
 def test_format_3s_payload_is_a_value_error() -> None:
@@ -233,8 +241,8 @@ def test_reads_after_a_damaged_frame_and_from_threads_are_whole() -> None:
 
     state, vectors, rows = _parts()
     payload = published.pack(state, vectors, rows)
-    a = struct.unpack_from("<QQQ", payload)[0]
-    damaged = payload[: 24 + a - 9] + bytes(5) + payload[24 + a - 4 :]
+    b, a, _ = struct.unpack_from("<QQQ", payload)
+    damaged = payload[: 24 + b + a - 9] + bytes(5) + payload[24 + b + a - 4 :]
     for _ in range(2):
         with pytest.raises(ValueError, match="unreadable"):
             published.unpack(damaged)
@@ -260,3 +268,116 @@ def test_the_digest_is_murmurhash3_and_either_form_is_checked() -> None:
         assert not published._matches(other, crc)
     assert not published._matches(payload, digest.replace("m", "n", 1))
     assert not published._matches(payload, "")
+
+
+def _matrix(n: int = 5) -> tuple[NamespaceMatrix, bytes]:
+    block = NamespaceMatrix()
+    block.put([f"m{i}" for i in range(n)], np.arange(n * 384, dtype=np.float32).reshape(n, 384))
+    return block, snapshots.pack_vectors(block)
+
+
+@pytest.mark.parametrize("state_size", [3, 4, 5, 6, 7, 8, 9])
+def test_the_vectors_are_aligned_and_their_matrix_a_view_of_the_payload(state_size: int) -> None:
+    """Whatever the state's size: format 4 put the vectors after it, their matrix was copied
+    unless it happened to land aligned."""
+    block, vectors = _matrix()
+    payload = published.pack(_state(state_size), vectors, [_ROW])
+    _, got, _ = published.unpack(payload)
+    assert got is not None and got.obj is payload and bytes(got) == vectors
+    restored = snapshots.unpack_vectors(got, set(block.ids))
+    assert restored is not None and restored.matrix.flags.aligned
+    assert np.shares_memory(restored.matrix, np.frombuffer(payload, dtype=np.uint8))  # no copy
+    np.testing.assert_array_equal(restored.matrix, block.matrix)
+    assert restored.ids == block.ids
+
+
+def test_format_4s_payload_is_a_value_error() -> None:
+    """The state first, then the vectors and rows (never read: other settings)."""
+    state, _, rows = _parts()
+    _, vectors = _matrix()
+    zstd = zstandard.ZstdCompressor(level=3)
+    z_state = zstd.compress(state)
+    z_rows = zstd.compress(_json_columns(_columns(rows))[24:])  # any rows part
+    old = struct.pack("<QQQ", len(z_state), len(vectors), len(z_rows)) + z_state + vectors + z_rows
+    with pytest.raises(ValueError, match="unreadable"):
+        published.unpack(old)
+
+
+def _many(n: int, kinds: int) -> list[tuple[object, ...]]:
+    return [
+        (f"m{i}", "ns", f"kind{i % kinds}", float(i), 0.5, "s", "", i, "{}", f"text {i}", None)
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("kinds", [1, 3, 256, 257, 400])
+def test_few_valued_text_columns_are_keyed_and_their_rows_share_the_strings(kinds: int) -> None:
+    rows = _many(600, kinds)
+    payload = published.pack(_state(3), None, rows)
+    head, _ = _rows_part(payload)
+    forms = [form for form, _ in head["columns"]]
+    assert forms[:3] == ["t", "k", "k" if kinds <= 256 else "t"]  # at most 256 keys
+    assert forms[5:9] == ["k", "k", "j", "k"]  # an empty text ('' roles) is a key too
+    got = published.unpack(payload)[2]
+    assert got == rows
+    assert [list(map(type, r)) for r in got] == [list(map(type, r)) for r in rows]
+    assert got[0][1] is got[599][1]  # one string for every row's namespace
+    assert _rows_part(published.pack(_state(3), None, rows[:1]))[0]["columns"][1][0] == "t"
+
+
+def _keyed(head_columns: list[list[object]], body: bytes, n: int = 2) -> bytes:
+    """A rows part of ``n`` rows: columns 0-9 as the real ones, then ``head_columns``' last."""
+    real, real_body = _rows_part(published.pack(_state(3), None, [_ROW] * n))
+    sizes = [size for _, size in real["columns"][:10]]
+    return _with_rows(
+        {"n": n, "columns": real["columns"][:10] + head_columns}, real_body[: sum(sizes)] + body
+    )
+
+
+@pytest.mark.parametrize(
+    "column, body",
+    [
+        (["k", 3], b"\x00\x01a"),  # an index past the one key
+        (["k", 1], b"\x00"),  # fewer bytes than rows
+        (["k", 2 + 513], b"\x00\x00" + b"\0".join([b"k"] * 257)),  # 257 keys
+        (["k", 4], b"\x00\x00\xff\xfe"),  # keys not UTF-8
+    ],
+    ids=["index past the keys", "short", "too many keys", "not utf-8"],
+)
+def test_a_damaged_keyed_column_is_a_value_error(column: list[object], body: bytes) -> None:
+    with pytest.raises(ValueError, match="unreadable"):
+        published.unpack(_keyed([column], body))
+    # the same column, well formed, is read
+    assert published.unpack(_keyed([["k", 4]], b"\x00\x00{}"))[2] == [_ROW[:10] + ("{}",)] * 2
+
+
+def test_the_rows_keep_their_columns_for_the_restores_checks_until_released() -> None:
+    rows = _many(10, 2)
+    got = published.unpack(published.pack(_state(3), None, rows))[2]
+    ids = {f"m{i}" for i in range(10)}
+    assert got.columns is not None and sidecar.column(got, 0) is got.columns[0]
+    assert sidecar.column(got, 2) == [r[2] for r in rows]
+    assert sidecar.records_bytes(got, 9) == sidecar.records_bytes(list(got), 9)
+    assert snapshots.check_rows(got, ids, "ns") is got
+    for wrong_ids, wrong_ns in ((ids, "other"), (ids - {"m1"}, "ns"), (ids | {"m10"}, "ns")):
+        with pytest.raises(ValueError):
+            snapshots.check_rows(got, wrong_ids, wrong_ns)
+    got.release()
+    assert got.columns is None and got == rows
+    assert sidecar.column(got, 0) == [r[0] for r in rows]  # read out of the rows again
+    assert snapshots.check_rows(got, ids, "ns") is got
+    with pytest.raises(ValueError):
+        snapshots.check_rows(got, ids, "other")
+
+
+@pytest.mark.parametrize("kind", [bytearray, memoryview])
+def test_the_vectors_of_a_buffer_are_a_copy(kind: type) -> None:
+    """A buffer its caller may reuse: the matrix must not see it change."""
+    block, vectors = _matrix()
+    buffer = bytearray(published.pack(_state(3), vectors, [_ROW]))
+    _, got, _ = published.unpack(kind(buffer))
+    assert got is not None and bytes(got) == vectors
+    restored = snapshots.unpack_vectors(got, set(block.ids))
+    assert restored is not None and restored.matrix.flags.aligned
+    buffer[:] = bytes(len(buffer))  # reused
+    np.testing.assert_array_equal(restored.matrix, block.matrix)
