@@ -95,9 +95,8 @@ def _digest(payload: bytes) -> str:
 
     ``m<hash>-<length>``: the 128-bit MurmurHash3 (x64) of the payload, read in 0.23 ms for
     the 1.9 MB of a 1k-memory namespace against 0.44 for its ``crc32`` (the form
-    ``<crc32>-<length>`` blobs were written with before; still checked, :func:`_matches`).
-    Without mmh3 (chromadb's dependency) the ``crc32`` form. A Norax of before this form
-    finds such a blob's digest wrong: it loads the namespace from Chroma and publishes its own.
+    ``<crc32>-<length>`` of formats 1-4, still checked by :func:`_matches`). Without mmh3
+    (chromadb's dependency) the ``crc32`` form.
     """
     if _mmh3 is None:  # pragma: no cover - mmh3 comes with chromadb
         return _crc(payload)
