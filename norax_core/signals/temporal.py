@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from itertools import filterfalse, repeat
+from typing import Any
 
 import numpy as np
 
@@ -106,6 +107,7 @@ class _Namespace:
 
     def add(self, mid: str, ts: float, kind: int, seq: int) -> None:
         self._extend_timeline(mid, ts, seq)
+        self._drop_view()
         if mid in self.slot:
             i = self.slot[mid]
         else:
@@ -140,6 +142,7 @@ class _Namespace:
         if i is None:
             return False
         self.timeline = None
+        self._drop_view()
         self.alive[i] = False
         if len(self.slot) * 2 < self.n and self.n > 64:
             self._compact()
@@ -153,6 +156,33 @@ class _Namespace:
         self.alive = np.ones(len(keep), dtype=bool)
         self.n = len(keep)
         self.slot = {mid: i for i, mid in enumerate(self.ids)}
+
+    def _drop_view(self) -> None:
+        # set at a search's first read (view), not here: a snapshot's layout() lists the
+        # attributes of a new _Namespace, and a search's view is no part of a snapshot
+        self.__dict__.pop("_view", None)
+        self.__dict__.pop("derived", None)
+
+    def view(self) -> _View:
+        """The time order as arrays: what a search reads instead of :meth:`ordered`'s lists.
+
+        ``(order, rank, times)``: the live slots in conversation order, each slot's place in
+        that order (-1 for a dead slot) and the times in that order. Taken from the kept
+        :meth:`ordered` when there is one (the same order, without a sort), else sorted here;
+        kept, with :attr:`derived`, until the next write. Read only.
+        """
+        got: _View | None = self.__dict__.get("_view")
+        if got is None:
+            line = self.timeline
+            if line is None:
+                order = self._order()
+            else:
+                order = np.fromiter(map(self.slot.__getitem__, line[0]), np.int64, len(line[0]))
+            rank = np.full(self.n, -1, np.int64)
+            rank[order] = np.arange(len(order))
+            got = self.__dict__["_view"] = (order, rank, self.ts[order])
+            self.derived: dict[object, Any] = {}  # what searches derive from it (kept as long)
+        return got
 
     def ordered(self) -> tuple[list[str], list[float], dict[str, int], list[int]]:
         """The live ids in conversation order (see :meth:`TemporalSignal.timeline`)."""
@@ -194,6 +224,7 @@ class _Namespace:
 
 
 _Line = tuple[list[str], list[float], dict[str, int], list[int]]
+_View = tuple[np.ndarray, np.ndarray, np.ndarray]
 _Kept = tuple[
     _Line,
     int,
@@ -341,14 +372,14 @@ class TemporalSignal:
         if allowed is not None:
             ordered, times, pos = self.filtered_timeline(namespace, allowed)
             return neighbour_map(ordered, times, window, gap, wanted=ids, pos=pos)
-        # An id's neighbours depend on the timeline alone: kept with its session splits
-        kept = self._kept(namespace)
-        known = kept[3].setdefault((window, gap), {})
+        # An id's neighbours depend on the time order alone: kept with it (view_neighbours)
+        ns = self._ns[namespace]
+        ns.view()  # (its derived reads come with it)
+        known = ns.derived.setdefault(("near", window, gap), {})
         asked = list(ids)
         todo = list(filterfalse(known.__contains__, asked))
         if todo:
-            ordered, times, _, _ = kept[0]
-            known.update(neighbour_map(ordered, times, window, gap, wanted=todo, pos=kept[0][2]))
+            known.update(view_neighbours(ns, todo, window, gap))
         hits = list(filter(known.__contains__, asked))
         return dict(zip(hits, map(known.__getitem__, hits), strict=True))
 
@@ -384,10 +415,9 @@ class TemporalSignal:
         With ``allowed`` the timeline holds those memories only; an id not in it gets -1.
         """
         if allowed is None and namespace in self._ns:
-            pos, at = self.timeline(namespace)[2], self._split(namespace, gap)[1]
-        else:
-            _, times, pos = self.filtered_timeline(namespace, allowed)
-            at = session_positions(times, gap)
+            return view_positions(self._ns[namespace], ids, gap)
+        _, times, pos = self.filtered_timeline(namespace, allowed)
+        at = session_positions(times, gap)
         return [at[i] if i >= 0 else -1 for i in map(pos.get, ids, repeat(-1))]
 
     def _split(self, namespace: str, gap: float) -> tuple[list[int], list[int]]:
@@ -490,3 +520,54 @@ class TemporalSignal:
         if known.any():  # one pass over the ids; the scores only of those it knows
             values[known] = self._scores(ns, query.now, at[known])
         return dict(zip(ids, values.tolist(), strict=True))
+
+
+def view_neighbours(
+    ns: _Namespace, ids: Sequence[str], window: int, gap: float
+) -> dict[str, tuple[str, ...]]:
+    """:func:`~norax_core.signals.context.neighbour_map` of the live ``ids``, from the view.
+
+    The same neighbours: up to ``window`` each side, nearest first, before then after, none
+    across a step in time that is not ``<= gap`` (so NaN times part, as there). Read from
+    :meth:`_Namespace.view` with the session of each place (kept per ``gap``).
+    """
+    order, rank, times = ns.view()
+    slot = ns.slot
+    live = [m for m in ids if m in slot]
+    if not live:
+        return {}
+    part = ns.derived.get(("parts", gap))
+    if part is None:  # a new part wherever a step is not <= gap (NaN included)
+        part = np.zeros(len(order), np.int64)
+        with np.errstate(invalid="ignore"):  # inf - inf: NaN, a step that parts them
+            np.cumsum(~(np.diff(times) <= gap), out=part[1:])
+        ns.derived[("parts", gap)] = part
+    at = rank[np.fromiter(map(slot.__getitem__, live), np.int64, len(live))]
+    steps = np.arange(1, window + 1)
+    places = np.concatenate([at[:, None] - steps, at[:, None] + steps], axis=1)
+    inside = (places >= 0) & (places < len(order))
+    places = np.where(inside, places, 0)
+    inside &= part[places] == part[at][:, None]  # sessions are runs: no gap in between
+    picks = np.where(inside, order[places], -1).tolist()
+    names = ns.ids
+    return {m: tuple([names[s] for s in row if s >= 0]) for m, row in zip(live, picks, strict=True)}
+
+
+def view_positions(ns: _Namespace, ids: Sequence[str], gap: float) -> list[int]:
+    """Each of ``ids``' position in its session, as :func:`session_split` splits (-1: none).
+
+    Read from :meth:`_Namespace.view` with each place's position (kept per ``gap``).
+    """
+    order, rank, times = ns.view()
+    place = ns.derived.get(("at", gap))
+    if place is None:
+        n = len(order)
+        with np.errstate(invalid="ignore"):  # inf - inf: NaN, no break (as session_split)
+            starts = np.flatnonzero(np.concatenate(([True], np.diff(times) > gap)))
+        place = np.arange(n) - np.repeat(starts, np.diff(np.append(starts, n)))
+        ns.derived[("at", gap)] = place
+    slots = np.fromiter(map(ns.slot.get, ids, repeat(-1)), np.int64, len(ids))
+    out = np.full(len(ids), -1, np.int64)
+    known = slots >= 0  # a live slot: it has a place
+    out[known] = place[rank[slots[known]]]
+    return out.tolist()  # type: ignore[no-any-return]
