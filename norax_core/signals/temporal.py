@@ -529,28 +529,36 @@ def view_neighbours(
 
     The same neighbours: up to ``window`` each side, nearest first, before then after, none
     across a step in time that is not ``<= gap`` (so NaN times part, as there). Read from
-    :meth:`_Namespace.view` with the session of each place (kept per ``gap``).
+    :meth:`_Namespace.view` as lists, with the part of the timeline each place is in (kept
+    per ``gap``): a part is a run of places no such step separates.
     """
-    order, rank, times = ns.view()
-    slot = ns.slot
-    live = [m for m in ids if m in slot]
-    if not live:
-        return {}
-    part = ns.derived.get(("parts", gap))
-    if part is None:  # a new part wherever a step is not <= gap (NaN included)
-        part = np.zeros(len(order), np.int64)
+    order, rank = _view_lists(ns)
+    part: list[int] | None = ns.derived.get(("parts", gap))
+    if part is None:
+        times = ns.view()[2]
+        at = np.zeros(len(order), np.int64)
         with np.errstate(invalid="ignore"):  # inf - inf: NaN, a step that parts them
-            np.cumsum(~(np.diff(times) <= gap), out=part[1:])
-        ns.derived[("parts", gap)] = part
-    at = rank[np.fromiter(map(slot.__getitem__, live), np.int64, len(live))]
-    steps = np.arange(1, window + 1)
-    places = np.concatenate([at[:, None] - steps, at[:, None] + steps], axis=1)
-    inside = (places >= 0) & (places < len(order))
-    places = np.where(inside, places, 0)
-    inside &= part[places] == part[at][:, None]  # sessions are runs: no gap in between
-    picks = np.where(inside, order[places], -1).tolist()
-    names = ns.ids
-    return {m: tuple([names[s] for s in row if s >= 0]) for m, row in zip(live, picks, strict=True)}
+            np.cumsum(~(np.diff(times) <= gap), out=at[1:])
+        part = ns.derived[("parts", gap)] = at.tolist()
+    slot, names, n = ns.slot, ns.ids, len(order)
+    out: dict[str, tuple[str, ...]] = {}
+    for m in ids:
+        k = slot.get(m)
+        if k is None:
+            continue
+        i = rank[k]
+        p = part[i]
+        found: list[str] = []
+        j = i
+        while j > 0 and i - j < window and part[j - 1] == p:
+            j -= 1
+            found.append(names[order[j]])
+        j = i
+        while j < n - 1 and j - i < window and part[j + 1] == p:
+            j += 1
+            found.append(names[order[j]])
+        out[m] = tuple(found)
+    return out
 
 
 def view_positions(ns: _Namespace, ids: Sequence[str], gap: float) -> list[int]:
@@ -558,16 +566,23 @@ def view_positions(ns: _Namespace, ids: Sequence[str], gap: float) -> list[int]:
 
     Read from :meth:`_Namespace.view` with each place's position (kept per ``gap``).
     """
-    order, rank, times = ns.view()
-    place = ns.derived.get(("at", gap))
+    _, rank = _view_lists(ns)
+    place: list[int] | None = ns.derived.get(("at", gap))
     if place is None:
-        n = len(order)
+        times = ns.view()[2]
+        n = len(times)
         with np.errstate(invalid="ignore"):  # inf - inf: NaN, no break (as session_split)
             starts = np.flatnonzero(np.concatenate(([True], np.diff(times) > gap)))
-        place = np.arange(n) - np.repeat(starts, np.diff(np.append(starts, n)))
-        ns.derived[("at", gap)] = place
-    slots = np.fromiter(map(ns.slot.get, ids, repeat(-1)), np.int64, len(ids))
-    out = np.full(len(ids), -1, np.int64)
-    known = slots >= 0  # a live slot: it has a place
-    out[known] = place[rank[slots[known]]]
-    return out.tolist()  # type: ignore[no-any-return]
+        at = np.arange(n) - np.repeat(starts, np.diff(np.append(starts, n)))
+        place = ns.derived[("at", gap)] = at.tolist()
+    return [-1 if k is None else place[rank[k]] for k in map(ns.slot.get, ids)]
+
+
+def _view_lists(ns: _Namespace) -> tuple[list[int], list[int]]:
+    """The view's order and ranks as lists (kept with it): a search reads a few places."""
+    ns.view()
+    got: tuple[list[int], list[int]] | None = ns.derived.get("lists")
+    if got is None:
+        order, rank, _ = ns.view()
+        got = ns.derived["lists"] = (order.tolist(), rank.tolist())
+    return got
