@@ -14,7 +14,6 @@ from norax_core.signals.context import (
     neighbour_map,
     session_numbers,
     session_positions,
-    session_split,
 )
 from norax_core.snapshot_format import Strings, pack_strs
 
@@ -224,14 +223,7 @@ class _Namespace:
         return order
 
 
-_Line = tuple[list[str], list[float], dict[str, int], list[int]]
 _View = tuple[np.ndarray, np.ndarray, np.ndarray]
-_Kept = tuple[
-    _Line,
-    int,
-    dict[float, tuple[list[int], list[int]]],
-    dict[tuple[int, float], dict[str, tuple[str, ...]]],
-]
 
 
 class TemporalSignal:
@@ -254,9 +246,6 @@ class TemporalSignal:
         self._ns: dict[str, _Namespace] = {}
         self._kinds: dict[str, int] = {}
         self._taus: np.ndarray | None = None  # decay constant per kind code (_scores)
-        # namespace -> (its timeline, its length then, {gap: (session numbers, positions)},
-        # {(window, gap): {id: neighbours}} of the ids searches asked about so far)
-        self._splits: dict[str, _Kept] = {}
         self.last_seq = 0
         """The highest write sequence number recorded (the engine numbers writes after it)."""
         self.writes = 0
@@ -266,7 +255,7 @@ class TemporalSignal:
     def with_decay(self, tau_for: Callable[[str], float]) -> TemporalSignal:
         """A view of the same catalog that scores with other decay constants."""
         view = TemporalSignal(tau_for)
-        view._ns, view._kinds, view._splits = self._ns, self._kinds, self._splits
+        view._ns, view._kinds = self._ns, self._kinds
         return view
 
     def add(
@@ -291,7 +280,6 @@ class TemporalSignal:
     def drop(self, namespace: str) -> None:
         """Forget a whole namespace (its owner reloads it when it is next used)."""
         self._ns.pop(namespace, None)
-        self._splits.pop(namespace, None)
 
     def export(self, namespace: str) -> tuple[object, list[str]] | None:
         """The namespace's catalog and the kind of each code, for :meth:`restore`."""
@@ -398,10 +386,9 @@ class TemporalSignal:
         in it gets a session of its own (a negative number).
         """
         if allowed is None and namespace in self._ns:
-            pos, number = self.timeline(namespace)[2], self._split(namespace, gap)[0]
-        else:
-            _, times, pos = self.filtered_timeline(namespace, allowed)
-            number = session_numbers(times, gap)
+            return view_sessions(self._ns[namespace], ids, gap)
+        _, times, pos = self.filtered_timeline(namespace, allowed)
+        number = session_numbers(times, gap)
         return [number[pos[m]] if m in pos else -1 - i for i, m in enumerate(ids)]
 
     def session_positions(
@@ -420,27 +407,6 @@ class TemporalSignal:
         _, times, pos = self.filtered_timeline(namespace, allowed)
         at = session_positions(times, gap)
         return [at[i] if i >= 0 else -1 for i in map(pos.get, ids, repeat(-1))]
-
-    def _split(self, namespace: str, gap: float) -> tuple[list[int], list[int]]:
-        """The namespace's session numbers and positions at ``gap``.
-
-        Kept while its timeline is unchanged: the same object, as long (a write appends to
-        it or replaces it).
-        """
-        kept = self._kept(namespace)
-        line = kept[0]
-        got = kept[2].get(gap)
-        if got is None:
-            got = kept[2][gap] = session_split(line[1], gap)
-        return got
-
-    def _kept(self, namespace: str) -> _Kept:
-        """What is derived from the namespace's timeline, reset when the timeline changes."""
-        line = self._ns[namespace].ordered()
-        kept = self._splits.get(namespace)
-        if kept is None or kept[0] is not line or kept[1] != len(line[0]):
-            kept = self._splits[namespace] = (line, len(line[0]), {}, {})
-        return kept
 
     def filtered_timeline(
         self, namespace: str, allowed: Collection[str] | None
@@ -563,7 +529,7 @@ def view_neighbours(
 
 
 def view_positions(ns: _Namespace, ids: Sequence[str], gap: float) -> list[int]:
-    """Each of ``ids``' position in its session, as :func:`session_split` splits (-1: none).
+    """Each of ``ids``' position in its session, as ``session_split`` splits (-1: none).
 
     Read from :meth:`_Namespace.view` with each place's position (kept per ``gap``).
     """
@@ -577,6 +543,23 @@ def view_positions(ns: _Namespace, ids: Sequence[str], gap: float) -> list[int]:
         at = np.arange(n) - np.repeat(starts, np.diff(np.append(starts, n)))
         place = ns.derived[("at", gap)] = _ints(at)
     return [-1 if k is None else place[rank[k]] for k in map(ns.slot.get, ids)]
+
+
+def view_sessions(ns: _Namespace, ids: Sequence[str], gap: float) -> list[int]:
+    """Each of ``ids``' session, as :func:`session_numbers` numbers them (``-1 - i``: none).
+
+    Read from :meth:`_Namespace.view` with each place's session (kept per ``gap``).
+    """
+    _, rank = _view_lists(ns)
+    number: Sequence[int] | None = ns.derived.get(("sessions", gap))
+    if number is None:
+        times = ns.view()[2]
+        at = np.zeros(len(times), np.int64)
+        with np.errstate(invalid="ignore"):  # inf - inf: NaN, no break (as session_numbers)
+            np.cumsum(np.diff(times) > gap, out=at[1:])
+        number = ns.derived[("sessions", gap)] = _ints(at)
+    slot = ns.slot.get
+    return [-1 - i if k is None else number[rank[k]] for i, k in enumerate(map(slot, ids))]
 
 
 def _view_lists(ns: _Namespace) -> tuple[Sequence[int], Sequence[int]]:

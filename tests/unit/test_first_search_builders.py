@@ -33,6 +33,7 @@ from norax_core.signals.temporal import (
     _Namespace,
     view_neighbours,
     view_positions,
+    view_sessions,
 )
 from norax_core.supersession import _flat, _nested, _row_strs
 
@@ -137,13 +138,14 @@ def test_time_order_equals_the_tuple_sort(seed: int, nan: bool) -> None:
 
 def timeline_reads(
     ns: _Namespace, ids: list[str], window: int, gap: float
-) -> tuple[dict[str, tuple[str, ...]], list[int]]:
-    """Neighbours and session positions read from :meth:`_Namespace.ordered`'s lists."""
+) -> tuple[dict[str, tuple[str, ...]], list[int], list[int]]:
+    """Neighbours, session positions and sessions read from :meth:`_Namespace.ordered`'s lists."""
     ordered, times, pos, _ = ns.ordered()
     with np.errstate(invalid="ignore"):  # inf - inf
-        at = session_split(times, gap)[1]
+        number, at = session_split(times, gap)
     near = neighbour_map(ordered, times, window, gap, wanted=ids, pos=pos)
-    return near, [at[pos[m]] if m in pos else -1 for m in ids]
+    sessions = [number[pos[m]] if m in pos else -1 - i for i, m in enumerate(ids)]
+    return near, [at[pos[m]] if m in pos else -1 for m in ids], sessions
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -162,10 +164,12 @@ def test_view_reads_equal_the_timeline_reads(seed: int, nan: bool, kept: bool) -
         ids = [f"id{rng.randrange(420):03d}" for _ in range(60)]  # unknown and dead ids too
         for window in (1, 2, 3):
             for gap in (0.0, 1.0, 5.0, math.inf, math.nan):
-                near, positions = timeline_reads(ns, ids, window, gap)
+                near, positions, sessions = timeline_reads(ns, ids, window, gap)
                 assert view_neighbours(ns, ids, window, gap) == near
                 got = view_positions(ns, ids, gap)
                 assert got == positions and all(type(x) is int for x in got)
+                got = view_sessions(ns, ids, gap)
+                assert got == sessions and all(type(x) is int for x in got)
         t = max(ns.ts[: ns.n].tolist() + [0.0]) + rng.choice([0.0, 1.0])  # appends mostly
         for i in range(rng.randrange(1, 5)):
             ns.add(f"new{step}-{i}", t, 0, 10_000 + i)
@@ -199,12 +203,14 @@ def test_signal_reads_the_view_as_the_filtered_lists() -> None:
         assert sig.session_positions("ns", ids, gap) == sig.session_positions(
             "ns", ids, gap, allowed=every
         )
+        assert sig.sessions("ns", ids, gap) == sig.sessions("ns", ids, gap, allowed=every)
     assert sig.session_positions("none", ids[:2], 1.0) == [-1, -1]
     empty = TemporalSignal(lambda kind: 30.0)
     empty.add("ns", "a", 1.0, "fact")
     empty.remove("ns", "a")
     assert empty.session_positions("ns", ["a"], 1.0) == [-1]
     assert empty.neighbours("ns", ["a"], 2, 1.0) == {}
+    assert empty.sessions("ns", ["a", "b"], 1.0) == [-1, -2]
 
 
 def loop_positions(times: list[float], gap: float) -> list[int]:
