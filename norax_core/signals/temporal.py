@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from itertools import filterfalse, repeat
+from typing import Any
 
 import numpy as np
 
@@ -12,7 +14,6 @@ from norax_core.signals.context import (
     neighbour_map,
     session_numbers,
     session_positions,
-    session_split,
 )
 from norax_core.snapshot_format import Strings, pack_strs
 
@@ -106,6 +107,7 @@ class _Namespace:
 
     def add(self, mid: str, ts: float, kind: int, seq: int) -> None:
         self._extend_timeline(mid, ts, seq)
+        self._drop_view()
         if mid in self.slot:
             i = self.slot[mid]
         else:
@@ -140,6 +142,7 @@ class _Namespace:
         if i is None:
             return False
         self.timeline = None
+        self._drop_view()
         self.alive[i] = False
         if len(self.slot) * 2 < self.n and self.n > 64:
             self._compact()
@@ -153,6 +156,33 @@ class _Namespace:
         self.alive = np.ones(len(keep), dtype=bool)
         self.n = len(keep)
         self.slot = {mid: i for i, mid in enumerate(self.ids)}
+
+    def _drop_view(self) -> None:
+        # set at a search's first read (view), not here: a snapshot's layout() lists the
+        # attributes of a new _Namespace, and a search's view is no part of a snapshot
+        self.__dict__.pop("_view", None)
+        self.__dict__.pop("derived", None)
+
+    def view(self) -> _View:
+        """The time order as arrays: what a search reads instead of :meth:`ordered`'s lists.
+
+        ``(order, rank, times)``: the live slots in conversation order, each slot's place in
+        that order (-1 for a dead slot) and the times in that order. Taken from the kept
+        :meth:`ordered` when there is one (the same order, without a sort), else sorted here;
+        kept, with :attr:`derived`, until the next write. Read only.
+        """
+        got: _View | None = self.__dict__.get("_view")
+        if got is None:
+            line = self.timeline
+            if line is None:
+                order = self._order()
+            else:
+                order = np.fromiter(map(self.slot.__getitem__, line[0]), np.int64, len(line[0]))
+            rank = np.full(self.n, -1, np.int64)
+            rank[order] = np.arange(len(order))
+            got = self.__dict__["_view"] = (order, rank, self.ts[order])
+            self.derived: dict[object, Any] = {}  # what searches derive from it (kept as long)
+        return got
 
     def ordered(self) -> tuple[list[str], list[float], dict[str, int], list[int]]:
         """The live ids in conversation order (see :meth:`TemporalSignal.timeline`)."""
@@ -193,13 +223,7 @@ class _Namespace:
         return order
 
 
-_Line = tuple[list[str], list[float], dict[str, int], list[int]]
-_Kept = tuple[
-    _Line,
-    int,
-    dict[float, tuple[list[int], list[int]]],
-    dict[tuple[int, float], dict[str, tuple[str, ...]]],
-]
+_View = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class TemporalSignal:
@@ -222,9 +246,6 @@ class TemporalSignal:
         self._ns: dict[str, _Namespace] = {}
         self._kinds: dict[str, int] = {}
         self._taus: np.ndarray | None = None  # decay constant per kind code (_scores)
-        # namespace -> (its timeline, its length then, {gap: (session numbers, positions)},
-        # {(window, gap): {id: neighbours}} of the ids searches asked about so far)
-        self._splits: dict[str, _Kept] = {}
         self.last_seq = 0
         """The highest write sequence number recorded (the engine numbers writes after it)."""
         self.writes = 0
@@ -234,7 +255,7 @@ class TemporalSignal:
     def with_decay(self, tau_for: Callable[[str], float]) -> TemporalSignal:
         """A view of the same catalog that scores with other decay constants."""
         view = TemporalSignal(tau_for)
-        view._ns, view._kinds, view._splits = self._ns, self._kinds, self._splits
+        view._ns, view._kinds = self._ns, self._kinds
         return view
 
     def add(
@@ -259,7 +280,6 @@ class TemporalSignal:
     def drop(self, namespace: str) -> None:
         """Forget a whole namespace (its owner reloads it when it is next used)."""
         self._ns.pop(namespace, None)
-        self._splits.pop(namespace, None)
 
     def export(self, namespace: str) -> tuple[object, list[str]] | None:
         """The namespace's catalog and the kind of each code, for :meth:`restore`."""
@@ -341,14 +361,14 @@ class TemporalSignal:
         if allowed is not None:
             ordered, times, pos = self.filtered_timeline(namespace, allowed)
             return neighbour_map(ordered, times, window, gap, wanted=ids, pos=pos)
-        # An id's neighbours depend on the timeline alone: kept with its session splits
-        kept = self._kept(namespace)
-        known = kept[3].setdefault((window, gap), {})
+        # An id's neighbours depend on the time order alone: kept with it (view_neighbours)
+        ns = self._ns[namespace]
+        ns.view()  # (its derived reads come with it)
+        known = ns.derived.setdefault(("near", window, gap), {})
         asked = list(ids)
         todo = list(filterfalse(known.__contains__, asked))
         if todo:
-            ordered, times, _, _ = kept[0]
-            known.update(neighbour_map(ordered, times, window, gap, wanted=todo, pos=kept[0][2]))
+            known.update(view_neighbours(ns, todo, window, gap))
         hits = list(filter(known.__contains__, asked))
         return dict(zip(hits, map(known.__getitem__, hits), strict=True))
 
@@ -366,10 +386,9 @@ class TemporalSignal:
         in it gets a session of its own (a negative number).
         """
         if allowed is None and namespace in self._ns:
-            pos, number = self.timeline(namespace)[2], self._split(namespace, gap)[0]
-        else:
-            _, times, pos = self.filtered_timeline(namespace, allowed)
-            number = session_numbers(times, gap)
+            return view_sessions(self._ns[namespace], ids, gap)
+        _, times, pos = self.filtered_timeline(namespace, allowed)
+        number = session_numbers(times, gap)
         return [number[pos[m]] if m in pos else -1 - i for i, m in enumerate(ids)]
 
     def session_positions(
@@ -384,32 +403,10 @@ class TemporalSignal:
         With ``allowed`` the timeline holds those memories only; an id not in it gets -1.
         """
         if allowed is None and namespace in self._ns:
-            pos, at = self.timeline(namespace)[2], self._split(namespace, gap)[1]
-        else:
-            _, times, pos = self.filtered_timeline(namespace, allowed)
-            at = session_positions(times, gap)
+            return view_positions(self._ns[namespace], ids, gap)
+        _, times, pos = self.filtered_timeline(namespace, allowed)
+        at = session_positions(times, gap)
         return [at[i] if i >= 0 else -1 for i in map(pos.get, ids, repeat(-1))]
-
-    def _split(self, namespace: str, gap: float) -> tuple[list[int], list[int]]:
-        """The namespace's session numbers and positions at ``gap``.
-
-        Kept while its timeline is unchanged: the same object, as long (a write appends to
-        it or replaces it).
-        """
-        kept = self._kept(namespace)
-        line = kept[0]
-        got = kept[2].get(gap)
-        if got is None:
-            got = kept[2][gap] = session_split(line[1], gap)
-        return got
-
-    def _kept(self, namespace: str) -> _Kept:
-        """What is derived from the namespace's timeline, reset when the timeline changes."""
-        line = self._ns[namespace].ordered()
-        kept = self._splits.get(namespace)
-        if kept is None or kept[0] is not line or kept[1] != len(line[0]):
-            kept = self._splits[namespace] = (line, len(line[0]), {}, {})
-        return kept
 
     def filtered_timeline(
         self, namespace: str, allowed: Collection[str] | None
@@ -490,3 +487,95 @@ class TemporalSignal:
         if known.any():  # one pass over the ids; the scores only of those it knows
             values[known] = self._scores(ns, query.now, at[known])
         return dict(zip(ids, values.tolist(), strict=True))
+
+
+def view_neighbours(
+    ns: _Namespace, ids: Sequence[str], window: int, gap: float
+) -> dict[str, tuple[str, ...]]:
+    """:func:`~norax_core.signals.context.neighbour_map` of the live ``ids``, from the view.
+
+    The same neighbours: up to ``window`` each side, nearest first, before then after, none
+    across a step in time that is not ``<= gap`` (so NaN times part, as there). Read from
+    :meth:`_Namespace.view` as int arrays, with the part of the timeline each place is in (kept
+    per ``gap``): a part is a run of places no such step separates.
+    """
+    order, rank = _view_lists(ns)
+    part: Sequence[int] | None = ns.derived.get(("parts", gap))
+    if part is None:
+        times = ns.view()[2]
+        at = np.zeros(len(order), np.int64)
+        with np.errstate(invalid="ignore"):  # inf - inf: NaN, a step that parts them
+            np.cumsum(~(np.diff(times) <= gap), out=at[1:])
+        part = ns.derived[("parts", gap)] = _ints(at)
+    slot, names, n = ns.slot, ns.ids, len(order)
+    out: dict[str, tuple[str, ...]] = {}
+    for m in ids:
+        k = slot.get(m)
+        if k is None:
+            continue
+        i = rank[k]
+        p = part[i]
+        found: list[str] = []
+        j = i
+        while j > 0 and i - j < window and part[j - 1] == p:
+            j -= 1
+            found.append(names[order[j]])
+        j = i
+        while j < n - 1 and j - i < window and part[j + 1] == p:
+            j += 1
+            found.append(names[order[j]])
+        out[m] = tuple(found)
+    return out
+
+
+def view_positions(ns: _Namespace, ids: Sequence[str], gap: float) -> list[int]:
+    """Each of ``ids``' position in its session, as ``session_split`` splits (-1: none).
+
+    Read from :meth:`_Namespace.view` with each place's position (kept per ``gap``).
+    """
+    _, rank = _view_lists(ns)
+    place: Sequence[int] | None = ns.derived.get(("at", gap))
+    if place is None:
+        times = ns.view()[2]
+        n = len(times)
+        with np.errstate(invalid="ignore"):  # inf - inf: NaN, no break (as session_split)
+            starts = np.flatnonzero(np.concatenate(([True], np.diff(times) > gap)))
+        at = np.arange(n) - np.repeat(starts, np.diff(np.append(starts, n)))
+        place = ns.derived[("at", gap)] = _ints(at)
+    return [-1 if k is None else place[rank[k]] for k in map(ns.slot.get, ids)]
+
+
+def view_sessions(ns: _Namespace, ids: Sequence[str], gap: float) -> list[int]:
+    """Each of ``ids``' session, as :func:`session_numbers` numbers them (``-1 - i``: none).
+
+    Read from :meth:`_Namespace.view` with each place's session (kept per ``gap``).
+    """
+    _, rank = _view_lists(ns)
+    number: Sequence[int] | None = ns.derived.get(("sessions", gap))
+    if number is None:
+        times = ns.view()[2]
+        at = np.zeros(len(times), np.int64)
+        with np.errstate(invalid="ignore"):  # inf - inf: NaN, no break (as session_numbers)
+            np.cumsum(np.diff(times) > gap, out=at[1:])
+        number = ns.derived[("sessions", gap)] = _ints(at)
+    slot = ns.slot.get
+    return [-1 - i if k is None else number[rank[k]] for i, k in enumerate(map(slot, ids))]
+
+
+def _view_lists(ns: _Namespace) -> tuple[Sequence[int], Sequence[int]]:
+    """The view's order and ranks as int arrays (kept with it): a search reads a few places.
+
+    ``array('q')``: one copy of the buffer (no int object per place, as ``tolist`` makes),
+    read item by item almost as fast as a list.
+    """
+    ns.view()
+    got: tuple[Sequence[int], Sequence[int]] | None = ns.derived.get("lists")
+    if got is None:
+        order, rank, _ = ns.view()
+        got = ns.derived["lists"] = (_ints(order), _ints(rank))
+    return got
+
+
+def _ints(a: np.ndarray) -> Sequence[int]:
+    """``a``'s integers as an ``array('q')`` (numpy's ``q`` is the same C type)."""
+    return array("q", np.ascontiguousarray(a, dtype="q").tobytes())

@@ -7,7 +7,9 @@ arrays), the entity document frequencies (synced at the restore), the time order
 in sessions (:func:`~norax_core.signals.context.session_positions`, vectorised). Each is
 compared here with the plain construction on random inputs, ties and free slots included, as
 are the supersession tokens of a search's candidates, decoded row by row from the restored
-arrays (:func:`~norax_core.supersession._row_strs`).
+arrays (:func:`~norax_core.supersession._row_strs`). A search reads the time order as arrays
+(:meth:`~norax_core.signals.temporal._Namespace.view`): its neighbours and session positions
+are compared with those of the plain lists, writes in between.
 """
 
 from __future__ import annotations
@@ -18,10 +20,21 @@ import random
 import numpy as np
 import pytest
 
-from norax_core.signals.context import session_numbers, session_positions, session_split
+from norax_core.signals.context import (
+    neighbour_map,
+    session_numbers,
+    session_positions,
+    session_split,
+)
 from norax_core.signals.entity_graph import Incidence, NamespaceGraph
 from norax_core.signals.graph_arrays import from_arrays, to_arrays
-from norax_core.signals.temporal import _Namespace
+from norax_core.signals.temporal import (
+    TemporalSignal,
+    _Namespace,
+    view_neighbours,
+    view_positions,
+    view_sessions,
+)
 from norax_core.supersession import _flat, _nested, _row_strs
 
 
@@ -121,6 +134,83 @@ def test_time_order_equals_the_tuple_sort(seed: int, nan: bool) -> None:
     assert [repr(t) for t in times] == [repr(ts[i]) for i in order]  # -0.0 and NaN kept
     assert seqs == [seq[i] for i in order]
     assert pos == {m: j for j, m in enumerate(ordered)}
+
+
+def timeline_reads(
+    ns: _Namespace, ids: list[str], window: int, gap: float
+) -> tuple[dict[str, tuple[str, ...]], list[int], list[int]]:
+    """Neighbours, session positions and sessions read from :meth:`_Namespace.ordered`'s lists."""
+    ordered, times, pos, _ = ns.ordered()
+    with np.errstate(invalid="ignore"):  # inf - inf
+        number, at = session_split(times, gap)
+    near = neighbour_map(ordered, times, window, gap, wanted=ids, pos=pos)
+    sessions = [number[pos[m]] if m in pos else -1 - i for i, m in enumerate(ids)]
+    return near, [at[pos[m]] if m in pos else -1 for m in ids], sessions
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("nan", [False, True])
+@pytest.mark.parametrize("kept", [False, True])
+def test_view_reads_equal_the_timeline_reads(seed: int, nan: bool, kept: bool) -> None:
+    """Neighbours and positions read from the arrays equal those of the lists, writes between.
+
+    ``kept``: the lists exist first (the view then takes their order, appends included).
+    """
+    rng = random.Random(seed)
+    ns = timeline(seed, nan)
+    for step in range(4):
+        if kept:
+            ns.ordered()
+        ids = [f"id{rng.randrange(420):03d}" for _ in range(60)]  # unknown and dead ids too
+        for window in (1, 2, 3):
+            for gap in (0.0, 1.0, 5.0, math.inf, math.nan):
+                near, positions, sessions = timeline_reads(ns, ids, window, gap)
+                assert view_neighbours(ns, ids, window, gap) == near
+                got = view_positions(ns, ids, gap)
+                assert got == positions and all(type(x) is int for x in got)
+                got = view_sessions(ns, ids, gap)
+                assert got == sessions and all(type(x) is int for x in got)
+        t = max(ns.ts[: ns.n].tolist() + [0.0]) + rng.choice([0.0, 1.0])  # appends mostly
+        for i in range(rng.randrange(1, 5)):
+            ns.add(f"new{step}-{i}", t, 0, 10_000 + i)
+        if step == 2:
+            ns.add(f"id{rng.randrange(400):03d}", rng.uniform(0, 10), 0, 5)  # a replace
+
+
+def test_the_view_is_no_part_of_a_snapshot_layout() -> None:
+    """A new namespace has no view attribute: ``snapshots.layout()`` lists them."""
+    ns = timeline(0)
+    ns.view()
+    assert {"_view", "derived"} <= set(vars(ns))
+    assert not {"_view", "derived"} & set(vars(_Namespace()))
+    ns.add("later", 1.0, 0, 1)
+    assert not {"_view", "derived"} & set(vars(ns))
+
+
+def test_signal_reads_the_view_as_the_filtered_lists() -> None:
+    """``neighbours`` and ``session_positions`` unfiltered equal the filtered (list) path."""
+    sig = TemporalSignal(lambda kind: 30.0)
+    rng = random.Random(3)
+    for i in range(200):
+        sig.add("ns", f"m{i:03d}", float(rng.choice([0, 10, 4000, 9000]) + i), "fact", i % 7)
+    sig.remove("ns", "m010")
+    ids = [f"m{i:03d}" for i in range(0, 210, 3)]
+    every = sig.ids("ns")
+    for window, gap in ((1, 60.0), (2, 3600.0), (3, 0.0)):
+        assert sig.neighbours("ns", ids, window, gap) == sig.neighbours(
+            "ns", ids, window, gap, allowed=every
+        )
+        assert sig.session_positions("ns", ids, gap) == sig.session_positions(
+            "ns", ids, gap, allowed=every
+        )
+        assert sig.sessions("ns", ids, gap) == sig.sessions("ns", ids, gap, allowed=every)
+    assert sig.session_positions("none", ids[:2], 1.0) == [-1, -1]
+    empty = TemporalSignal(lambda kind: 30.0)
+    empty.add("ns", "a", 1.0, "fact")
+    empty.remove("ns", "a")
+    assert empty.session_positions("ns", ["a"], 1.0) == [-1]
+    assert empty.neighbours("ns", ["a"], 2, 1.0) == {}
+    assert empty.sessions("ns", ["a", "b"], 1.0) == [-1, -2]
 
 
 def loop_positions(times: list[float], gap: float) -> list[int]:

@@ -40,9 +40,9 @@ def test_neighbours_are_kept_until_the_timeline_changes(monkeypatch):
     for i, name in enumerate("abcd"):
         sig.add("ns", name, 1000.0 + i, "episodic")
     calls = []
-    real = temporal_mod.neighbour_map
+    real = temporal_mod.view_neighbours  # what an unfiltered search reads (the time order's arrays)
     monkeypatch.setattr(
-        temporal_mod, "neighbour_map", lambda *a, **kw: calls.append(kw["wanted"]) or real(*a, **kw)
+        temporal_mod, "view_neighbours", lambda *a, **kw: calls.append(a[1]) or real(*a, **kw)
     )
     assert sig.neighbours("ns", ["d", "b"], 1, 60.0) == {"d": ("c",), "b": ("a", "c")}
     assert sig.neighbours("ns", ["b", "zz", "d"], 1, 60.0) == {"b": ("a", "c"), "d": ("c",)}
