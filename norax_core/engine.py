@@ -445,6 +445,8 @@ class NoraxMemory:
         with self._store.lock:
             self._store.maybe_sync(ns)
             self._store.indexes.ensure(ns)
+            # the search's communities: a run that ends during it waits for the next search
+            self._store.indexes.graph.begin(ns)
             if extractor and extracting is None:
                 extracting = resolved(self._store.indexes.graph.match_query(ns, head))
             allowed = self._store.allowed(ns, flt)

@@ -120,7 +120,7 @@ class DerivedIndexes:
         self.tokenizer = Tokenizer(stem=config.stem, stopwords=config.stopwords)
         self.bm25 = BM25Index(k1=config.bm25_k1, b=config.bm25_b)
         self.temporal = TemporalSignal(config.tau_days)
-        self.graph = EntityGraph()
+        self.graph = EntityGraph(reads_adopt=False)  # a search adopts runs as it begins
         self.supersede = SupersessionIndex(self.tokenizer)
         self.bm25_signal = BM25Signal(self.bm25, self.tokenizer)
         self.graph_signal = GraphSignal(self.graph)
@@ -933,6 +933,7 @@ class DerivedIndexes:
         states = {}
         self._save_due()
         for ns in self._loaded:
+            self.graph.begin(ns)  # no search runs now: a finished community run is saved
             self._snapshot(ns)
             state = self.graph.namespace_state(ns)
             if state is not None:
