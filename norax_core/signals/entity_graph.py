@@ -25,9 +25,15 @@ the copy like new ones. A query thus never waits for Louvain, nor for the lock: 
 takes none that a query holds. Staleness is bounded: the communities a query uses come from a
 run started when the namespace last passed ``refresh_fraction`` of changes, at most one run
 (seconds) old, plus the placement of every entity seen since. Smaller namespaces (milliseconds)
-are recomputed inline, so their scores never depend on thread timing. A namespace dropped
-(evicted) while its run is in flight takes the run's communities at its next read if its graph
-is unchanged, and is otherwise still stale and runs again. :meth:`EntityGraph.refresh`
+are recomputed inline, so their scores never depend on thread timing. A store's graph
+(``reads_adopt=False``) adopts a finished run only when a search of the namespace begins
+(:meth:`EntityGraph.begin`), never in the middle of one: a search reads one set of
+communities, so a namespace's first search (the one that submits the run) reads the
+communities it had, in every process, whenever the worker finishes (it used to adopt the run
+at whichever of its reads came after the run ended: the same store gave different first
+searches). A namespace dropped (evicted) while its run is in flight takes the run's
+communities at its next read if its graph is unchanged, and is otherwise still stale and runs
+again. :meth:`EntityGraph.refresh`
 and :meth:`EntityGraph.communities` are synchronous; :meth:`EntityGraph.close` stops the worker.
 A rebuilt graph thus runs Louvain once, after its first query, unless
 :meth:`EntityGraph.load_state_dict` supplied communities saved for the identical graph (same

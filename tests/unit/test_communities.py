@@ -169,6 +169,27 @@ def test_small_namespaces_recompute_inline() -> None:
     assert slow.thread is threading.current_thread()
 
 
+def test_without_reads_adopt_only_begin_adopts_a_finished_run() -> None:
+    """A store's graph: reads, exports and saved states between two begin() calls keep the
+    communities the namespace had, however early the worker finishes (a search reads one set)."""
+    slow = Slow()
+    g = EntityGraph(background_min_edges=0, community_fn=slow, reads_adopt=False)
+    g.add_many(NS, corpus().items())
+    g.begin(NS)
+    before = results(g)  # the first read submits the run and reads the placed communities
+    placed = g.space(NS).communities()  # type: ignore[union-attr]
+    slow.release.set()
+    while g.pending():  # the run ends "during the search"
+        assert slow.thread is not None
+        slow.thread.join(0.001)
+    assert results(g) == before  # the reads after it still see the placed communities
+    assert g.export(NS) is not None and g.namespace_state(NS) is not None
+    assert g.space(NS).communities() == placed and g.generation(NS) == 0  # type: ignore[union-attr]
+    g.begin(NS)  # the next search
+    assert g.generation(NS) == 1 and results(g) == results(inline()) != before
+    assert slow.calls == 1
+
+
 def test_config_validation() -> None:
     with pytest.raises(ValueError, match="background_min_edges"):
         EntityGraph(background_min_edges=-1)
