@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 
 import networkx as nx
@@ -178,10 +179,12 @@ def test_without_reads_adopt_only_begin_adopts_a_finished_run() -> None:
     g.begin(NS)
     before = results(g)  # the first read submits the run and reads the placed communities
     placed = g.space(NS).communities()  # type: ignore[union-attr]
+    assert slow.started.wait(WAIT)
     slow.release.set()
-    while g.pending():  # the run ends "during the search"
-        assert slow.thread is not None
-        slow.thread.join(0.001)
+    deadline = time.monotonic() + WAIT
+    while g.pending() and time.monotonic() < deadline:  # the run ends "during the search"
+        time.sleep(0.001)
+    assert g.pending() == []
     assert results(g) == before  # the reads after it still see the placed communities
     assert g.export(NS) is not None and g.namespace_state(NS) is not None
     assert g.space(NS).communities() == placed and g.generation(NS) == 0  # type: ignore[union-attr]
