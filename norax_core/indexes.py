@@ -237,6 +237,15 @@ class DerivedIndexes:
         self.loads += 1
         self._trim(keep=namespace)
 
+    def begin(self, namespace: str) -> None:
+        """A search of ``namespace`` starts: load it, with its communities for the search.
+
+        :meth:`ensure`, then adopt a finished community run: the search reads these
+        communities to its end (see ``EntityGraph.begin``).
+        """
+        self.ensure(namespace)
+        self.graph.begin(namespace)
+
     @contextlib.contextmanager
     def held(self, namespaces: Iterable[str] = ()) -> Iterator[None]:
         """A context in which ``namespaces`` are loaded and nothing is evicted.
