@@ -969,7 +969,8 @@ class EntityGraph:
 
     Reads and writes must be serialised by the caller (the engine's lock), as before; the
     worker thread takes no lock a reader holds and writes nothing a reader sees: its result is
-    adopted by the next read of that namespace.
+    adopted by the next read of that namespace (with ``reads_adopt``; else the next
+    :meth:`begin`).
     """
 
     def __init__(
