@@ -444,7 +444,7 @@ class NoraxMemory:
         )
         with self._store.lock:
             self._store.maybe_sync(ns)
-            self._store.indexes.ensure(ns)
+            self._store.indexes.begin(ns)  # loaded, with the communities it reads to its end
             if extractor and extracting is None:
                 extracting = resolved(self._store.indexes.graph.match_query(ns, head))
             allowed = self._store.allowed(ns, flt)

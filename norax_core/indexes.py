@@ -120,7 +120,7 @@ class DerivedIndexes:
         self.tokenizer = Tokenizer(stem=config.stem, stopwords=config.stopwords)
         self.bm25 = BM25Index(k1=config.bm25_k1, b=config.bm25_b)
         self.temporal = TemporalSignal(config.tau_days)
-        self.graph = EntityGraph()
+        self.graph = EntityGraph(reads_adopt=False)  # a search adopts runs as it begins
         self.supersede = SupersessionIndex(self.tokenizer)
         self.bm25_signal = BM25Signal(self.bm25, self.tokenizer)
         self.graph_signal = GraphSignal(self.graph)
@@ -236,6 +236,15 @@ class DerivedIndexes:
                 logger.info("norax: ignoring unreadable saved communities of %r", namespace)
         self.loads += 1
         self._trim(keep=namespace)
+
+    def begin(self, namespace: str) -> None:
+        """A search of ``namespace`` starts: load it, with its communities for the search.
+
+        :meth:`ensure`, then adopt a finished community run: the search reads these
+        communities to its end (see ``EntityGraph.begin``).
+        """
+        self.ensure(namespace)
+        self.graph.begin(namespace)
 
     @contextlib.contextmanager
     def held(self, namespaces: Iterable[str] = ()) -> Iterator[None]:
@@ -933,6 +942,7 @@ class DerivedIndexes:
         states = {}
         self._save_due()
         for ns in self._loaded:
+            self.graph.begin(ns)  # no search runs now: a finished community run is saved
             self._snapshot(ns)
             state = self.graph.namespace_state(ns)
             if state is not None:

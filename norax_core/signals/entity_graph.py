@@ -25,9 +25,15 @@ the copy like new ones. A query thus never waits for Louvain, nor for the lock: 
 takes none that a query holds. Staleness is bounded: the communities a query uses come from a
 run started when the namespace last passed ``refresh_fraction`` of changes, at most one run
 (seconds) old, plus the placement of every entity seen since. Smaller namespaces (milliseconds)
-are recomputed inline, so their scores never depend on thread timing. A namespace dropped
-(evicted) while its run is in flight takes the run's communities at its next read if its graph
-is unchanged, and is otherwise still stale and runs again. :meth:`EntityGraph.refresh`
+are recomputed inline, so their scores never depend on thread timing. A store's graph
+(``reads_adopt=False``) adopts a finished run only when a search of the namespace begins
+(:meth:`EntityGraph.begin`), never in the middle of one: a search reads one set of
+communities, so a namespace's first search (the one that submits the run) reads the
+communities it had, in every process, whenever the worker finishes (it used to adopt the run
+at whichever of its reads came after the run ended: the same store gave different first
+searches). A namespace dropped (evicted) while its run is in flight takes the run's
+communities at its next read if its graph is unchanged, and is otherwise still stale and runs
+again. :meth:`EntityGraph.refresh`
 and :meth:`EntityGraph.communities` are synchronous; :meth:`EntityGraph.close` stops the worker.
 A rebuilt graph thus runs Louvain once, after its first query, unless
 :meth:`EntityGraph.load_state_dict` supplied communities saved for the identical graph (same
@@ -954,10 +960,17 @@ class EntityGraph:
             communities in a worker thread, off the query path (see the module docstring).
         community_fn: The partition to run, ``(graph, seed) -> groups of entity names``;
             default :func:`louvain_communities`.
+        reads_adopt: Whether any read adopts a finished background run. ``False`` (a store's
+            graph): only :meth:`begin`, which a search calls when it starts, and the
+            synchronous calls (:meth:`settle`, :meth:`communities`, :meth:`graph`,
+            :meth:`neighbourhood`) adopt one; the reads and saves in between keep the
+            communities the namespace had, so a search reads one set of communities, the same
+            whenever the worker finishes (see the module docstring).
 
     Reads and writes must be serialised by the caller (the engine's lock), as before; the
     worker thread takes no lock a reader holds and writes nothing a reader sees: its result is
-    adopted by the next read of that namespace.
+    adopted by the next read of that namespace (with ``reads_adopt``; else the next
+    :meth:`begin`).
     """
 
     def __init__(
@@ -968,6 +981,7 @@ class EntityGraph:
         seed: int = LOUVAIN_SEED,
         background_min_edges: int = BACKGROUND_MIN_EDGES,
         community_fn: CommunityFn | None = None,
+        reads_adopt: bool = True,
     ) -> None:
         if refresh_fraction < 0:
             raise ValueError(f"refresh_fraction must be >= 0, got {refresh_fraction}")
@@ -980,6 +994,7 @@ class EntityGraph:
         self.seed = seed
         self.background_min_edges = background_min_edges
         self.community_fn = community_fn
+        self.reads_adopt = reads_adopt
         self._spaces: dict[str, NamespaceGraph] = {}
         self._pending: dict[str, dict[str, Any]] = {}
         self._running: dict[str, NamespaceGraph] = {}  # namespace -> the space being recomputed
@@ -1049,6 +1064,7 @@ class EntityGraph:
         Nodes carry ``count`` (memories mentioning the entity) and ``community``; edges carry
         ``weight`` (memories mentioning both ends).
         """
+        self.begin(namespace)
         space = self.space(namespace)
         g = nx.Graph()
         if space is None:
@@ -1068,6 +1084,7 @@ class EntityGraph:
         name) and every edge among all of them. Nodes carry ``count``, ``community`` and
         ``seed`` (one of ``entities``); edges carry ``weight``, as in :meth:`graph`.
         """
+        self.begin(namespace)
         space = self.space(namespace)
         g = nx.Graph()
         if space is None:
@@ -1120,19 +1137,18 @@ class EntityGraph:
         """The namespace's live structure with its communities; ``None`` if empty.
 
         For readers such as :class:`~norax_core.signals.graph.GraphSignal`; do not modify it.
-        A finished background run is adopted first. A stale namespace is recomputed in the
-        worker (at least ``background_min_edges`` edges, unless ``wait``) and read meanwhile
-        with the communities it has, or recomputed here.
+        A finished background run is adopted first (with ``reads_adopt`` or ``wait``; else
+        only by :meth:`begin`). A stale namespace is recomputed in the worker (at least
+        ``background_min_edges`` edges, unless ``wait``) and read meanwhile with the
+        communities it has, or recomputed here.
         """
         space = self._spaces.get(namespace)
         if space is None:
             return None
-        self._reap()
-        self._adopt(namespace, space)
-        _take(space, self._pending.pop(namespace, None))
-        landed = self._landed.pop(namespace, None)
-        if landed is not None and space.changes > landed["changes"]:  # nothing fresher since
-            _take(space, landed)
+        if self.reads_adopt or wait:
+            self._land(namespace, space)
+        else:
+            _take(space, self._pending.pop(namespace, None))
         if space.changes > self.refresh_fraction * len(space.slot):
             if wait or self._closed or space.edges < self.background_min_edges:
                 space.louvain(self.seed, self.louvain_max_edges, self.community_fn)
@@ -1140,6 +1156,26 @@ class EntityGraph:
                 self._submit(namespace, space)
         space.place()
         return space
+
+    def begin(self, namespace: str) -> None:
+        """A search of ``namespace`` starts: adopt its finished background run, if any.
+
+        With ``reads_adopt`` off, the search's reads then keep these communities to its end:
+        a run that finishes meanwhile waits for the next :meth:`begin`. Call it under the
+        caller's lock, as any read.
+        """
+        space = self._spaces.get(namespace)
+        if space is not None:
+            self._land(namespace, space)
+
+    def _land(self, namespace: str, space: NamespaceGraph) -> None:
+        """Adopt what is due into ``space``: a finished run, saved or landed communities."""
+        self._reap()
+        self._adopt(namespace, space)
+        _take(space, self._pending.pop(namespace, None))
+        landed = self._landed.pop(namespace, None)
+        if landed is not None and space.changes > landed["changes"]:  # nothing fresher since
+            _take(space, landed)
 
     def settle(self, timeout: float | None = None) -> bool:
         """Wait for the background runs in flight and adopt them; whether all finished.
@@ -1247,7 +1283,8 @@ class EntityGraph:
         space = self._spaces.get(namespace)
         if space is None:
             return None
-        self._adopt(namespace, space)
+        if self.reads_adopt:
+            self._adopt(namespace, space)
         return _state_of(space)
 
     def drop(self, namespace: str) -> dict[str, Any] | None:
@@ -1265,12 +1302,14 @@ class EntityGraph:
     def export(self, namespace: str) -> tuple[NamespaceGraph, dict[str, Any] | None] | None:
         """The namespace's graph and its saved communities not checked yet, for :meth:`restore`.
 
-        A finished background run is adopted first; ``None`` if the namespace is empty.
+        A finished background run is adopted first (with ``reads_adopt``); ``None`` if the
+        namespace is empty.
         """
         space = self._spaces.get(namespace)
         if space is None:
             return None
-        self._adopt(namespace, space)
+        if self.reads_adopt:
+            self._adopt(namespace, space)
         return space, self._pending.get(namespace)
 
     def generation(self, namespace: str) -> int:

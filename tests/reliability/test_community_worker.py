@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -25,6 +26,8 @@ from _support import open_store
 
 from norax_core import NoraxMemory
 from norax_core.signals import entity_graph as entity_graph_mod
+from norax_core.signals.base import Query
+from norax_core.signals.graph import GraphSignal
 
 NS = "team"
 NOW = datetime(2026, 11, 29, tzinfo=timezone.utc)
@@ -241,3 +244,53 @@ def test_a_run_lands_when_its_namespace_is_evicted_meanwhile(
         fill(ref)
         ref.search(QUERIES[0], namespace=NS, now=NOW)  # Louvain runs here, synchronously
         assert answers(ref) == after
+
+
+def first_search(
+    path: Path, blocking: Blocking | None = None
+) -> list[tuple[str, float, dict[str, float]]]:
+    """The first search of a new store at ``path`` after ``fill``: its namespace is stale.
+
+    With ``blocking``, the community run it submits is released only after the search.
+    """
+    with open_store(path) as mem:
+        fill(mem)
+        assert mem.store.indexes.graph.pending() == []
+        got = mem.search(QUERIES[2], k=10, namespace=NS, now=NOW)
+        if blocking is not None:
+            assert blocking.started.wait(WAIT)
+            blocking.release.set()
+        return [(r.id, r.score, r.signals) for r in got]
+
+
+def test_a_first_search_does_not_depend_on_the_worker_timing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same store gives the same first search whether the community run it submits ends
+    during the search or long after (the benchmark's first searches differed between
+    processes): a search reads the communities its namespace had when it began."""
+    blocking = Blocking()
+    monkeypatch.setattr(entity_graph_mod, "louvain_communities", blocking)
+    slow = first_search(tmp_path / "slow", blocking)  # the run ends after the search
+    monkeypatch.setattr(entity_graph_mod, "louvain_communities", _REAL)
+    proposals = GraphSignal.top
+    waited: list[bool] = []
+
+    def then_the_run_ends(self: GraphSignal, query: Query, n: int) -> dict[str, float]:
+        got = proposals(self, query, n)  # this first read of the namespace submitted the run
+        deadline = time.monotonic() + WAIT
+        while self.graph.pending() and time.monotonic() < deadline:  # the worker, not us
+            time.sleep(0.001)
+        waited.append(not self.graph.pending())
+        return got
+
+    monkeypatch.setattr(GraphSignal, "top", then_the_run_ends)
+    fast = first_search(tmp_path / "fast")  # the run ends right after the graph's proposals
+    assert waited == [True] and fast == slow
+    monkeypatch.setattr(GraphSignal, "top", proposals)
+    with open_store(tmp_path / "again") as mem:  # the run's communities do change the scores
+        fill(mem)
+        mem.store.indexes.graph.communities(NS)
+        got = mem.search(QUERIES[2], namespace=NS, now=NOW)
+        settled = [(r.id, r.score, r.signals) for r in got]
+    assert settled != slow

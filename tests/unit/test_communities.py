@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 
 import networkx as nx
@@ -167,6 +168,29 @@ def test_small_namespaces_recompute_inline() -> None:
     g.space(NS)
     assert slow.calls == 1 and g.pending() == []
     assert slow.thread is threading.current_thread()
+
+
+def test_without_reads_adopt_only_begin_adopts_a_finished_run() -> None:
+    """A store's graph: reads, exports and saved states between two begin() calls keep the
+    communities the namespace had, however early the worker finishes (a search reads one set)."""
+    slow = Slow()
+    g = EntityGraph(background_min_edges=0, community_fn=slow, reads_adopt=False)
+    g.add_many(NS, corpus().items())
+    g.begin(NS)
+    before = results(g)  # the first read submits the run and reads the placed communities
+    placed = g.space(NS).communities()  # type: ignore[union-attr]
+    assert slow.started.wait(WAIT)
+    slow.release.set()
+    deadline = time.monotonic() + WAIT
+    while g.pending() and time.monotonic() < deadline:  # the run ends "during the search"
+        time.sleep(0.001)
+    assert g.pending() == []
+    assert results(g) == before  # the reads after it still see the placed communities
+    assert g.export(NS) is not None and g.namespace_state(NS) is not None
+    assert g.space(NS).communities() == placed and g.generation(NS) == 0  # type: ignore[union-attr]
+    g.begin(NS)  # the next search
+    assert g.generation(NS) == 1 and results(g) == results(inline()) != before
+    assert slow.calls == 1
 
 
 def test_config_validation() -> None:
