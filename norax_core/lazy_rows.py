@@ -52,11 +52,14 @@ class _Joined:
     def item(self, i: int) -> str:
         """Text ``i`` (``0 <= i < n``), decoded from its slice."""
         starts = self.starts
-        if starts is None:
+        if starts is None:  # where each text starts, and past the last's end
             codes = np.frombuffer(self.raw, np.uint8, self.size, self.at)
-            nul = np.flatnonzero(codes == 0)
-            starts = self.starts = np.concatenate(([0], nul + 1, [self.size + 1])).tolist()
-        a, b = self.at + starts[i], self.at + starts[i + 1] - 1
+            starts = np.empty(self.n + 1, np.int64)
+            starts[0], starts[self.n] = 0, self.size + 1
+            starts[1 : self.n] = np.flatnonzero(codes == 0)
+            starts[1 : self.n] += 1
+            self.starts = starts
+        a, b = self.at + int(starts[i]), self.at + int(starts[i + 1]) - 1
         return str(memoryview(self.raw)[a:b], "utf-8")
 
     def chars(self) -> int:
