@@ -15,12 +15,17 @@ of 0.5 MB, ~250 fewer page faults), their first record lookup ~0.1 ms.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Iterator, Sequence
 from itertools import compress
 from operator import itemgetter
 from typing import Any, overload
 
 import numpy as np
+
+_CHUNK = 16_384
+"""Bytes of a text column checked a time (:func:`_utf8_chars`): strings small enough to be
+served from the heap's free memory, not from fresh pages as a column's whole text is."""
 
 COLUMNS = 11
 """Columns of a stored row (:data:`norax_core.sidecar._FULL`), the last two its record."""
@@ -31,16 +36,15 @@ DOCUMENT = 9
 class _Joined:
     """One column's texts joined by NUL, UTF-8 (checked to be ``n`` valid texts)."""
 
-    __slots__ = ("ascii", "at", "n", "raw", "size", "starts")
+    __slots__ = ("at", "chars", "n", "raw", "size", "starts")
 
     def __init__(self, raw: bytes, at: int, size: int, n: int) -> None:
         if n == 0 and size or n and raw.count(b"\0", at, at + size) != n - 1:
             raise ValueError("rows of another shape")
         self.raw, self.at, self.size, self.n = raw, at, size, n
-        codes = np.frombuffer(raw, np.uint8, size, at)
-        self.ascii = not size or int(codes.max()) < 0x80
-        if not self.ascii:
-            str(memoryview(raw)[at : at + size], "utf-8")  # invalid UTF-8 raises here
+        ascii_ = not size or int(np.frombuffer(raw, np.uint8, size, at).max()) < 0x80
+        texts = size if ascii_ else _utf8_chars(raw, at, size)  # invalid UTF-8 raises here
+        self.chars = texts - max(n - 1, 0)  # the sum of the texts' lengths (characters)
         self.starts: Any = None
 
     def items(self) -> list[str]:
@@ -62,11 +66,17 @@ class _Joined:
         a, b = self.at + int(starts[i]), self.at + int(starts[i + 1]) - 1
         return str(memoryview(self.raw)[a:b], "utf-8")
 
-    def chars(self) -> int:
-        """The sum of the texts' lengths (characters)."""
-        if self.ascii:
-            return self.size - max(self.n - 1, 0)
-        return len(str(memoryview(self.raw)[self.at : self.at + self.size], "utf-8")) - (self.n - 1)
+
+def _utf8_chars(raw: bytes, at: int, size: int) -> int:
+    """The characters of ``raw[at : at + size]``, decoded :data:`_CHUNK` bytes at a time.
+
+    Raises:
+        ValueError: Not UTF-8 (``UnicodeDecodeError`` is one).
+    """
+    decoder, view, chars = codecs.getincrementaldecoder("utf-8")(), memoryview(raw), 0
+    for s in range(at, at + size, _CHUNK):
+        chars += len(decoder.decode(view[s : min(s + _CHUNK, at + size)]))
+    return chars + len(decoder.decode(b"", final=True))
 
 
 class Rows(Sequence[tuple[object, ...]]):
@@ -179,7 +189,7 @@ class Rows(Sequence[tuple[object, ...]]):
         """The sum of column ``i``'s lengths when it holds only texts, else ``None``."""
         joined = self._joined[i]
         if joined is not None:
-            return joined.chars()
+            return joined.chars
         items = self.column(i)
         if not set(map(type, items)) <= {str}:
             return None

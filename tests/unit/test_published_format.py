@@ -366,6 +366,16 @@ def test_the_rows_keep_their_columns_for_the_restores_checks() -> None:
     assert got == rows and list(got) == rows
 
 
+def test_long_texts_of_many_byte_characters_are_summed_and_read_whole() -> None:
+    """Their UTF-8 is checked a chunk at a time: characters cut at a chunk's end count once."""
+    texts = ["é✓🙂a" * 9_000, "b" * 5, "", "🙂" * 20_000, "ü" * 16_383]
+    rows = [(f"m{i}", "ns", "t", 1.0, t, t, "", i, "", t, t[::-1]) for i, t in enumerate(texts)]
+    got = published.unpack(published.pack(_state(3), None, rows))[2]
+    assert sidecar.records_bytes(got, 9) == sidecar.records_bytes(rows, 9)
+    assert [got.record(i) for i in range(len(rows))] == [r[9:] for r in rows]
+    assert got == rows
+
+
 @pytest.mark.parametrize("column", [4, 5, 9, 10])
 @pytest.mark.parametrize(
     "body", [b"\xff\xfe", b"caf\xc3", b"a\0b\0c", b"one"], ids=["bad", "cut", "3 texts", "1 text"]
