@@ -676,16 +676,17 @@ class Sidecar(snapshot_table.SnapshotTable):
     def cache(self, namespace: str, records: Sequence[tuple[object, ...]]) -> None:
         """Replace one namespace's rows by :meth:`namespace_records` of a like sidecar.
 
-        A client's cache of a namespace read from a snapshot (the shared file, a published
-        one): its old rows, links and unlinked marks go at once (the loaded indexes hold its
-        links); the new rows are kept in memory (``records`` is kept, not copied: the caller
-        leaves it unchanged) and written when SQL must answer: any read or write of SQL but
-        :meth:`records`, :meth:`namespace_records` and :meth:`lacking_records` of them,
-        which read them in memory (meta, pending ids and graph states are other tables).
-        Measured on a 1,000-memory namespace: 0.05-0.3 ms instead of 3.1-3.5 ms for the
-        insert; a namespace searched and evicted without a write never writes them. Rows
-        under an id another namespace's kept rows hold write those first. Only an in-memory
-        sidecar (a client's) keeps them; a file's are written at once (its triggers).
+        A client's cache of a namespace read from a snapshot (the shared file, a published one):
+        its old rows, links and unlinked marks go at once (the loaded indexes hold its links);
+        the new rows are kept in memory (``records`` is kept, not copied: the caller leaves it
+        unchanged; a published payload's :class:`~norax_core.lazy_rows.Rows` as their columns, a
+        record read by position) and written when SQL must answer: any read or write of SQL but
+        :meth:`records`, :meth:`namespace_records` and :meth:`lacking_records` of them, which
+        read them in memory (meta, pending ids and graph states are other tables). Measured on a
+        1,000-memory namespace: 0.05-0.3 ms instead of 3.1-3.5 ms for the insert; a namespace
+        searched and evicted without a write never writes them. Rows under an id another
+        namespace's kept rows hold write those first. Only an in-memory sidecar (a client's)
+        keeps them; a file's are written at once (its triggers).
         """
         rows = records if isinstance(records, Rows) else Rows.from_rows(list(records))
         with self._lock:
