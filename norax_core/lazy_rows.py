@@ -126,10 +126,10 @@ class Rows(Sequence[tuple[object, ...]]):
             joined = self._joined[i]
             if joined is not None:
                 got = joined.items()
-                self._joined[i] = None
             else:
                 got = list(map(itemgetter(i), self._rows or ()))
-            self._columns[i] = got
+            self._columns[i] = got  # before the joined texts go: :meth:`_item` reads either
+            self._joined[i] = None
         return got
 
     def _item(self, c: int, i: int) -> Any:
@@ -139,8 +139,9 @@ class Rows(Sequence[tuple[object, ...]]):
         if got is not None:
             return got[i]
         joined = self._joined[c]
-        assert joined is not None  # noqa: S101 - one of the two, by construction
-        return joined.item(i)
+        if joined is not None:
+            return joined.item(i)
+        return self._columns[c][i]  # type: ignore[index]  # made meanwhile (see column)
 
     @overload
     def __getitem__(self, i: int) -> tuple[object, ...]: ...

@@ -240,3 +240,33 @@ def test_a_file_sidecar_writes_cached_rows_at_once(tmp_path: Path) -> None:
     assert side.settled == 1 and _sql_count(side) == 2
     side.cache("b", [])
     assert side.settled == 1
+
+
+def test_threads_reading_one_published_rows_every_way_read_the_same_rows() -> None:
+    """Records by position while another thread makes the whole columns: never a gap."""
+    rows = _random_records(random.Random(3), "a", [f"m{i}" for i in range(400)])
+    errors: list[BaseException] = []
+    for _ in range(20):
+        got = _published(rows)
+        start = threading.Barrier(3)
+
+        def records(got: Rows = got, start: threading.Barrier = start) -> None:
+            try:
+                start.wait()
+                assert [got.record(i) for i in range(0, 400, 7)] == [r[9:] for r in rows[0:400:7]]
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        def whole(got: Rows = got, start: threading.Barrier = start) -> None:
+            try:
+                start.wait()
+                assert list(got) == rows and got.lacking() == [r[0] for r in rows if r[9] is None]
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=f) for f in (records, records, whole)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
