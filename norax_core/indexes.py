@@ -53,7 +53,6 @@ from norax_core.client_snapshots import ClientSnapshots
 from norax_core.config import NoraxConfig
 from norax_core.kinds import STANDING
 from norax_core.published import Published, publish_checked, vouched
-from norax_core.published_payload import Rows
 from norax_core.reclaim import READ_BYTES_PER_ROW, Reclaimer
 from norax_core.sidecar import (
     SCHEMA_VERSION,
@@ -386,9 +385,6 @@ class DerivedIndexes:
             self._drop(namespace)
             self.unpublish([namespace])
             return False
-        finally:
-            if isinstance(rows, Rows):
-                rows.release()  # the sidecar keeps the rows, not their columns
         if self.shared is not None:  # the shared file does not hold it yet
             self._bases[namespace] = (taken, None)
         return True
@@ -398,7 +394,7 @@ class DerivedIndexes:
         namespace: str,
         state_blob: bytes,
         vectors: bytes | memoryview | None,
-        rows_of: Callable[[set[str]], list[Any]],
+        rows_of: Callable[[set[str]], Sequence[Any]],
     ) -> bool:
         """Hand a client's snapshot to the indexes; whether it held the vectors.
 

@@ -36,7 +36,7 @@ import hashlib
 import json
 import logging
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from norax_core import fast_get, snapshots
@@ -209,7 +209,7 @@ class Published:
                             self._other.add(str(m.get("ns")))
         return set(self._known) - self._other
 
-    def get(self, namespace: str) -> tuple[float, bytes, memoryview | None, list[Any]] | None:
+    def get(self, namespace: str) -> tuple[float, bytes, memoryview | None, Sequence[Any]] | None:
         """``(taken, state, vectors or None, rows)`` of ``namespace``'s blob, if it has one.
 
         Raises:

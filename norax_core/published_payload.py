@@ -24,6 +24,11 @@ Cold, as above (load 2): the rows read in 1.7-1.75 ms
 instead of 1.8-1.9, with 220 minor page faults instead of 260 (the rows' strings and tuples,
 about 1 MB: their objects, not the reading, cost most of that time); the restore
 (:meth:`~norax_core.indexes.DerivedIndexes._restore_client`) 1.7 ms instead of 2.0-2.3.
+Since then the rows are not made at all (:mod:`norax_core.lazy_rows`): :class:`Rows` keeps
+the columns, its large text columns (tokens, entities, document, metadata: 0.48 MB of the
+0.52) joined and checked, a row or a record built when read. Cold, as above (load 2-4): the
+rows read in 0.55-0.77 ms with 30-45 minor page faults instead of 1.5-2.6 ms (3.8 once) with
+235-470; a client's first query on each namespace 0.5-1 ms less CPU.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ import threading
 from typing import Any
 
 import zstandard
+
+from norax_core.lazy_rows import Rows, _Joined
+
+__all__ = ["VECTORS_AT", "Rows", "b64decode", "b64encode", "pack", "unpack"]
 
 _orjson: Any
 try:
@@ -65,23 +74,10 @@ for a column of at most :data:`_KEYS` distinct texts (a namespace, a kind, a rol
 _KEYS = 256
 _RECORD = frozenset({str, type(None)})
 """The types a record column holds (a document or metadata JSON, or ``None``)."""
+_LAZY = frozenset({4, 5, 9, 10})
+"""The text columns kept as UTF-8 until read (tokens, entities, document, metadata): a
+restore reads none of them, a search its results' records (:mod:`norax_core.lazy_rows`)."""
 _local = threading.local()
-
-
-class Rows(list[tuple[object, ...]]):
-    """The rows of a payload (:func:`unpack`), with the columns they were zipped from.
-
-    ``columns``: the :data:`_COLUMNS` lists, every row a tuple of one item of each (by
-    construction), for the checks and sums a restore makes over whole columns
-    (:func:`norax_core.sidecar.column`) without reading them out of the rows again; ``None``
-    once the caller has :meth:`released <release>` them.
-    """
-
-    columns: list[list[Any]] | None = None
-
-    def release(self) -> None:
-        """Drop the columns (the rows are kept: a client's sidecar caches them)."""
-        self.columns = None
 
 
 def b64encode(payload: bytes) -> str:
@@ -172,10 +168,9 @@ def _pack_rows(rows: list[tuple[object, ...]]) -> bytes:
     A ``<Q`` size, a JSON head (the row count, each column's form and size), then each
     column: keyed when it holds only text (without NUL or lone surrogate) of at most
     :data:`_KEYS` distinct values, at most one per two rows; else its texts joined by NUL
-    when it holds only such text; else a JSON list (numbers, ``None``). Read back by
-    splitting each text in C and one ``zip``: the stored rows' tuples, with fewer Python
-    objects made on the way than JSON rows (a list per row, then its tuple), a keyed
-    column's rows sharing its few strings.
+    when it holds only such text; else a JSON list (numbers, ``None``). Read back as
+    columns (:class:`Rows`): the small text columns split in C, a keyed column's rows
+    sharing its few strings, the large ones (:data:`_LAZY`) kept joined until read.
     """
     if any(len(r) < _COLUMNS for r in rows):
         raise ValueError("rows of another shape")
@@ -211,7 +206,10 @@ def _joined(column: list[object]) -> bytes | None:
 
 
 def _unpack_rows(raw: bytes) -> Rows:
-    """The rows of :func:`_pack_rows`, their columns kept (:class:`Rows`).
+    """The rows of :func:`_pack_rows`, as their columns (:class:`Rows`).
+
+    The text columns of :data:`_LAZY` stay UTF-8 (checked: one text per row, valid UTF-8)
+    until read.
 
     Raises:
         ValueError: Not :data:`_COLUMNS` columns of the stated row count, or a record
@@ -225,10 +223,13 @@ def _unpack_rows(raw: bytes) -> Rows:
     if type(n) is not int or n < 0 or type(forms) is not list or len(forms) != _COLUMNS:
         raise ValueError("rows of another shape")
     view, at, columns = memoryview(raw), _SIZE.size + size, []
-    for form, length in forms:
+    for i, (form, length) in enumerate(forms):
         if type(length) is not int or length < 0 or at + length > len(raw):
             raise ValueError("lengths disagree")
-        if form == _TEXT:
+        column: Any
+        if form == _TEXT and i in _LAZY:  # read when read (checked now)
+            column = _Joined(raw, at, length, n)
+        elif form == _TEXT:
             text = str(view[at : at + length], "utf-8")
             column = text.split("\0") if text or n else []
         elif form == _KEYED:
@@ -243,14 +244,13 @@ def _unpack_rows(raw: bytes) -> Rows:
             column = _loads(raw[at : at + length])
         else:
             raise ValueError(f"a column of unknown form {form!r}")
-        if type(column) is not list or len(column) != n:
+        if type(column) is not _Joined and (type(column) is not list or len(column) != n):
             raise ValueError("rows of another shape")
         columns.append(column)
         at += length
     if at != len(raw):
         raise ValueError("lengths disagree")
-    if not (set(map(type, columns[-2])) | set(map(type, columns[-1]))) <= _RECORD:
-        raise ValueError("rows of another shape")
-    rows = Rows(zip(*columns, strict=True))
-    rows.columns = columns
-    return rows
+    for c in columns[-2:]:  # a record column: texts, or JSON of texts and None
+        if type(c) is list and not set(map(type, c)) <= _RECORD:
+            raise ValueError("rows of another shape")
+    return Rows.from_columns(n, columns)

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from norax_core import snapshot_table
+from norax_core.lazy_rows import Rows
 
 SCHEMA_VERSION = "6"
 """Bumped when the rows change meaning; a sidecar of another version is rebuilt from Chroma
@@ -127,11 +128,12 @@ def record_bytes(document: object, metadata: object) -> int:
 def column(rows: Sequence[tuple[object, ...]], i: int) -> list[Any]:
     """Item ``i`` of every row.
 
-    The column a published payload's rows keep (:class:`~norax_core.published_payload.Rows`,
-    not copied: the caller leaves it unchanged), else read out of the rows in C.
+    The column :class:`~norax_core.lazy_rows.Rows` keep (not copied: the caller leaves it
+    unchanged), else read out of the rows in C.
     """
-    kept = getattr(rows, "columns", None)
-    return kept[i] if kept is not None else list(map(itemgetter(i), rows))
+    if isinstance(rows, Rows):
+        return rows.column(i)
+    return list(map(itemgetter(i), rows))
 
 
 def records_bytes(rows: Sequence[tuple[object, ...]], column_at: int) -> int:
@@ -139,6 +141,10 @@ def records_bytes(rows: Sequence[tuple[object, ...]], column_at: int) -> int:
 
     With no Python call per row when every row holds its record (plain strings).
     """
+    if isinstance(rows, Rows):  # texts kept joined are summed as they are
+        chars = (rows.text_chars(column_at), rows.text_chars(column_at + 1))
+        if chars[0] is not None and chars[1] is not None:
+            return RECORD_BYTES * len(rows) + chars[0] + chars[1]
     docs, metas = column(rows, column_at), column(rows, column_at + 1)
     if set(map(type, docs)) | set(map(type, metas)) <= {str}:
         return RECORD_BYTES * len(rows) + sum(map(len, docs)) + sum(map(len, metas))
@@ -226,9 +232,10 @@ class Sidecar(snapshot_table.SnapshotTable):
         # kind -> id -> record (kept_records); a write of the row drops it
         self._parsed: dict[str, OrderedDict[str, Any]] = {}
         self._writes = 0
-        # rows :meth:`cache` keeps in memory, not written yet: namespace -> rows, id -> row
-        self._cached: dict[str, list[tuple[object, ...]]] = {}
-        self._cached_ids: dict[object, tuple[object, ...]] = {}
+        # rows :meth:`cache` keeps in memory, not written yet: namespace -> rows, id -> its
+        # namespace
+        self._cached: dict[str, Rows] = {}
+        self._cached_ids: dict[object, str] = {}
         self.settled = 0
         """How many times rows :meth:`cache` kept in memory were written to SQL."""
         with self._lock:
@@ -308,11 +315,12 @@ class Sidecar(snapshot_table.SnapshotTable):
         SQL. Rows of other namespaces under the same ids go too, as if they had been
         written: writing them would have replaced those (``INSERT OR REPLACE``).
         """
-        rows = self._cached.pop(namespace, ())
-        for r in rows:
-            self._cached_ids.pop(r[0], None)
+        rows = self._cached.pop(namespace, None)
+        ids = rows.column(0) if rows is not None else []
+        for m in ids:
+            self._cached_ids.pop(m, None)
         sql = "DELETE FROM memories WHERE id IN ({})"
-        self._in_ids(self._db, sql, [str(r[0]) for r in rows])
+        self._in_ids(self._db, sql, list(map(str, ids)))
 
     def close(self) -> None:
         """Close the database (an in-memory one drops what :meth:`cache` kept unwritten)."""
@@ -491,9 +499,14 @@ class Sidecar(snapshot_table.SnapshotTable):
             cached, rest = self._cached_ids, list(ids)
             if cached:
                 for m in ids:
-                    r = cached.get(m)
-                    if r is not None and r[_DOC] is not None and r[_DOC + 1] is not None:
-                        out[m] = (str(r[_DOC]), str(r[_DOC + 1]))
+                    ns = cached.get(m)
+                    if ns is None:
+                        continue
+                    rows = self._cached[ns]
+                    at = rows.position(m)
+                    doc, meta = rows.record(at) if at is not None else (None, None)
+                    if doc is not None and meta is not None:
+                        out[m] = (str(doc), str(meta))
                 rest = [m for m in ids if m not in cached]
             got = self._in_ids(self._db, sql, rest)  # no id of a cached row
         return out | {mid: (doc, meta) for mid, doc, meta in got}
@@ -543,7 +556,7 @@ class Sidecar(snapshot_table.SnapshotTable):
         with self._lock:
             rows = self._cached.get(namespace)
             if rows is not None:
-                return [str(r[0]) for r in rows if r[_DOC] is None]
+                return rows.lacking()
             return [m for (m,) in self._conn.execute(sql, (namespace,))]
 
     def fill_records(
@@ -663,18 +676,19 @@ class Sidecar(snapshot_table.SnapshotTable):
     def cache(self, namespace: str, records: Sequence[tuple[object, ...]]) -> None:
         """Replace one namespace's rows by :meth:`namespace_records` of a like sidecar.
 
-        A client's cache of a namespace read from a snapshot (the shared file, a published
-        one): its old rows, links and unlinked marks go at once (the loaded indexes hold its
-        links); the new rows are kept in memory (``records`` is kept, not copied: the caller
-        leaves it unchanged) and written when SQL must answer: any read or write of SQL but
-        :meth:`records`, :meth:`namespace_records` and :meth:`lacking_records` of them,
-        which read them in memory (meta, pending ids and graph states are other tables).
-        Measured on a 1,000-memory namespace: 0.05-0.3 ms instead of 3.1-3.5 ms for the
-        insert; a namespace searched and evicted without a write never writes them. Rows
-        under an id another namespace's kept rows hold write those first. Only an in-memory
-        sidecar (a client's) keeps them; a file's are written at once (its triggers).
+        A client's cache of a namespace read from a snapshot (the shared file, a published one):
+        its old rows, links and unlinked marks go at once (the loaded indexes hold its links);
+        the new rows are kept in memory (``records`` is kept, not copied: the caller leaves it
+        unchanged; a published payload's :class:`~norax_core.lazy_rows.Rows` as their columns, a
+        record read by position) and written when SQL must answer: any read or write of SQL but
+        :meth:`records`, :meth:`namespace_records` and :meth:`lacking_records` of them, which
+        read them in memory (meta, pending ids and graph states are other tables). Measured on a
+        1,000-memory namespace: 0.05-0.3 ms instead of 3.1-3.5 ms for the insert; a namespace
+        searched and evicted without a write never writes them. Rows under an id another
+        namespace's kept rows hold write those first. Only an in-memory sidecar (a client's)
+        keeps them; a file's are written at once (its triggers).
         """
-        rows = records if isinstance(records, list) else list(records)
+        rows = records if isinstance(records, Rows) else Rows.from_rows(list(records))
         with self._lock:
             with _Transaction(self._db):
                 self._forget()  # the namespace's ids are not known here
@@ -684,7 +698,7 @@ class Sidecar(snapshot_table.SnapshotTable):
                 self._settle()  # it moves an id of another kept namespace: in SQL's order
             if rows:
                 self._cached[namespace] = rows
-                self._cached_ids.update(zip(ids, rows, strict=True))
+                self._cached_ids.update(dict.fromkeys(ids, namespace))
             if self.path is not None and self._cached:  # a file: its triggers see them now
                 self._settle()
 

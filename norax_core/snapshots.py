@@ -33,6 +33,7 @@ import dataclasses
 import functools
 import hashlib
 import pickle
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -213,7 +214,7 @@ def pack_rows(records: list[tuple[object, ...]]) -> bytes:
     return pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def unpack_rows(blob: bytes, ids: set[str], namespace: str) -> list[tuple[object, ...]]:
+def unpack_rows(blob: bytes, ids: set[str], namespace: str) -> Sequence[tuple[object, ...]]:
     """The records of :func:`pack_rows` if they are exactly ``ids``, all of ``namespace``.
 
     Raises:
@@ -226,22 +227,23 @@ def unpack_rows(blob: bytes, ids: set[str], namespace: str) -> list[tuple[object
     return check_rows(rows, ids, namespace)
 
 
-def check_rows(rows: Any, ids: set[str], namespace: str) -> list[tuple[object, ...]]:
+def check_rows(rows: Any, ids: set[str], namespace: str) -> Sequence[tuple[object, ...]]:
     """``rows`` if they are stored rows of exactly ``ids``, all of ``namespace``.
 
     Raises:
         ValueError: They are not such rows, or hold other ids or namespaces.
     """
-    if not isinstance(rows, list):
+    if not isinstance(rows, (list, Rows)):
         raise ValueError("not snapshot rows")
     if not rows:
         if ids:
             raise ValueError("the snapshot's rows and indexes disagree")
         return rows
     # column by column, in C: tuples of the stored columns, all of the namespace; a
-    # published payload's rows are such tuples (zipped from their kept columns)
-    kept = isinstance(rows, Rows) and rows.columns is not None and len(rows.columns) == _COLUMNS
-    if not kept and (set(map(type, rows)) != {tuple} or set(map(len, rows)) != {_COLUMNS}):
+    # published payload's rows are such rows (kept as their columns)
+    if not isinstance(rows, Rows) and (
+        set(map(type, rows)) != {tuple} or set(map(len, rows)) != {_COLUMNS}
+    ):
         raise ValueError("not snapshot rows")
     try:
         spaces = set(column(rows, 1))

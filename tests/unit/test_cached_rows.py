@@ -14,7 +14,18 @@ import random
 import threading
 from pathlib import Path
 
+import pytest
+
+from norax_core import published_payload, sidecar
+from norax_core.lazy_rows import Rows
 from norax_core.sidecar import IndexRow, Sidecar
+
+_STATE = b"state"
+
+
+def _published(rows: list[tuple[object, ...]]) -> Rows:
+    """``rows`` as a published payload's restore hands them over (columns, texts joined)."""
+    return published_payload.unpack(published_payload.pack(_STATE, None, rows))[2]
 
 
 def _rows(ns: str, ids: list[str], tag: str = "", records: bool = True) -> list[IndexRow]:
@@ -123,10 +134,79 @@ def test_random_operations_answer_as_an_eager_insert() -> None:
         assert lazy.count() == eager.count()
 
 
-def test_threads_read_cached_records_while_others_write_and_evict() -> None:
+_TEXTS = ["", "plain", "é ünïcödé ✓", "emoji 🙂", "a\ttab", '{"k": "ü"}', "x" * 300]
+
+
+def _random_records(rng: random.Random, ns: str, ids: list[str]) -> list[tuple[object, ...]]:
+    """Stored rows of random texts (unicode, empty), records held or not, a few kinds."""
+    out = []
+    for i, m in enumerate(ids):
+        held = rng.random() < 0.8
+        doc = f"{rng.choice(_TEXTS)} {m} {rng.random()}" if held else None
+        meta = json.dumps({"n": ns, "t": rng.choice(_TEXTS)}, ensure_ascii=False) if held else None
+        tokens = json.dumps([rng.choice(_TEXTS), m], ensure_ascii=False)
+        kind, role = rng.choice(["episodic", "fact"]), rng.choice(["", "user", "tool"])
+        out.append((m, ns, kind, 1e9 + i, tokens, '["É"]', i + 1, role, "", doc, meta))
+    return out
+
+
+def test_published_rows_read_as_the_rows_they_were_made_of() -> None:
+    """Every way of reading :class:`Rows` gives the rows a payload was packed from."""
+    rng = random.Random(7)
+    for n in (0, 1, 2, 3, 10, 300):
+        rows = _random_records(rng, "a", [f"m{i}" for i in range(n)])
+        got = _published(rows)
+        assert isinstance(got, Rows) and len(got) == n
+        for i in rng.sample(range(n), min(n, 30)):  # by position first, nothing read yet
+            assert got.record(i) == rows[i][9:11]
+            assert got[i] == rows[i] and got[i - n] == rows[i]
+            assert got.position(rows[i][0]) == i
+        assert got.position("nope") is None
+        assert got == rows and list(got) == rows and got[1:3] == rows[1:3]
+        for c in range(11):
+            assert sidecar.column(got, c) == [r[c] for r in rows]
+        assert got.lacking() == [r[0] for r in rows if r[9] is None]
+        assert sidecar.records_bytes(got, 9) == sidecar.records_bytes(rows, 9)
+        with pytest.raises(IndexError):
+            got[n]
+
+
+def test_random_operations_on_published_rows_answer_as_an_eager_insert() -> None:
+    rng = random.Random(11)
+    pool = [f"m{i}" for i in range(30)]
+    for _ in range(40):
+        lazy, eager = Sidecar(None), Sidecar(None)
+        for _step in range(25):
+            op = rng.choice(["cache", "cache", "upsert", "delete", "drop", "fill", "read"])
+            ns, ids = rng.choice("abc"), rng.sample(pool, rng.randint(0, 8))
+            rows = _random_records(rng, ns, ids)
+            for side in (lazy, eager):
+                if op == "cache":
+                    side.cache(ns, _published(rows) if side is lazy else list(rows))
+                elif op == "upsert":
+                    side.upsert(_rows(ns, ids, "u"), done=())
+                elif op == "delete":
+                    side.delete(ids)
+                elif op == "drop":
+                    side.drop_namespace(ns)
+                elif op == "fill":
+                    lacking = side.lacking_records(ns)
+                    side.fill_records(ns, {m: ("filled", "{}") for m in lacking}, side.writes)
+                if side is eager:
+                    side.count()  # written at once
+            if op == "read":
+                assert _state(lazy, pool) == _state(eager, pool)
+        assert _state(lazy, pool) == _state(eager, pool)
+        assert lazy.count() == eager.count()
+
+
+@pytest.mark.parametrize("via", ["rows", "payload"])
+def test_threads_read_cached_records_while_others_write_and_evict(via: str) -> None:
     side = Sidecar(None)
     ids = [f"a{i}" for i in range(200)]
     versions = {tag: _records(side, "a", ids, tag) for tag in ("one", "two")}
+    if via == "payload":
+        versions = {tag: _published(rows) for tag, rows in versions.items()}
     docs = {r[9] for rows in versions.values() for r in rows}
     stop, errors = threading.Event(), []
 
@@ -160,3 +240,33 @@ def test_a_file_sidecar_writes_cached_rows_at_once(tmp_path: Path) -> None:
     assert side.settled == 1 and _sql_count(side) == 2
     side.cache("b", [])
     assert side.settled == 1
+
+
+def test_threads_reading_one_published_rows_every_way_read_the_same_rows() -> None:
+    """Records by position while another thread makes the whole columns: never a gap."""
+    rows = _random_records(random.Random(3), "a", [f"m{i}" for i in range(400)])
+    errors: list[BaseException] = []
+    for _ in range(20):
+        got = _published(rows)
+        start = threading.Barrier(3)
+
+        def records(got: Rows = got, start: threading.Barrier = start) -> None:
+            try:
+                start.wait()
+                assert [got.record(i) for i in range(0, 400, 7)] == [r[9:] for r in rows[0:400:7]]
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        def whole(got: Rows = got, start: threading.Barrier = start) -> None:
+            try:
+                start.wait()
+                assert list(got) == rows and got.lacking() == [r[0] for r in rows if r[9] is None]
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=f) for f in (records, records, whole)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []

@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "norax_core.fast_get",  # one HTTP read to Chroma, standard library and chromadb only
             "norax_core.kinds",
             "norax_core.latest",
+            "norax_core.lazy_rows",  # stored rows kept as columns (numpy only)
             "norax_core.locking",
             "norax_core.models",
             "norax_core.presets",

@@ -15,6 +15,7 @@ import zstandard
 
 from norax_core import published, sidecar, snapshots
 from norax_core import snapshot_format as fmt
+from norax_core.lazy_rows import Rows
 from norax_core.signals.vectors import NamespaceMatrix
 
 _ROW = ("m1", "ns", "text", 1.0, 2.0, "stated", "user", 3, "{}", "The text.", '{"k":1}')
@@ -351,23 +352,51 @@ def test_a_damaged_keyed_column_is_a_value_error(column: list[object], body: byt
     assert published.unpack(_keyed([["k", 4]], b"\x00\x00{}"))[2] == [_ROW[:10] + ("{}",)] * 2
 
 
-def test_the_rows_keep_their_columns_for_the_restores_checks_until_released() -> None:
+def test_the_rows_keep_their_columns_for_the_restores_checks() -> None:
     rows = _many(10, 2)
     got = published.unpack(published.pack(_state(3), None, rows))[2]
     ids = {f"m{i}" for i in range(10)}
-    assert got.columns is not None and sidecar.column(got, 0) is got.columns[0]
+    assert isinstance(got, Rows) and sidecar.column(got, 0) is sidecar.column(got, 0)
     assert sidecar.column(got, 2) == [r[2] for r in rows]
     assert sidecar.records_bytes(got, 9) == sidecar.records_bytes(list(got), 9)
     assert snapshots.check_rows(got, ids, "ns") is got
     for wrong_ids, wrong_ns in ((ids, "other"), (ids - {"m1"}, "ns"), (ids | {"m10"}, "ns")):
         with pytest.raises(ValueError):
             snapshots.check_rows(got, wrong_ids, wrong_ns)
-    got.release()
-    assert got.columns is None and got == rows
-    assert sidecar.column(got, 0) == [r[0] for r in rows]  # read out of the rows again
-    assert snapshots.check_rows(got, ids, "ns") is got
+    assert got == rows and list(got) == rows
+
+
+def test_long_texts_of_many_byte_characters_are_summed_and_read_whole() -> None:
+    """Their UTF-8 is checked a chunk at a time: characters cut at a chunk's end count once."""
+    texts = ["é✓🙂a" * 9_000, "b" * 5, "", "🙂" * 20_000, "ü" * 16_383]
+    rows = [(f"m{i}", "ns", "t", 1.0, t, t, "", i, "", t, t[::-1]) for i, t in enumerate(texts)]
+    got = published.unpack(published.pack(_state(3), None, rows))[2]
+    assert sidecar.records_bytes(got, 9) == sidecar.records_bytes(rows, 9)
+    assert [got.record(i) for i in range(len(rows))] == [r[9:] for r in rows]
+    assert got == rows
+
+
+@pytest.mark.parametrize("column", [4, 5, 9, 10])
+@pytest.mark.parametrize(
+    "body", [b"\xff\xfe", b"caf\xc3", b"a\0b\0c", b"one"], ids=["bad", "cut", "3 texts", "1 text"]
+)
+def test_a_damaged_text_column_kept_joined_is_a_value_error_at_once(
+    column: int, body: bytes
+) -> None:
+    """The columns read when read are checked when unpacked: no wrong row is ever served."""
+    rows = [(f"m{i}", "ns", "t", 1.0, f"[{i}]", f"e{i}", "", i, "", f"d{i}", f"{i}") for i in "01"]
+    payload = published.pack(_state(3), None, rows)
+    assert published.unpack(payload)[2] == rows
+    head, raw = _rows_part(payload)
+    forms, bodies, at = head["columns"], [], 0
+    for _form, size in forms:
+        bodies.append(raw[at : at + size])
+        at += size
+    assert forms[column][0] == "t"
+    bodies[column] = body + (b"\0x" if body in (b"\xff\xfe", b"caf\xc3") else b"")
+    forms[column][1] = len(bodies[column])
     with pytest.raises(ValueError):
-        snapshots.check_rows(got, ids, "other")
+        published.unpack(_with_rows(head, b"".join(bodies)))
 
 
 @pytest.mark.parametrize("kind", [bytearray, memoryview])
