@@ -41,7 +41,7 @@ from typing import Any
 
 import zstandard
 
-from norax_core.lazy_rows import Rows, _Joined
+from norax_core.lazy_rows import COLUMNS, Rows, _Joined
 
 __all__ = ["VECTORS_AT", "Rows", "b64decode", "b64encode", "pack", "unpack"]
 
@@ -63,8 +63,6 @@ VECTORS_AT = _HEAD.size
 to 16), so that every array of their :func:`~norax_core.snapshots.pack_vectors` blob, each
 aligned to 8 in it, is aligned in the payload too."""
 _SIZE = struct.Struct("<Q")
-_COLUMNS = 11
-"""Columns of a stored row (:data:`norax_core.sidecar._FULL`), the last two its record."""
 _LEVEL = 3
 """zstd's level (see the module docstring)."""
 _TEXT, _JSON, _KEYED = "t", "j", "k"
@@ -128,7 +126,7 @@ def pack(state: bytes, vectors: bytes | None, rows: list[tuple[object, ...]]) ->
     to 8, their matrix stays a view of the payload (:func:`unpack`).
 
     Raises:
-        ValueError: A row of fewer than :data:`_COLUMNS` columns.
+        ValueError: A row of fewer than :data:`COLUMNS` columns.
     """
     zstd = zstandard.ZstdCompressor(level=_LEVEL)
     z_state, z_rows = zstd.compress(state), zstd.compress(_pack_rows(rows))
@@ -172,10 +170,10 @@ def _pack_rows(rows: list[tuple[object, ...]]) -> bytes:
     columns (:class:`Rows`): the small text columns split in C, a keyed column's rows
     sharing its few strings, the large ones (:data:`_LAZY`) kept joined until read.
     """
-    if any(len(r) < _COLUMNS for r in rows):
+    if any(len(r) < COLUMNS for r in rows):
         raise ValueError("rows of another shape")
     columns, bodies = [], []
-    for i in range(_COLUMNS):
+    for i in range(COLUMNS):
         column = [r[i] for r in rows]
         text = _joined(column)
         keys = list(dict.fromkeys(column)) if text is not None else []
@@ -212,7 +210,7 @@ def _unpack_rows(raw: bytes) -> Rows:
     until read.
 
     Raises:
-        ValueError: Not :data:`_COLUMNS` columns of the stated row count, or a record
+        ValueError: Not :data:`COLUMNS` columns of the stated row count, or a record
             column holding something other than text or ``None`` (rows of another shape).
     """
     (size,) = _SIZE.unpack_from(raw)
@@ -220,7 +218,7 @@ def _unpack_rows(raw: bytes) -> Rows:
     if type(head) is not dict:
         raise ValueError("rows of another shape")
     n, forms = head.get("n"), head.get("columns")
-    if type(n) is not int or n < 0 or type(forms) is not list or len(forms) != _COLUMNS:
+    if type(n) is not int or n < 0 or type(forms) is not list or len(forms) != COLUMNS:
         raise ValueError("rows of another shape")
     view, at, columns = memoryview(raw), _SIZE.size + size, []
     for i, (form, length) in enumerate(forms):

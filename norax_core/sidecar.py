@@ -736,7 +736,6 @@ class Sidecar(snapshot_table.SnapshotTable):
 
 _ROW = "id, namespace, kind, created_at, tokens, entities, seq, role, inferred_kind"
 _FULL = _ROW + ", document, metadata"  # written, and read by a check; not by a load
-_DOC = 9  # the position of ``document`` in _FULL (``metadata`` follows)
 _INSERT_FULL = f"INSERT OR REPLACE INTO memories ({_FULL}) VALUES ({', '.join('?' * 11)})"
 _IN_CHUNK = 500  # ids per ``IN (...)`` (SQLite allows 999 parameters in old builds)
 

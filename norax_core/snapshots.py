@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from norax_core import snapshot_format as fmt
-from norax_core.published_payload import Rows
+from norax_core.lazy_rows import COLUMNS, Rows
 from norax_core.sidecar import IndexRow, column
 from norax_core.signals import graph_arrays
 from norax_core.signals.bm25 import BM25Index, _Partition
@@ -242,7 +242,7 @@ def check_rows(rows: Any, ids: set[str], namespace: str) -> Sequence[tuple[objec
     # column by column, in C: tuples of the stored columns, all of the namespace; a
     # published payload's rows are such rows (kept as their columns)
     if not isinstance(rows, Rows) and (
-        set(map(type, rows)) != {tuple} or set(map(len, rows)) != {_COLUMNS}
+        set(map(type, rows)) != {tuple} or set(map(len, rows)) != {COLUMNS}
     ):
         raise ValueError("not snapshot rows")
     try:
@@ -258,7 +258,3 @@ def check_rows(rows: Any, ids: set[str], namespace: str) -> Sequence[tuple[objec
     if len(rows) != len(ids) or held != ids:
         raise ValueError("the snapshot's rows and indexes disagree")
     return rows
-
-
-_COLUMNS = 11
-"""Columns of a stored row (:data:`norax_core.sidecar._FULL`)."""

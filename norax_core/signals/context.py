@@ -98,14 +98,23 @@ def session_numbers(times: Sequence[float], gap: float) -> list[int]:
 
 def session_split(times: Sequence[float], gap: float) -> tuple[list[int], list[int]]:
     """:func:`session_numbers` and :func:`session_positions` of ``times``, in one pass."""
-    n = len(times)
-    if not n:
+    if not len(times):
         return [], []
-    breaks = np.diff(np.asarray(times, dtype=np.float64)) > gap
+    numbers, positions = session_arrays(times, gap)
+    return numbers.tolist(), positions.tolist()
+
+
+def session_arrays(
+    times: Sequence[float] | np.ndarray, gap: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`session_split` as int64 arrays (a NaN step, ``inf - inf``, breaks nothing)."""
+    n = len(times)
+    with np.errstate(invalid="ignore"):
+        breaks = np.diff(np.asarray(times, dtype=np.float64)) > gap
     starts = np.flatnonzero(np.r_[True, breaks])  # where each session opens
     lengths = np.diff(np.r_[starts, n])
     numbers = np.repeat(np.arange(len(starts)), lengths)
-    return numbers.tolist(), (np.arange(n) - np.repeat(starts, lengths)).tolist()
+    return numbers, np.arange(n) - np.repeat(starts, lengths)
 
 
 def session_positions(times: Sequence[float], gap: float) -> list[int]:

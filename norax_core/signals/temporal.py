@@ -12,6 +12,7 @@ import numpy as np
 from norax_core.signals.base import Query
 from norax_core.signals.context import (
     neighbour_map,
+    session_arrays,
     session_numbers,
     session_positions,
 )
@@ -531,35 +532,31 @@ def view_neighbours(
 def view_positions(ns: _Namespace, ids: Sequence[str], gap: float) -> list[int]:
     """Each of ``ids``' position in its session, as ``session_split`` splits (-1: none).
 
-    Read from :meth:`_Namespace.view` with each place's position (kept per ``gap``).
+    Read from :meth:`_Namespace.view` with each place's position (:func:`_view_split`).
     """
     _, rank = _view_lists(ns)
-    place: Sequence[int] | None = ns.derived.get(("at", gap))
-    if place is None:
-        times = ns.view()[2]
-        n = len(times)
-        with np.errstate(invalid="ignore"):  # inf - inf: NaN, no break (as session_split)
-            starts = np.flatnonzero(np.concatenate(([True], np.diff(times) > gap)))
-        at = np.arange(n) - np.repeat(starts, np.diff(np.append(starts, n)))
-        place = ns.derived[("at", gap)] = _ints(at)
+    place = _view_split(ns, gap)[1]
     return [-1 if k is None else place[rank[k]] for k in map(ns.slot.get, ids)]
 
 
 def view_sessions(ns: _Namespace, ids: Sequence[str], gap: float) -> list[int]:
     """Each of ``ids``' session, as :func:`session_numbers` numbers them (``-1 - i``: none).
 
-    Read from :meth:`_Namespace.view` with each place's session (kept per ``gap``).
+    Read from :meth:`_Namespace.view` with each place's session (:func:`_view_split`).
     """
     _, rank = _view_lists(ns)
-    number: Sequence[int] | None = ns.derived.get(("sessions", gap))
-    if number is None:
-        times = ns.view()[2]
-        at = np.zeros(len(times), np.int64)
-        with np.errstate(invalid="ignore"):  # inf - inf: NaN, no break (as session_numbers)
-            np.cumsum(np.diff(times) > gap, out=at[1:])
-        number = ns.derived[("sessions", gap)] = _ints(at)
+    number = _view_split(ns, gap)[0]
     slot = ns.slot.get
     return [-1 - i if k is None else number[rank[k]] for i, k in enumerate(map(slot, ids))]
+
+
+def _view_split(ns: _Namespace, gap: float) -> tuple[Sequence[int], Sequence[int]]:
+    """Each place's session and position in it at ``gap`` (``session_split``; kept per gap)."""
+    got: tuple[Sequence[int], Sequence[int]] | None = ns.derived.get(("split", gap))
+    if got is None:
+        numbers, positions = session_arrays(ns.view()[2], gap)
+        got = ns.derived[("split", gap)] = (_ints(numbers), _ints(positions))
+    return got
 
 
 def _view_lists(ns: _Namespace) -> tuple[Sequence[int], Sequence[int]]:
