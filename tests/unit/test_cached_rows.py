@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -105,20 +106,28 @@ def _state(side: Sidecar, ids: list[str]) -> tuple[object, ...]:
     )
 
 
-def test_random_operations_answer_as_an_eager_insert() -> None:
-    rng = random.Random(5)
+Cached = Callable[[Sidecar, bool], Sequence[tuple[object, ...]]]
+"""What a step's ``cache`` gives one side: ``(side, whether it is the lazy one) -> rows``."""
+
+
+def _against_eager(rng: random.Random, step_rows: Callable[[int, str, list[str]], Cached]) -> None:
+    """Random cache, upsert, delete, drop and fill steps on a lazy and an eager sidecar.
+
+    ``step_rows(step, namespace, ids)`` (called once a step, before either side's) gives each
+    side what that step caches; ``read`` steps and the end compare what both answer.
+    """
     pool = [f"m{i}" for i in range(30)]
     for _ in range(40):
         lazy, eager = Sidecar(None), Sidecar(None)
         for step in range(25):
             op = rng.choice(["cache", "cache", "upsert", "delete", "drop", "fill", "read"])
             ns, ids = rng.choice("abc"), rng.sample(pool, rng.randint(0, 8))
-            tag, with_records = f"{step}", rng.random() < 0.5
+            cached = step_rows(step, ns, ids)
             for side in (lazy, eager):
                 if op == "cache":
-                    side.cache(ns, _records(side, ns, ids, tag, with_records))
+                    side.cache(ns, cached(side, side is lazy))
                 elif op == "upsert":
-                    side.upsert(_rows(ns, ids, tag), done=())
+                    side.upsert(_rows(ns, ids, f"{step}"), done=())
                 elif op == "delete":
                     side.delete(ids)
                 elif op == "drop":
@@ -132,6 +141,16 @@ def test_random_operations_answer_as_an_eager_insert() -> None:
                 assert _state(lazy, pool) == _state(eager, pool)
         assert _state(lazy, pool) == _state(eager, pool)
         assert lazy.count() == eager.count()
+
+
+def test_random_operations_answer_as_an_eager_insert() -> None:
+    rng = random.Random(5)
+
+    def step_rows(step: int, ns: str, ids: list[str]) -> Cached:
+        with_records = rng.random() < 0.5
+        return lambda side, _: _records(side, ns, ids, f"{step}", with_records)
+
+    _against_eager(rng, step_rows)
 
 
 _TEXTS = ["", "plain", "é ünïcödé ✓", "emoji 🙂", "a\ttab", '{"k": "ü"}', "x" * 300]
@@ -173,31 +192,12 @@ def test_published_rows_read_as_the_rows_they_were_made_of() -> None:
 
 def test_random_operations_on_published_rows_answer_as_an_eager_insert() -> None:
     rng = random.Random(11)
-    pool = [f"m{i}" for i in range(30)]
-    for _ in range(40):
-        lazy, eager = Sidecar(None), Sidecar(None)
-        for _step in range(25):
-            op = rng.choice(["cache", "cache", "upsert", "delete", "drop", "fill", "read"])
-            ns, ids = rng.choice("abc"), rng.sample(pool, rng.randint(0, 8))
-            rows = _random_records(rng, ns, ids)
-            for side in (lazy, eager):
-                if op == "cache":
-                    side.cache(ns, _published(rows) if side is lazy else list(rows))
-                elif op == "upsert":
-                    side.upsert(_rows(ns, ids, "u"), done=())
-                elif op == "delete":
-                    side.delete(ids)
-                elif op == "drop":
-                    side.drop_namespace(ns)
-                elif op == "fill":
-                    lacking = side.lacking_records(ns)
-                    side.fill_records(ns, {m: ("filled", "{}") for m in lacking}, side.writes)
-                if side is eager:
-                    side.count()  # written at once
-            if op == "read":
-                assert _state(lazy, pool) == _state(eager, pool)
-        assert _state(lazy, pool) == _state(eager, pool)
-        assert lazy.count() == eager.count()
+
+    def step_rows(step: int, ns: str, ids: list[str]) -> Cached:
+        rows = _random_records(rng, ns, ids)
+        return lambda _, lazy: _published(rows) if lazy else list(rows)
+
+    _against_eager(rng, step_rows)
 
 
 @pytest.mark.parametrize("via", ["rows", "payload"])
